@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+// bluectl: a Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.
+// Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
+// BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped) →
+// BluectlCLI (commands) → bluectl (the executable).
+import PackageDescription
+
+let package = Package(
+    name: "bluectl",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "bluectl", targets: ["bluectl"]),
+        .library(name: "BluectlCore", targets: ["BluectlCore"]),
+        .library(name: "BluectlDBus", targets: ["BluectlDBus"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .target(name: "CBluectlShim", dependencies: ["CDBus"]),
+        .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
+        .target(name: "BluectlCore", dependencies: ["BluectlDBus"]),
+        .target(
+            name: "BluectlCLI",
+            dependencies: [
+                "BluectlCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "bluectl", dependencies: ["BluectlCLI"]),
+        .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
+        .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
+        .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI"]),
+        .testTarget(
+            name: "BusTierTests",
+            dependencies: ["BluectlCore"],
+            resources: [.copy("Fixtures")]
+        ),
+    ]
+)

@@ -1,0 +1,2 @@
+import CBluectlShim
+enum P {}
