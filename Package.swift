@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI"]),
         .testTarget(
             name: "BusTierTests",
-            dependencies: ["BluectlCore"],
+            dependencies: ["BluectlCore", "bluectl"],
             resources: [.copy("Fixtures")]
         ),
     ]
