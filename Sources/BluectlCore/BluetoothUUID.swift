@@ -1,0 +1,564 @@
+// BluetoothUUID: 16-, 32- and 128-bit Bluetooth UUIDs, their canonical forms,
+// and names from the Bluetooth assigned numbers (AssignedNumbers.swift, which
+// Scripts/gen-assigned-numbers generates).
+
+/// A Bluetooth UUID (16-, 32- or 128-bit), stored as 128 bits.
+///
+/// 16- and 32-bit UUIDs are shorthands on the Bluetooth base UUID
+/// `00000000-0000-1000-8000-00805f9b34fb`: `180d` is `0000180d-0000-1000-8000-00805f9b34fb`.
+public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Which table a name belongs to.
+    public enum Kind: Sendable, CaseIterable {
+        case service, characteristic, descriptor
+    }
+
+    /// The 128 bits, most significant first as written in `uuidString`.
+    public let uint128Value: UInt128
+
+    /// The low 96 bits of the Bluetooth base UUID 00000000-0000-1000-8000-00805F9B34FB.
+    static let baseLow96: UInt128 = 0x0000_1000_8000_00805f9b34fb
+    static let low96Mask: UInt128 = (1 << 96) - 1
+
+    /// Longest text `init(_:kind:)` looks at (UTF-8 bytes, before trimming); anything
+    /// longer is rejected without being examined. Names in the tables are far shorter.
+    static let maxInputLength = 256
+
+    public init(uint128: UInt128) { uint128Value = uint128 }
+    public init(uint16: UInt16) { self.init(uint32: UInt32(uint16)) }
+    public init(uint32: UInt32) { uint128Value = (UInt128(uint32) << 96) | Self.baseLow96 }
+
+    /// 2, 4 or 16 bytes, big-endian (the order of the canonical string); nil for any other count.
+    public init?(bytes: some Collection<UInt8>) {
+        let count = bytes.count
+        guard count == 2 || count == 4 || count == 16 else { return nil }
+        var v: UInt128 = 0
+        for b in bytes { v = (v << 8) | UInt128(b) }
+        if count == 16 {
+            uint128Value = v
+        } else {
+            uint128Value = (v << 96) | Self.baseLow96
+        }
+    }
+
+    /// Parses a UUID given on a command line or in a file.
+    ///
+    /// Hex forms (surrounding spaces, tabs and line breaks are ignored; case does not matter):
+    /// `180d`, `0x180D` (16-bit), `0000180d`, `0x0000180D` (32-bit), both on the base UUID;
+    /// `0000180d-0000-1000-8000-00805f9b34fb` and `0000180D00001000800000805F9B34FB` (128-bit).
+    /// Text of 4, 8 or 32 hex digits is always read as hex, never as a name.
+    ///
+    /// Names, matched ignoring ASCII case, from the generated tables: the full identifier
+    /// (`org.bluetooth.characteristic.battery_level`), the local name after
+    /// `org.bluetooth.<kind>.` (`battery_level`), the human name (`Battery Level`), or another
+    /// dotted tail of the identifier. `kind` limits the search to one table. The first of
+    /// these tiers with any match decides:
+    /// 1. an exact full identifier;
+    /// 2. a Bluetooth SIG entry's human name, local name, or a longer tail of its identifier
+    ///    (`characteristic.battery_level`);
+    /// 3. a shorter tail of a SIG entry's local name: `status` for
+    ///    `org.bluetooth.characteristic.iod.status`, `client_characteristic_configuration`
+    ///    for `org.bluetooth.descriptor.gatt.client_characteristic_configuration`;
+    /// 4. as 2., for vendor entries (Nordic, Apple, Google, ...): `uart`, `thingy.temperature`,
+    ///    `microbit.service.temperature`; their local names are not cut shorter.
+    /// So `temperature` is the SIG characteristic 2a6e, not one of the vendor ones that end in
+    /// `.temperature`. If the deciding tier holds more than one UUID (`current_time` is both
+    /// a service and a characteristic), the name is ambiguous and the error lists the candidates.
+    public init(_ text: String, kind: Kind? = nil) throws(BluetoothUUIDError) {
+        let byteCount = text.utf8.count
+        guard byteCount <= Self.maxInputLength else {
+            throw BluetoothUUIDError(input: text, reason: "too long (\(byteCount) bytes); \(Self.expectation(kind))")
+        }
+        let all = Array(text.utf8)
+        var lo = all.startIndex, hi = all.endIndex
+        while lo < hi, Self.isTrimmable(all[lo]) { lo += 1 }
+        while hi > lo, Self.isTrimmable(all[hi - 1]) { hi -= 1 }
+        let bytes = all[lo..<hi]
+
+        guard !bytes.isEmpty else {
+            throw BluetoothUUIDError(input: text, reason: "empty; \(Self.expectation(kind))")
+        }
+        if let v = Self.parseHex(bytes) {
+            uint128Value = v
+            return
+        }
+        let trimmed = String(decoding: bytes, as: UTF8.self)
+        if trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw BluetoothUUIDError(input: text, reason: "contains control characters; \(Self.expectation(kind))")
+        }
+
+        let key = bytes.map(Self.asciiLower)
+        switch AssignedNumbers.resolve(key, kind: kind) {
+        case .found(let v):
+            uint128Value = v
+            return
+        case .ambiguous(let candidates):
+            throw BluetoothUUIDError(
+                input: text,
+                reason: "ambiguous name, matches \(Self.list(candidates)); use the full identifier or the UUID")
+        case .notFound:
+            break
+        }
+        throw BluetoothUUIDError(input: text, reason: Self.notFoundReason(bytes, key: key, kind: kind))
+    }
+
+    // MARK: Forms
+
+    /// Canonical lowercase 8-4-4-4-12, as BlueZ uses on D-Bus.
+    public var uuidString: String {
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for i in 0..<32 {
+            if i == 8 || i == 12 || i == 16 || i == 20 { out.append(UInt8(ascii: "-")) }
+            out.append(Self.hexDigit(uint128Value >> UInt128(124 - 4 * i)))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public var description: String { uuidString }
+
+    /// The 32-bit value when this is on the Bluetooth base UUID.
+    public var uint32Value: UInt32? {
+        guard uint128Value & Self.low96Mask == Self.baseLow96 else { return nil }
+        return UInt32(truncatingIfNeeded: uint128Value >> 96)
+    }
+
+    /// The 16-bit value when this is on the Bluetooth base UUID and fits 16 bits.
+    public var uint16Value: UInt16? {
+        guard let v = uint32Value, v <= 0xFFFF else { return nil }
+        return UInt16(v)
+    }
+
+    /// `180d` for a 16-bit UUID on the base UUID, 8 hex digits (`0001fe2c`) for a larger
+    /// 32-bit one, else `uuidString`.
+    public var shortString: String {
+        guard let v = uint32Value else { return uuidString }
+        let digits = v <= 0xFFFF ? 4 : 8
+        var out = [UInt8]()
+        for i in stride(from: digits - 1, through: 0, by: -1) {
+            out.append(Self.hexDigit(UInt128(v >> UInt32(4 * i))))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The 16 bytes, big-endian (the order of `uuidString`).
+    public var bytes: [UInt8] {
+        (0..<16).map { UInt8(truncatingIfNeeded: uint128Value >> UInt128(120 - 8 * $0)) }
+    }
+
+    public static func < (a: BluetoothUUID, b: BluetoothUUID) -> Bool {
+        a.uint128Value < b.uint128Value
+    }
+
+    // MARK: Names
+
+    /// The SIG or vendor name ("Battery Level"), looking in the service, characteristic
+    /// and descriptor tables in that order.
+    public var name: String? { AssignedNumbers.entry(for: uint128Value)?.name }
+
+    /// The name in one table only.
+    public func name(as kind: Kind) -> String? { AssignedNumbers.entry(for: uint128Value, kind: kind)?.name }
+
+    /// A short name such as `battery_level`, for display and for the CLI: the shortest tail
+    /// of the identifier that `init(_:kind:)` (given this entry's kind) reads back as this UUID.
+    public var shortName: String? { AssignedNumbers.entry(for: uint128Value)?.shortName }
+
+    /// `shortName` in one table only.
+    public func shortName(as kind: Kind) -> String? {
+        AssignedNumbers.entry(for: uint128Value, kind: kind)?.shortName
+    }
+
+    /// The full identifier, such as `org.bluetooth.characteristic.battery_level`.
+    public var identifier: String? { AssignedNumbers.entry(for: uint128Value)?.identifier }
+
+    /// The kinds this UUID has a table entry for (usually none or one).
+    public var kinds: [Kind] { Kind.allCases.filter { AssignedNumbers.entry(for: uint128Value, kind: $0) != nil } }
+
+    // MARK: Parsing helpers
+
+    private static func isTrimmable(_ b: UInt8) -> Bool {
+        b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D
+    }
+
+    private static func asciiLower(_ b: UInt8) -> UInt8 {
+        (0x41...0x5A).contains(b) ? b | 0x20 : b
+    }
+
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case 0x30...0x39: return b &- 0x30
+        case 0x41...0x46: return b &- 0x37
+        case 0x61...0x66: return b &- 0x57
+        default: return nil
+        }
+    }
+
+    private static func hexDigit(_ v: UInt128) -> UInt8 {
+        let d = UInt8(truncatingIfNeeded: v & 0xF)
+        return d < 10 ? 0x30 + d : 0x57 + d
+    }
+
+    private static func isHexPrefixed(_ s: ArraySlice<UInt8>) -> Bool {
+        s.count >= 2 && s[s.startIndex] == UInt8(ascii: "0") && s[s.startIndex + 1] | 0x20 == UInt8(ascii: "x")
+    }
+
+    /// Hex digits to a value; nil if any is not a hex digit.
+    private static func digits(_ s: some Sequence<UInt8>) -> UInt128? {
+        var v: UInt128 = 0
+        for b in s {
+            guard let d = hexValue(b) else { return nil }
+            v = (v << 4) | UInt128(d)
+        }
+        return v
+    }
+
+    static func parseHex(_ s: ArraySlice<UInt8>) -> UInt128? {
+        if isHexPrefixed(s) {
+            let rest = s.dropFirst(2)
+            guard rest.count == 4 || rest.count == 8, let v = digits(rest) else { return nil }
+            return (v << 96) | baseLow96
+        }
+        switch s.count {
+        case 4, 8:
+            guard let v = digits(s) else { return nil }
+            return (v << 96) | baseLow96
+        case 32:
+            return digits(s)
+        case 36:
+            let dash = UInt8(ascii: "-")
+            let start = s.startIndex
+            for offset in [8, 13, 18, 23] where s[start + offset] != dash { return nil }
+            var v: UInt128 = 0
+            var n = 0
+            for b in s where b != dash {
+                guard let d = hexValue(b) else { return nil }
+                v = (v << 4) | UInt128(d)
+                n += 1
+            }
+            return n == 32 ? v : nil
+        default:
+            return nil
+        }
+    }
+
+    static func expectation(_ kind: Kind?) -> String {
+        let what = switch kind {
+        case nil: "name such as battery_level"
+        case .service: "service name such as heart_rate"
+        case .characteristic: "characteristic name such as battery_level"
+        case .descriptor: "descriptor name such as client_characteristic_configuration"
+        }
+        return "expected 4, 8 or 32 hex digits, or a Bluetooth SIG \(what)"
+    }
+
+    private static func list(_ candidates: [AssignedUUID]) -> String {
+        let shown = 6
+        var parts = candidates.prefix(shown).map {
+            "\($0.kind) \($0.identifier) (\(BluetoothUUID(uint128: $0.uuid).shortString))"
+        }
+        if candidates.count > shown { parts.append("\(candidates.count - shown) more") }
+        guard let last = parts.popLast() else { return "nothing" }
+        return parts.isEmpty ? last : parts.joined(separator: ", ") + " and " + last
+    }
+
+    private static func notFoundReason(_ bytes: ArraySlice<UInt8>, key: [UInt8], kind: Kind?) -> String {
+        if isHexPrefixed(bytes) {
+            return "expected 4 or 8 hex digits after 0x"
+        }
+        let dash = UInt8(ascii: "-")
+        let hexOrDash = bytes.allSatisfy { hexValue($0) != nil || $0 == dash }
+        // Dashes and no name-like separators: an attempt at 8-4-4-4-12 (names with dashes,
+        // such as com.philips-hue.service.light_control, also have '.', '_' or spaces).
+        let dashes = bytes.count(where: { $0 == dash })
+        let nameLike = bytes.contains { $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") || $0 == 0x20 }
+        if (hexOrDash && dashes > 0) || (dashes >= 2 && !nameLike) {
+            return "expected 8-4-4-4-12 hex digits, as in 0000180d-0000-1000-8000-00805f9b34fb"
+        }
+        if hexOrDash {
+            return "got \(bytes.count) hex digit\(bytes.count == 1 ? "" : "s"); \(expectation(kind))"
+        }
+        if let kind {
+            switch AssignedNumbers.resolve(key, kind: nil) {
+            case .found(let v):
+                let others = AssignedNumbers.matches(key, kind: nil).filter { $0.uuid == v }
+                return "not a \(kind) name; it names \(list(others))"
+            case .ambiguous(let candidates):
+                return "not a \(kind) name; it names \(list(candidates))"
+            case .notFound:
+                break
+            }
+        }
+        let suggestions = AssignedNumbers.suggestions(for: key, kind: kind)
+        if !suggestions.isEmpty {
+            return "unknown name; did you mean \(suggestions.joined(separator: ", "))?"
+        }
+        return expectation(kind)
+    }
+}
+
+extension BluetoothUUID.Kind {
+    var rank: Int {
+        switch self {
+        case .service: 0
+        case .characteristic: 1
+        case .descriptor: 2
+        }
+    }
+}
+
+/// A UUID text that could not be parsed. `description` is one line, with the input
+/// quoted (control characters escaped, long input truncated).
+public struct BluetoothUUIDError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The text as given.
+    public let input: String
+    /// Why it was rejected, e.g. `expected 4 or 8 hex digits after 0x`.
+    public let reason: String
+
+    public init(input: String, reason: String) {
+        self.input = input
+        self.reason = reason
+    }
+
+    public var description: String { "invalid UUID \(Self.quote(input)): \(reason)" }
+
+    /// At most this many Unicode scalars of the input are echoed.
+    static let echoLimit = 64
+
+    /// `input` in double quotes, safe for one line of a terminal: quote, backslash, control,
+    /// format, separator, private-use and unassigned scalars escaped Swift-style, and so is a
+    /// first or last scalar that would join the quotes into one character (a leading combining
+    /// mark, a trailing prepended concatenation mark); cut after `echoLimit` scalars with an ellipsis.
+    static func quote(_ input: String) -> String {
+        var scalars: [Unicode.Scalar] = []
+        var truncated = false
+        for scalar in input.unicodeScalars {
+            if scalars.count == echoLimit {
+                truncated = true
+                break
+            }
+            scalars.append(scalar)
+        }
+        var out = "\""
+        for (i, scalar) in scalars.enumerated() {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\0": out += "\\0"
+            default:
+                let unsafe = switch scalar.properties.generalCategory {
+                case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned: true
+                default: false
+                }
+                if unsafe || (i == 0 && joins("\"", scalar)) || (i == scalars.count - 1 && joins(scalar, "\"")) {
+                    out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + (truncated ? "…\"" : "\"")
+    }
+
+    /// `a` and `b` make one extended grapheme cluster.
+    private static func joins(_ a: Unicode.Scalar, _ b: Unicode.Scalar) -> Bool {
+        var s = ""
+        s.unicodeScalars.append(a)
+        s.unicodeScalars.append(b)
+        return s.count == 1
+    }
+}
+
+/// Bluetooth SIG company identifiers (manufacturer data keys).
+public enum CompanyIdentifiers {
+    /// The company's name, e.g. "Apple, Inc." for 0x004C; nil when unassigned.
+    public static func name(for id: UInt16) -> String? {
+        let (codes, names) = AssignedNumbers.companies
+        var lo = 0, hi = codes.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if codes[mid] < id { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < codes.count, codes[lo] == id else { return nil }
+        return names[lo]
+    }
+}
+
+// MARK: - Tables
+
+/// One row of the generated UUID table (AssignedNumbers.swift).
+struct AssignedUUID: Sendable {
+    let uuid: UInt128
+    let kind: BluetoothUUID.Kind
+    /// A Bluetooth SIG assignment (org.bluetooth.*), rather than a vendor's.
+    let sig: Bool
+    /// The entry shown for its (kind, uuid); other entries for it are aliases, still accepted as names.
+    let primary: Bool
+    let name: String
+    let identifier: String
+    let shortName: String
+
+    init(
+        _ uuid: UInt128, _ kind: BluetoothUUID.Kind, sig: Bool, primary: Bool,
+        _ name: String, _ identifier: String, _ shortName: String
+    ) {
+        self.uuid = uuid
+        self.kind = kind
+        self.sig = sig
+        self.primary = primary
+        self.name = name
+        self.identifier = identifier
+        self.shortName = shortName
+    }
+}
+
+/// Lookups over the generated tables (the data is in AssignedNumbers.swift).
+enum AssignedNumbers {
+    enum Resolution {
+        case found(UInt128)
+        case ambiguous([AssignedUUID])
+        case notFound
+    }
+
+    /// `uuidTable` parsed (see AssignedNumbers.swift for the line format). Malformed
+    /// lines, which the generator does not produce, are skipped; a test checks the count.
+    static let uuids: [AssignedUUID] = uuidTable.utf8.split(separator: 0x0A).compactMap { line in
+        let fields = line.split(separator: UInt8(ascii: "|"), omittingEmptySubsequences: false)
+        guard fields.count == 4 else { return nil }
+        let head = fields[0].split(separator: UInt8(ascii: " "))
+        guard head.count == 4, let uuid = BluetoothUUID.parseHex(ArraySlice(head[3])) else { return nil }
+        let kind: BluetoothUUID.Kind
+        switch head[0].first {
+        case UInt8(ascii: "S"): kind = .service
+        case UInt8(ascii: "C"): kind = .characteristic
+        case UInt8(ascii: "D"): kind = .descriptor
+        default: return nil
+        }
+        func text(_ s: Substring.UTF8View) -> String { String(decoding: s, as: UTF8.self) }
+        return AssignedUUID(
+            uuid, kind, sig: text(head[1]) == "sig", primary: text(head[2]) == "primary",
+            text(fields[1]), text(fields[2]), text(fields[3]))
+    }
+
+    /// `companyTable` parsed: codes sorted, names index for index.
+    static let companies: (codes: [UInt16], names: [String]) = {
+        var codes: [UInt16] = []
+        var names: [String] = []
+        codes.reserveCapacity(companyCount)
+        names.reserveCapacity(companyCount)
+        for line in companyTable.utf8.split(separator: 0x0A) {
+            guard line.count > 5, let code = UInt16(String(decoding: line.prefix(4), as: UTF8.self), radix: 16)
+            else { continue }
+            codes.append(code)
+            names.append(String(decoding: line.dropFirst(5), as: UTF8.self))
+        }
+        return (codes, names)
+    }()
+
+    /// ASCII-lowercased search keys, index for index with `uuids`.
+    struct Keys: Sendable {
+        let identifier: [UInt8]
+        let name: [UInt8]
+        /// Components in the local name: the identifier after its first three
+        /// (org.bluetooth.characteristic.), or 1 for identifiers that short.
+        let localParts: Int
+    }
+
+    static let keys: [Keys] = uuids.map { e in
+        func lower(_ s: String) -> [UInt8] { s.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 } }
+        let dots = e.identifier.utf8.count(where: { $0 == UInt8(ascii: ".") })
+        return Keys(identifier: lower(e.identifier), name: lower(e.name), localParts: dots >= 3 ? dots - 2 : 1)
+    }
+
+    /// The entry shown for `uuid`, in the first table (service, characteristic, descriptor) that has it.
+    static func entry(for uuid: UInt128) -> AssignedUUID? {
+        for kind in BluetoothUUID.Kind.allCases {
+            if let e = entry(for: uuid, kind: kind) { return e }
+        }
+        return nil
+    }
+
+    static func entry(for uuid: UInt128, kind: BluetoothUUID.Kind) -> AssignedUUID? {
+        let rank = kind.rank
+        var lo = 0, hi = uuids.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            let e = uuids[mid]
+            if (e.kind.rank, e.uuid) < (rank, uuid) { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < uuids.count, uuids[lo].kind == kind, uuids[lo].uuid == uuid else { return nil }
+        return uuids[lo]
+    }
+
+    /// `id` ends with "." + `key`.
+    private static func isTail(_ id: [UInt8], _ key: [UInt8]) -> Bool {
+        let start = id.count - key.count
+        guard start > 0, id[start - 1] == UInt8(ascii: ".") else { return false }
+        for i in 0..<key.count where id[start + i] != key[i] { return false }
+        return true
+    }
+
+    /// The tier (see `BluetoothUUID.init(_:kind:)`) at which `key` names this entry, if any.
+    private static func tier(of key: [UInt8], parts: Int, _ e: AssignedUUID, _ k: Keys) -> Int? {
+        if k.identifier == key { return 1 }
+        var best: Int? = nil
+        if k.name == key { best = e.sig ? 2 : 4 }
+        if isTail(k.identifier, key) {
+            let t: Int? = parts >= k.localParts ? (e.sig ? 2 : 4) : (e.sig ? 3 : nil)
+            if let t, t < best ?? .max { best = t }
+        }
+        return best
+    }
+
+    /// The entries of the deciding tier, one per (kind, uuid).
+    static func matches(_ key: [UInt8], kind: BluetoothUUID.Kind?) -> [AssignedUUID] {
+        let parts = key.count(where: { $0 == UInt8(ascii: ".") }) + 1
+        var bestTier = Int.max
+        var found: [AssignedUUID] = []
+        for (e, k) in zip(uuids, keys) where kind == nil || e.kind == kind {
+            guard let t = tier(of: key, parts: parts, e, k), t <= bestTier else { continue }
+            if t < bestTier {
+                bestTier = t
+                found.removeAll()
+            }
+            if !found.contains(where: { $0.kind == e.kind && $0.uuid == e.uuid }) { found.append(e) }
+        }
+        return found
+    }
+
+    static func resolve(_ key: [UInt8], kind: BluetoothUUID.Kind?) -> Resolution {
+        let found = matches(key, kind: kind)
+        guard let first = found.first else { return .notFound }
+        return found.allSatisfy({ $0.uuid == first.uuid }) ? .found(first.uuid) : .ambiguous(found)
+    }
+
+    /// Up to four short names of entries whose identifier or name contains `key`,
+    /// SIG ones and shorter ones first.
+    static func suggestions(for key: [UInt8], kind: BluetoothUUID.Kind?) -> [String] {
+        guard key.count >= 3, key.count <= 64 else { return [] }
+        var hits: [(sig: Bool, name: String)] = []
+        for (e, k) in zip(uuids, keys) where e.primary && (kind == nil || e.kind == kind) {
+            if contains(k.identifier, key) || contains(k.name, key), !hits.contains(where: { $0.name == e.shortName }) {
+                hits.append((e.sig, e.shortName))
+            }
+        }
+        hits.sort { a, b in
+            if a.sig != b.sig { return a.sig }
+            if a.name.utf8.count != b.name.utf8.count { return a.name.utf8.count < b.name.utf8.count }
+            return a.name < b.name
+        }
+        return hits.prefix(4).map(\.name)
+    }
+
+    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        let n = needle.count
+        guard n > 0 else { return true }
+        guard haystack.count >= n else { return false }
+        outer: for i in 0...(haystack.count - n) {
+            for j in 0..<n where haystack[i + j] != needle[j] { continue outer }
+            return true
+        }
+        return false
+    }
+}
