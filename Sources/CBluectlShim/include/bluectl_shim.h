@@ -12,6 +12,7 @@
 
 #include <dbus/dbus.h>
 #include <stdbool.h>
+#include <sys/eventfd.h> /* the I/O thread's wake-up descriptor */
 
 enum {
     BLUECTL_TYPE_INVALID     = DBUS_TYPE_INVALID,

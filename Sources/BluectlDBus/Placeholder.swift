@@ -1,2 +1,0 @@
-import CBluectlShim
-enum P {}
