@@ -1,0 +1,211 @@
+#!/bin/bash
+# PID 1 of the lab VM after switch_root (started by Scripts/lab.d/init).
+#
+# Root is the host's / (9p, read-only) with fresh tmpfs on /run /tmp /root
+# /var/{tmp,log,cache,lib/bluetooth}; the repository is at /tmp/lab/repo
+# (read-only) and the output folder the host reads at /tmp/lab/out.
+# The host writes the job description to /tmp/lab/out/.job.env.
+#
+# Brings up the peripheral side on hci0 -- dbus-daemon, btmon, btvirt,
+# bluetoothd, agent, BlueZ's example-gatt-server, the project's own
+# peripheral (periph.py), BlueZ's example-advertisement -- then runs the
+# job's script against the central adapter hci1, writes its exit status to
+# out/rc and powers the VM off.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root TERM=dumb LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
+LAB=/tmp/lab
+REPO=$LAB/repo
+OUT=$LAB/out
+G=$REPO/Scripts/lab.d/guest
+EX=/usr/share/doc/bluez-test-scripts/examples
+PY=/usr/bin/python3
+
+# job defaults, then the host's job file
+LAB_SCRIPT=; LAB_ARGS=(); LAB_TIMEOUT=600; LAB_VERBOSE=0; LAB_QUIET=0; LAB_DEBUG=1
+LAB_GATT_CHANNELS=; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l2
+LAB_PERIPH_BREDR=off; LAB_ADV_FULL=0; LAB_INTERACTIVE=0; BLUECTL=
+# shellcheck disable=SC1091
+. $OUT/.job.env
+
+up() { cut -d' ' -f1 /proc/uptime; }
+say() { local m; m="[lab $(up)s] $*"; echo "$m" >> $OUT/lab.log; [ "$LAB_QUIET" = 1 ] || echo "$m"; }
+detail() { # command output: to lab.log, and to the console only when verbose
+  if [ "$LAB_VERBOSE" = 1 ]; then tee -a $OUT/lab.log; else cat >> $OUT/lab.log; fi
+}
+timing() { echo "$1=$2" >> $OUT/timings; }
+PIDS=()
+bg() { local log=$1; shift; "$@" > "$log" 2>&1 & PIDS+=($!); }
+
+finish() {
+  local rc=$1
+  set +e
+  dmesg > $OUT/dmesg.log 2>&1
+  lsmod > $OUT/lsmod.txt 2>&1
+  { echo "== btmgmt info"; btmgmt info; } > $OUT/controllers.txt 2>&1
+  grep -iE 'error|fail|warn' $OUT/bluetoothd.log 2>/dev/null | grep -vE 'Opcode 0x2037 failed|Failed to init (vcp|mcp|bap)|Sap driver|device_bonding_failed' \
+    | head -30 > $OUT/bluetoothd-problems.txt
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  if [ -n "${LABMON_PID:-}" ]; then
+    kill "$LABMON_PID" 2>/dev/null; wait "$LABMON_PID" 2>/dev/null
+    cp /run/lab/btmon.snoop $OUT/btmon.snoop 2>/dev/null
+  fi
+  sleep 0.3
+  timing end "$(up)"
+  echo "$rc" > $OUT/rc
+  sync
+  [ "$LAB_QUIET" = 1 ] || echo "[lab $(up)s] guest done, rc=$rc"
+  exec /bin/busybox poweroff -f
+}
+bringup_failed() {
+  LAB_QUIET=0 say "BRING-UP FAILED: $1"
+  local f
+  for f in "${@:2}"; do [ -f "$f" ] && { echo "---- tail $f"; tail -25 "$f"; }; done
+  echo "LAB-BRINGUP-FAILED"
+  finish 125
+}
+wait_until() { # SECONDS DESCRIPTION COMMAND... (polls every 0.2 s until a wall-clock deadline:
+  # under TCG on a busy host one poll can take seconds, so never count iterations)
+  local end d=$2; end=$(awk -v n="$EPOCHREALTIME" -v t="$1" 'BEGIN { printf "%.3f", n + t }'); shift 2
+  while :; do
+    if "$@" >/dev/null 2>&1; then echo "[lab $(up)s] ready: $d" >> $OUT/lab.log; return 0; fi
+    awk -v n="$EPOCHREALTIME" -v e="$end" 'BEGIN { exit !(n < e) }' || break
+    sleep 0.2
+  done
+  LAB_QUIET=0 say "TIMEOUT waiting for: $d"; return 1
+}
+adapter_prop() { # hciN Property -> value (last word of dbus-send's literal reply: an address, true/false)
+  dbus-send --system --print-reply=literal --dest=org.bluez /org/bluez/$1 \
+    org.freedesktop.DBus.Properties.Get string:org.bluez.Adapter1 string:$2 2>/dev/null | awk '{ print $NF }'
+}
+adapter_set() { # hciN Property TYPE:VALUE
+  dbus-send --system --print-reply --dest=org.bluez /org/bluez/$1 \
+    org.freedesktop.DBus.Properties.Set string:org.bluez.Adapter1 string:$2 variant:$3
+}
+addr_of() { adapter_prop "$1" Address | grep -E '^([0-9A-F]{2}:){5}[0-9A-F]{2}$'; }
+
+mount -t debugfs none /sys/kernel/debug 2>/dev/null
+# what udev would normally create
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do [ -e /dev/${i#*:} ] || ln -s /proc/self/fd/${i%:*} /dev/${i#*:}; done
+timing main "$(up)"
+say "guest up (kernel $(uname -r)); bringing up the peripheral on hci0"
+
+# ---- kernel side
+# Load up front what registering a controller autoloads (each autoload runs
+# modprobe from 9p: slow under TCG, and a slow controller set-up fails HCI Reset).
+for m in bluetooth hci_vhci ecdh_generic cmac ecb; do modprobe $m 2>&1 | detail; done
+mkdir -p /run/dbus /run/lab /var/lib/bluetooth
+dbus-daemon --system --fork --print-pid > /run/lab/dbus.pid 2>> $OUT/lab.log \
+  || bringup_failed "dbus-daemon did not start"
+wait_until 60 "system bus" test -S /run/dbus/system_bus_socket || bringup_failed "no system bus socket"
+# HCI trace as a btsnoop file (Scripts/lab decodes it on the host). Not
+# `btmon -w`: btmon 5.66 decodes while recording and crashes on some ATT
+# traffic, truncating the trace. Recorded on tmpfs, copied out at the end.
+$PY -u $G/labmon.py /run/lab/btmon.snoop > $OUT/labmon.log 2>&1 &
+LABMON_PID=$!
+wait_until 30 "HCI monitor recording" grep -q recording $OUT/labmon.log || say "no HCI trace (see labmon.log)"
+# Both controllers must finish their kernel set-up (HCI Reset etc.) and be
+# listed by the management interface. On a starved host a set-up can time out
+# ("hci0: Opcode 0x0c03 failed: -110") and that index never appears: then
+# start btvirt again (its controllers vanish when it exits).
+mgmt_both() { local l; l=$(btmgmt info 2>/dev/null < /dev/console); [[ $l == *"hci0:"* && $l == *"hci1:"* ]]; }
+ctl_settled() { # both set up, or a set-up failure reported by the kernel since this attempt began
+  mgmt_both && return 0
+  dmesg | tail -n +$((DMESG0 + 1)) | grep -qE 'hci[01]: Opcode 0x0c03 failed' && { CTL_FAILED=1; return 0; }
+  return 1
+}
+btvirt -h > /dev/null 2>&1; btmgmt --help > /dev/null 2>&1   # page the binaries in first
+for attempt in 1 2 3; do
+  DMESG0=$(dmesg | wc -l); CTL_FAILED=0
+  # shellcheck disable=SC2086
+  btvirt $LAB_BTVIRT_OPTS >> $OUT/btvirt.log 2>&1 &
+  BTVIRT_PID=$!
+  if wait_until 45 "hci0+hci1 set up (mgmt index list)" ctl_settled && [ $CTL_FAILED = 0 ]; then break; fi
+  say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -i 'hci[01]:' | head -2 | tr '\n' ' ')- restarting btvirt"
+  kill $BTVIRT_PID; wait $BTVIRT_PID 2>/dev/null
+  wait_until 60 "controllers removed" test ! -e /sys/class/bluetooth/hci0 || true
+  [ $attempt = 3 ] && bringup_failed "btvirt controllers did not come up" $OUT/btvirt.log
+done
+PIDS+=($BTVIRT_PID)
+timing controllers "$(up)"
+
+# ---- bluetoothd with the lab's own configuration file
+{
+  echo "# generated by Scripts/lab.d/guest/main.sh"
+  echo "[General]"
+  echo "[GATT]"
+  [ -n "$LAB_GATT_CHANNELS" ] && echo "Channels = $LAB_GATT_CHANNELS"
+  [ -n "$LAB_MTU" ] && echo "ExchangeMTU = $LAB_MTU"
+} > /run/lab/main.conf
+cp /run/lab/main.conf $OUT/bluetoothd-main.conf
+BTD_OPTS=(-n -f /run/lab/main.conf)
+[ "$LAB_DEBUG" = 1 ] && BTD_OPTS+=(-d)
+# shellcheck disable=SC2206
+BTD_OPTS+=($LAB_BLUETOOTHD_OPTS)
+echo "bluetoothd ${BTD_OPTS[*]}" >> $OUT/lab.log
+bg $OUT/bluetoothd.log /usr/libexec/bluetooth/bluetoothd "${BTD_OPTS[@]}"
+both_up() { [ -n "$(addr_of hci0)" ] && [ -n "$(addr_of hci1)" ]; }
+wait_until 60 "bluetoothd exports hci0+hci1" both_up \
+  || bringup_failed "bluetoothd did not export both adapters" $OUT/bluetoothd.log
+PERIPH_ADDR=$(addr_of hci0); CENTRAL_ADDR=$(addr_of hci1)
+timing bluetoothd "$(up)"
+say "bluetoothd up: peripheral hci0=$PERIPH_ADDR, central hci1=$CENTRAL_ADDR"
+
+# The peripheral is LE-only, or Device1.Connect() on the central tries
+# BR/EDR (org.bluez.Error.NotAvailable br-connection-profile-unavailable).
+# BR/EDR can be switched off only while powered off.
+if [ "$LAB_PERIPH_BREDR" = off ]; then
+  { btmgmt --index 0 power off; btmgmt --index 0 bredr off; btmgmt --index 0 power on; } 2>&1 | detail
+fi
+powered() { [ "$(adapter_prop "$1" Powered)" = true ]; }
+wait_until 60 "hci0 powered" powered hci0 || bringup_failed "hci0 not powered"
+wait_until 60 "hci1 powered" powered hci1 || bringup_failed "hci1 not powered"
+btmgmt --index 0 info 2>&1 | sed 's/^/[btmgmt hci0] /' | detail
+
+# pairing agent (auto-accept; one default agent serves both adapters)
+bg $OUT/agent.log $PY -u $G/agent.py KeyboardDisplay
+wait_until 60 "agent registered" grep -q "agent registered" $OUT/agent.log \
+  || bringup_failed "agent did not register" $OUT/agent.log
+
+# discoverable => "LE General Discoverable" flag in the advertisement
+adapter_set hci0 DiscoverableTimeout uint32:0 2>&1 | detail
+adapter_set hci0 Discoverable boolean:true 2>&1 | detail
+discoverable() { [ "$(adapter_prop hci0 Discoverable)" = true ]; }
+wait_until 60 "hci0 discoverable" discoverable || true
+
+# GATT: BlueZ's example server, then the project's own peripheral, then the advert
+bg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
+wait_until 60 "example GATT application registered" grep -q "GATT application registered" $OUT/gatt-server.log \
+  || bringup_failed "example-gatt-server did not register" $OUT/gatt-server.log
+bg $OUT/periph.log $PY -u $G/periph.py /org/bluez/hci0
+wait_until 60 "project peripheral registered" grep -q "periph: application registered" $OUT/periph.log \
+  || bringup_failed "periph.py did not register" $OUT/periph.log
+bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL $PY -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
+wait_until 60 "advertisement registered" grep -q "Advertisement registered" $OUT/advertisement.log \
+  || bringup_failed "example-advertisement did not register" $OUT/advertisement.log
+timing ready "$(up)"
+say "PERIPHERAL READY"
+
+# ---- the job
+export BLUECTL CENTRAL=hci1 CENTRAL_ADDR PERIPHERAL=hci0 PERIPH_ADDR LAB_OUT=$OUT REPO
+export LAB_GATT_CHANNELS LAB_MTU
+cd "$REPO" || finish 125
+if [ "$LAB_INTERACTIVE" = 1 ]; then
+  say "interactive shell (exit to power off); env: BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR LAB_OUT REPO"
+  setsid -c /bin/bash -i < /dev/console > /dev/console 2>&1
+  finish $?
+fi
+if [ ! -f "$LAB_SCRIPT" ]; then say "script not found in the guest: $LAB_SCRIPT"; finish 127; fi
+left=$(awk -v t="$LAB_TIMEOUT" -v u="$(up)" 'BEGIN { l = int(t - u - 15); print (l < 10 ? 10 : l) }')
+say "running ${LAB_SCRIPT#$REPO/} ${LAB_ARGS[*]} (time left ${left}s)"
+T0=$(up)
+if [ -x "$LAB_SCRIPT" ]; then CMD=("$LAB_SCRIPT"); else CMD=(/bin/bash "$LAB_SCRIPT"); fi
+timeout -k 5 "$left" "${CMD[@]}" "${LAB_ARGS[@]}" < /dev/null 2>&1 | tee $OUT/check.log
+RC=${PIPESTATUS[0]}
+timing check "$(awk -v a="$T0" -v b="$(up)" 'BEGIN { printf "%.1f", b - a }')"
+if [ "$RC" = 124 ] && [ "$(awk -v a="$T0" -v b="$(up)" -v l="$left" 'BEGIN { print (b - a >= l - 1) }')" = 1 ]; then
+  say "CHECK TIMED OUT after ${left}s (killed)"
+  echo "LAB-CHECK-TIMEOUT"
+fi
+say "script exited rc=$RC"
+finish "$RC"

@@ -1,0 +1,148 @@
+# Tiny check framework for the lab tier (bash; sourced by scripts that run in
+# the lab guest). A check is a shell function run in a subshell:
+#
+#   check NAME FUNCTION [ARGS...]
+#
+# It passes when FUNCTION returns 0, fails on `fail "why"` or any non-zero
+# status, and is skipped on `skip "why"`. Output: `PASS NAME`,
+# `FAIL NAME: why` (followed by indented context), `SKIP NAME: why`;
+# `summary` prints the skips and then exactly one line `N passed, M failed`
+# and returns non-zero when anything failed. Skips never count as passes.
+#
+# Inside a check:
+#   bl ARGS...          run $BLUECTL ARGS (stdin /dev/null, killed after $BL_TIMEOUT s);
+#                       sets RC, OUT (stdout file), ERR (stderr file), SECS
+#   expect_rc N [N...]  the last bl exited with one of these statuses
+#   expect_json CODE    python over the last bl's stdout: `lines` (parsed JSON
+#                       lines), `text`, `env`; check(cond, msg); see jcheck.py
+#   expect_out TEXT / expect_no_out TEXT   (fixed string, case-insensitive)
+#   need_sub SUB        skip unless `$BLUECTL help SUB` shows SUB's usage
+#   note TEXT           a line in the check's log ($LAB_OUT/checks/NAME.log)
+# Every bl call is logged with its real stdout, stderr and exit status in
+# $LAB_OUT/checks/NAME.log.
+
+LAB_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PY=/usr/bin/python3
+BL_TIMEOUT=${BL_TIMEOUT:-60}
+CHECK_DIR=${LAB_OUT:-/tmp}/checks
+mkdir -p "$CHECK_DIR"
+_PASSED=0 _FAILED=0 _SKIPPED=0 _SKIPS=()
+_now() { date +%s.%N; }
+_dt() { awk -v a="$1" -v b="$(_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+check() {
+  local name=$1; shift
+  local log=$CHECK_DIR/$name.log t0 rc why
+  t0=$(_now)
+  rm -f "$CHECK_DIR/$name".*
+  (
+    CHECK_NAME=$name; _BL_N=0
+    set -o pipefail
+    "$@"
+  ) > "$log" 2>&1 < /dev/null
+  rc=$?
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(_dt "$t0")" >> "$CHECK_DIR/times.tsv"
+  why=$(cat "$CHECK_DIR/$name.why" 2>/dev/null || true)
+  case $rc in
+    0) echo "PASS $name"; _PASSED=$((_PASSED + 1));;
+    77) echo "SKIP $name: ${why:-skipped}"; _SKIPPED=$((_SKIPPED + 1)); _SKIPS+=("$name");;
+    *) echo "FAIL $name: ${why:-check exited with status $rc}"; _FAILED=$((_FAILED + 1))
+       tail -n "${CONTEXT_LINES:-12}" "$log" | sed 's/^/    | /';;
+  esac
+}
+
+fail() { echo "FAIL: $*"; echo "$*" > "$CHECK_DIR/$CHECK_NAME.why"; exit 1; }
+skip() { echo "SKIP: $*"; echo "$*" > "$CHECK_DIR/$CHECK_NAME.why"; exit 77; }
+note() { echo "# $*"; }
+
+# Count PASS/FAIL/SKIP lines of another runner (a nested tier, a python
+# flow) as our own; its lines are shown with a prefix so that only our
+# summary line starts a line with a count.
+import_results() { # PREFIX FILE
+  local prefix=$1 file=$2 line
+  while IFS= read -r line; do
+    case $line in
+      "PASS "*) _PASSED=$((_PASSED + 1)); echo "PASS $prefix${line#PASS }";;
+      "FAIL "*) _FAILED=$((_FAILED + 1)); echo "FAIL $prefix${line#FAIL }";;
+      "SKIP "*) _SKIPPED=$((_SKIPPED + 1)); _SKIPS+=("$prefix${line#SKIP }"); echo "SKIP $prefix${line#SKIP }";;
+      *) echo "    | $line";;
+    esac
+  done < "$file"
+}
+
+summary() {
+  if [ "$_SKIPPED" -gt 0 ]; then
+    echo "skipped $_SKIPPED (not counted): ${_SKIPS[*]%%:*}"
+  fi
+  echo "$_PASSED passed, $_FAILED failed"
+  [ "$_FAILED" -eq 0 ]
+}
+
+bl() {
+  _BL_N=$((_BL_N + 1))
+  OUT=$CHECK_DIR/$CHECK_NAME.$_BL_N.out
+  ERR=$CHECK_DIR/$CHECK_NAME.$_BL_N.err
+  local t0; t0=$(_now)
+  echo "\$ bluectl $*"
+  timeout -k 5 "$BL_TIMEOUT" "$BLUECTL" "$@" > "$OUT" 2> "$ERR" < /dev/null
+  RC=$?
+  SECS=$(_dt "$t0")
+  echo "# exit $RC after ${SECS}s"
+  [ -s "$OUT" ] && { echo "# stdout:"; head -c 20000 "$OUT"; echo; }
+  [ -s "$ERR" ] && { echo "# stderr:"; head -c 4000 "$ERR"; echo; }
+  if [ "$RC" = 124 ] && awk -v s="$SECS" -v l="$BL_TIMEOUT" 'BEGIN { exit !(s >= l - 0.5) }'; then
+    echo "# killed: no exit within ${BL_TIMEOUT}s"
+    KILLED=1
+  else
+    KILLED=0
+  fi
+  return 0
+}
+
+_first_err() { head -c 300 "$ERR" 2>/dev/null | tr '\n' ' '; }
+
+expect_rc() {
+  local want
+  [ "${KILLED:-0}" = 1 ] && fail "bluectl $* did not finish within ${BL_TIMEOUT}s (killed)"
+  for want in "$@"; do [ "$RC" = "$want" ] && return 0; done
+  fail "exit status $RC, expected $*${ERR:+; stderr: $(_first_err)}"
+}
+
+expect_json() {
+  local msg
+  if ! msg=$("$PY" "$LAB_LIB_DIR/jcheck.py" "$OUT" "$1" 2>&1); then
+    fail "${msg:-JSON check failed}"
+  fi
+  [ -n "$msg" ] && echo "$msg"
+  return 0
+}
+
+expect_out() { grep -qiF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
+expect_no_out() { ! grep -qiF -- "$1" "$OUT" || fail "stdout has '$1'"; }
+
+# A subcommand counts as implemented when `bluectl help SUB` succeeds and
+# shows a usage line naming SUB (a placeholder that prints anything for any
+# arguments does not qualify).
+implemented() {
+  local h
+  h=$(timeout 20 "$BLUECTL" help "$1" 2>&1 < /dev/null) || return 1
+  grep -qiE "usage:.*[[:space:]/]$1([[:space:]]|$)" <<<"$h"
+}
+need_sub() { implemented "$1" || skip "not implemented (bluectl help $1)"; }
+
+# bl_signal INT|TERM DELAY ARGS...: run bluectl ARGS, send it SIGINT/SIGTERM
+# after DELAY s; RC is the status a shell would see (130/143 when the signal
+# killed it or it exited with that code); 124 when it ignored the signal for 15 s.
+bl_signal() {
+  local sig=$1 delay=$2; shift 2
+  _BL_N=$((_BL_N + 1))
+  OUT=$CHECK_DIR/$CHECK_NAME.$_BL_N.out
+  ERR=$CHECK_DIR/$CHECK_NAME.$_BL_N.err
+  echo "\$ bluectl $*   (SIG$sig after ${delay}s)"
+  "$PY" "$LAB_LIB_DIR/sigrun.py" "$sig" "$delay" 15 "$OUT" "$ERR" "$BLUECTL" "$@"
+  RC=$?; KILLED=0
+  echo "# exit $RC"
+  [ -s "$OUT" ] && { echo "# stdout:"; head -c 4000 "$OUT"; echo; }
+  [ -s "$ERR" ] && { echo "# stderr:"; head -c 4000 "$ERR"; echo; }
+  return 0
+}

@@ -1,0 +1,318 @@
+#!/bin/bash
+# The lab test tier: bluectl against the real BlueZ stack in the lab VM.
+# Run it with `Scripts/lab test` (one boot runs every check). Each check runs
+# bluectl, captures its real stdout/stderr/exit status and asserts on them
+# (and, where it matters, on what bluetoothd says happened: Tests/Lab/bluez.py).
+#
+# Env (from Scripts/lab): BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR LAB_OUT REPO
+# [LAB_GATT_CHANNELS]. Usage: run-checks.sh [NAME-PATTERN] (shell glob on check
+# names, e.g. 'scan_*'; default: all).
+# Output: PASS/FAIL/SKIP lines, then exactly one line "N passed, M failed".
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=Tests/Lab/lib.sh
+. "$HERE/lib.sh"
+ONLY=${1:-*}
+BZ=("$PY" "$HERE/bluez.py")
+
+[ -x "${BLUECTL:-}" ] || { echo "FAIL setup: BLUECTL=${BLUECTL:-} is not executable"; echo "0 passed, 1 failed"; exit 1; }
+
+# ---- the peripheral (hci0): BlueZ's example-gatt-server + example-advertisement,
+# and the lab's own service (Scripts/lab.d/guest/periph.py)
+DEV=$PERIPH_ADDR
+HR_SVC=0000180d-0000-1000-8000-00805f9b34fb
+HR_MEAS=00002a37-0000-1000-8000-00805f9b34fb
+BODY_LOC=00002a38-0000-1000-8000-00805f9b34fb
+HR_CTRL=00002a39-0000-1000-8000-00805f9b34fb
+BATT_SVC=0000180f-0000-1000-8000-00805f9b34fb
+BATT_LVL=00002a19-0000-1000-8000-00805f9b34fb
+TEST_SVC=12345678-1234-5678-1234-56789abcdef0
+TEST_CHR=12345678-1234-5678-1234-56789abcdef1     # read, write
+TEST_DESC=12345678-1234-5678-1234-56789abcdef2
+TEST_ENC_CHR=12345678-1234-5678-1234-56789abcdef3 # encrypt-read, encrypt-write (pairing via the agent)
+CUD=00002901-0000-1000-8000-00805f9b34fb
+LAB_SVC=b1ec7100-0000-4000-8000-000000000000
+LAB_STREAM=b1ec7100-0000-4000-8000-000000000001   # notify: uint32 LE seq + pattern, 20 bytes
+LAB_CONTROL=b1ec7100-0000-4000-8000-000000000002  # write uint32 LE N: burst of N
+LAB_LONG=b1ec7100-0000-4000-8000-000000000003     # 300 bytes, i & 0xff
+ADV_NAME=TestAdvertisement
+
+# Options added to every command that names a device (connect/read/...).
+# e.g. DEV_OPTS=(--adapter "$CENTRAL") if bluectl wants the adapter there too.
+DEV_OPTS=()
+SCAN_TIMEOUT=30    # btvirt reports an advertiser once per scan start; be generous under TCG
+
+run() { [[ $1 == $ONLY ]] && check "$@"; return 0; }
+
+# =====================================================================
+# adapters
+# =====================================================================
+c_adapters_json() {
+  bl adapters --json
+  expect_rc 0
+  expect_json '
+check(all(isinstance(l, dict) and "adapter" in l for l in lines), "every line must be an object with \"adapter\"")
+a = one(lambda l: l["adapter"] == CENTRAL, "adapter == " + CENTRAL)
+check(a.get("address") == CENTRAL_ADDR, "address %r, expected %r" % (a.get("address"), CENTRAL_ADDR))
+check(a.get("powered") is True, "powered %r, expected true" % a.get("powered"))
+check(isinstance(a.get("discovering"), bool), "discovering must be a bool: %r" % a.get("discovering"))
+check(a.get("state") == "poweredOn", "state %r, expected poweredOn" % a.get("state"))
+check(isinstance(a.get("name"), str) and isinstance(a.get("alias"), str), "name/alias must be strings")
+one(lambda l: l["adapter"] == "hci0", "the peripheral adapter hci0 listed too")'
+}
+c_adapters_plain() {
+  bl adapters
+  expect_rc 0
+  expect_out "$CENTRAL"
+  expect_out "$CENTRAL_ADDR"
+}
+c_usage_errors() {
+  bl scan --timeout notanumber
+  expect_rc 64
+  bl no-such-subcommand
+  expect_rc 64
+}
+
+# =====================================================================
+# scan
+# =====================================================================
+SCAN_EXPECT='
+d = one(lambda l: l.get("event") == "discovered" and l.get("address") == PERIPH_ADDR, "event discovered, address " + PERIPH_ADDR)
+check(d.get("adapter") == CENTRAL, "adapter %r" % d.get("adapter"))
+check(d.get("address_type") == "public", "address_type %r, expected public (btvirt)" % d.get("address_type"))
+check(d.get("name") == "TestAdvertisement", "name %r" % d.get("name"))
+check(isinstance(d.get("rssi"), int), "rssi %r must be an int" % d.get("rssi"))
+su = d.get("service_uuids") or []
+check(u16("180d") in su and u16("180f") in su, "service_uuids %r lack 180d/180f (full 128-bit form)" % su)
+check(d.get("manufacturer_data") == {"0xffff": "00010203"}, "manufacturer_data %r" % d.get("manufacturer_data"))
+check(d.get("service_data") == {u16("9999"): "0001020304"}, "service_data %r" % d.get("service_data"))
+check("tx_power" not in d or isinstance(d["tx_power"], int), "tx_power %r" % d.get("tx_power"))
+check("flags" not in d or is_hex(d["flags"]), "flags %r" % d.get("flags"))
+check(str(d.get("path", "")).startswith("/org/bluez/%s/dev_" % CENTRAL), "path %r" % d.get("path"))
+'
+c_scan_service_filter() {
+  bl scan --json --adapter "$CENTRAL" --service "$HR_SVC" --timeout "$SCAN_TIMEOUT" --count 1
+  expect_rc 0
+  expect_json "$SCAN_EXPECT"
+  expect_json 'check(len(lines) == 1, "--count 1 but %d lines" % len(lines))'
+  awk -v s="$SECS" -v t="$SCAN_TIMEOUT" 'BEGIN { exit !(s < t - 1) }' || fail "--count 1 did not end the scan early (${SECS}s)"
+}
+c_scan_name_filter() {
+  bl scan --json --adapter "$CENTRAL" --name TestAdv --timeout "$SCAN_TIMEOUT" --count 1
+  expect_rc 0
+  expect_json "$SCAN_EXPECT"
+}
+c_scan_filter_excludes() {
+  bl scan --json --adapter "$CENTRAL" --service 0000feed-0000-1000-8000-00805f9b34fb --timeout 6
+  expect_rc 0
+  expect_json 'check(not any(l.get("address") == PERIPH_ADDR for l in lines), "the peripheral does not advertise 0xfeed but was reported")'
+  awk -v s="$SECS" 'BEGIN { exit !(s >= 5 && s < 20) }' || fail "--timeout 6 ended after ${SECS}s"
+}
+c_scan_plain() {
+  bl scan --adapter "$CENTRAL" --timeout "$SCAN_TIMEOUT" --count 1 --name TestAdv
+  expect_rc 0
+  expect_out "$PERIPH_ADDR"
+  expect_out "$ADV_NAME"
+}
+c_scan_no_adapter() {
+  bl scan --json --adapter hci9 --timeout 3
+  expect_rc 69
+  [ -s "$ERR" ] || fail "no message on stderr"
+}
+c_scan_sigint() {
+  bl_signal INT 4 scan --json --adapter "$CENTRAL" --timeout 60
+  expect_rc 130
+  "${BZ[@]}" adapter "$CENTRAL" > "$CHECK_DIR/$CHECK_NAME.adapter.json"
+  OUT=$CHECK_DIR/$CHECK_NAME.adapter.json
+  sleep 1
+  expect_json 'check(lines[0]["Discovering"] is False, "adapter still discovering after SIGINT")'
+}
+c_scan_sigterm() {
+  bl_signal TERM 4 scan --json --adapter "$CENTRAL" --timeout 60
+  expect_rc 143
+}
+
+# =====================================================================
+# central subcommands -- each guarded by `bluectl help SUB` (skipped, not
+# passed, until it exists). Adjust the forms here as the CLI settles.
+# =====================================================================
+c_connect() {
+  need_sub connect
+  bl connect "$DEV" "${DEV_OPTS[@]}"
+  expect_rc 0
+  "${BZ[@]}" wait "$DEV" Connected true 10 || fail "bluetoothd does not show $DEV connected"
+  "${BZ[@]}" wait "$DEV" ServicesResolved true 20 || fail "services not resolved after connect"
+}
+c_discover() {
+  need_sub discover
+  bl discover "$DEV" --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json "
+want = '$HR_SVC $HR_MEAS $BODY_LOC $HR_CTRL $BATT_SVC $BATT_LVL $TEST_SVC $TEST_CHR $TEST_DESC $CUD $TEST_ENC_CHR $LAB_SVC $LAB_STREAM $LAB_CONTROL $LAB_LONG'.split()
+missing = [u for u in want if u not in text.lower()]
+check(not missing, 'UUIDs missing from the tree: %s' % missing)"
+}
+c_read_battery() {
+  need_sub read
+  bl read "$DEV" battery_level --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json '
+check(len(lines) == 1, "expected one line, got %d" % len(lines))
+r = lines[0]
+check(r.get("characteristic") == u16("2a19"), "characteristic %r" % r.get("characteristic"))
+check(is_hex(r.get("value"), 1) and int(r["value"], 16) <= 100, "value %r is not a battery level" % r.get("value"))
+check("device" in r, "no device key")'
+}
+c_read_plain() {
+  need_sub read
+  bl read "$DEV" "$BODY_LOC" "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_out "01"
+}
+read_value() { # UUID -> VALUE (hex) of `read --json`, into $VALUE
+  bl read "$DEV" "$1" --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  VALUE=$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["value"])' "$OUT") \
+    || fail "read --json output has no value"
+}
+c_write_read_back() {
+  need_sub write; need_sub read
+  bl write "$DEV" "$TEST_CHR" 0x0102 --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  read_value "$TEST_CHR"
+  [ "$VALUE" = 0102 ] || fail "read back $VALUE after writing 0102"
+}
+c_write_without_response() {
+  need_sub write; need_sub read
+  bl write "$DEV" "$TEST_CHR" 0xa1b2c3 --without-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  local i
+  for i in 1 2 3; do
+    read_value "$TEST_CHR"
+    [ "$VALUE" = a1b2c3 ] && return 0
+    sleep 1
+  done
+  fail "read back $VALUE after write-without-response of a1b2c3"
+}
+c_write_rejected() {
+  need_sub write
+  # the example's heart rate control point accepts only 0x01
+  bl write "$DEV" "$HR_CTRL" 0x02 --with-response "${DEV_OPTS[@]}"
+  [ "$KILLED" = 1 ] && fail "did not finish"
+  [ "$RC" != 0 ] || fail "a write the peripheral rejects exited 0"
+  [ -s "$ERR" ] || fail "no error message on stderr"
+}
+c_subscribe_heart_rate() {
+  need_sub subscribe
+  bl subscribe "$DEV" heart_rate_measurement --count 3 --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json '
+check(len(lines) == 3, "--count 3 gave %d lines" % len(lines))
+for l in lines:
+    v = l.get("value")
+    check(is_hex(v) and len(v) >= 4, "value %r is not a heart rate measurement" % v)
+    check(int(v[:2], 16) & 0x06 == 0x06, "flags byte %r (example sends 06/0e)" % v[:2])'
+}
+c_long_read() {
+  need_sub read
+  read_value "$LAB_LONG"
+  local want; want=$("$PY" -c 'print(bytes(i & 0xff for i in range(300)).hex())')
+  [ "$VALUE" = "$want" ] || fail "long value: got ${#VALUE} hex digits, expected the 300-byte pattern"
+}
+c_long_write() {
+  need_sub write; need_sub read
+  local v; v=$("$PY" -c 'print(bytes((255 - i) & 0xff for i in range(300)).hex())')
+  bl write "$DEV" "$LAB_LONG" "0x$v" --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  read_value "$LAB_LONG"
+  [ "$VALUE" = "$v" ] || fail "read back ${#VALUE} hex digits, not the 300 bytes written"
+}
+c_stream_burst() {
+  need_sub subscribe; need_sub write
+  local n=500 sub_out=$CHECK_DIR/$CHECK_NAME.stream.out sub_err=$CHECK_DIR/$CHECK_NAME.stream.err pid
+  note "subscribe in the background, wait until bluetoothd shows Notifying, then ask for $n values"
+  timeout -k 5 90 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --count "$n" --json "${DEV_OPTS[@]}" \
+    > "$sub_out" 2> "$sub_err" < /dev/null &
+  pid=$!
+  "${BZ[@]}" wait-notifying "$DEV" "$LAB_STREAM" 30 || { kill $pid 2>/dev/null; cat "$sub_err"; fail "subscription never became active"; }
+  local t0; t0=$(_now)
+  bl write "$DEV" "$LAB_CONTROL" "0x$(printf '%02x%02x0000' $((n & 255)) $((n >> 8)))" --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  wait $pid; local src=$?
+  note "subscriber exit $src after $(_dt "$t0")s; stderr: $(head -c 300 "$sub_err")"
+  [ $src = 0 ] || fail "subscribe --count $n exited $src"
+  OUT=$sub_out
+  expect_json "
+N = $n
+seqs = []
+for l in lines:
+    v = bytes.fromhex(l['value'])
+    check(len(v) == 20, 'value of %d bytes' % len(v))
+    s = int.from_bytes(v[:4], 'little')
+    check(v[4:] == bytes((s + i) & 0xff for i in range(4, 20)), 'corrupt value %s' % l['value'])
+    seqs.append(s)
+check(len(seqs) == N, '%d values, expected %d' % (len(seqs), N))
+missing = sorted(set(range(N)) - set(seqs)); dups = len(seqs) - len(set(seqs))
+check(not missing and not dups, 'missing %d (first %s), %d duplicates' % (len(missing), missing[:5], dups))
+inorder = all(a < b for a, b in zip(seqs, seqs[1:]))
+say('in order: %s' % inorder)
+if env.get('LAB_GATT_CHANNELS') == '1':
+    check(inorder, 'out of order with EATT off (one ATT channel)')"
+}
+c_encrypted_write_read() {
+  need_sub write; need_sub read
+  # encrypt-write/encrypt-read: bluetoothd pairs (the lab's agent accepts)
+  bl write "$DEV" "$TEST_ENC_CHR" 0x0badcafe --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  read_value "$TEST_ENC_CHR"
+  [ "$VALUE" = 0badcafe ] || fail "read back $VALUE from the encrypted characteristic"
+  "${BZ[@]}" wait "$DEV" Paired true 5 || fail "bluetoothd does not show the device paired"
+}
+c_info() {
+  need_sub info
+  bl info "$DEV" --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json '
+d = lines[0] if lines else {}
+check(PERIPH_ADDR in json.dumps(d), "info lacks the address")
+check(d.get("connected") is True, "connected %r, expected true" % d.get("connected"))'
+}
+c_disconnect() {
+  need_sub disconnect
+  bl disconnect "$DEV" "${DEV_OPTS[@]}"
+  expect_rc 0
+  "${BZ[@]}" wait "$DEV" Connected false 10 || fail "bluetoothd still shows $DEV connected"
+}
+c_unknown_device() {
+  need_sub read
+  bl read 00:11:22:33:44:55 battery_level --json "${DEV_OPTS[@]}"
+  expect_rc 68
+}
+
+# =====================================================================
+run adapters_json c_adapters_json
+run adapters_plain c_adapters_plain
+run usage_errors c_usage_errors
+run scan_service_filter c_scan_service_filter
+run scan_name_filter c_scan_name_filter
+run scan_filter_excludes c_scan_filter_excludes
+run scan_plain c_scan_plain
+run scan_no_adapter c_scan_no_adapter
+run scan_sigint c_scan_sigint
+run scan_sigterm c_scan_sigterm
+# ---- central subcommands (guarded) ----
+run connect c_connect
+run discover c_discover
+run read_battery c_read_battery
+run read_plain c_read_plain
+run write_read_back c_write_read_back
+run write_without_response c_write_without_response
+run write_rejected c_write_rejected
+run subscribe_heart_rate c_subscribe_heart_rate
+run long_read c_long_read
+run long_write c_long_write
+run stream_burst c_stream_burst
+run encrypted_write_read c_encrypted_write_read
+run info c_info
+run disconnect c_disconnect
+run unknown_device c_unknown_device
+summary
