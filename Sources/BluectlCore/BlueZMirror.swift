@@ -1,0 +1,137 @@
+import BluectlDBus
+import Synchronization
+
+/// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
+/// number of listeners take a snapshot and the changes after it, with no gap.
+///
+/// Order matters (NOTES.md, pitfall 4): the signal subscriptions are in place
+/// before `GetManagedObjects`, and both are handled on the connection's I/O
+/// thread in bus order, so nothing that happens in between is missed. Only
+/// signals from the current owner of `org.bluez` are accepted; when the owner
+/// changes (bluetoothd restarted or gone), the tree is cleared and re-read.
+public final class BlueZMirror: Sendable {
+    public let connection: DBusConnection
+    private let callTimeout: Duration
+
+    private struct State: ~Copyable {
+        var tree = BlueZObjectTree()
+        var listeners: [UInt64: AsyncStream<BlueZObjectTree.Change>.Continuation] = [:]
+        var nextListener: UInt64 = 1
+        var owner: String?
+        var accessError: DBusError?
+    }
+    private let state = Mutex(State())
+
+    private init(connection: DBusConnection, callTimeout: Duration) {
+        self.connection = connection
+        self.callTimeout = callTimeout
+    }
+
+    /// Subscribes, reads the tree, and keeps it current. Throws
+    /// `CentralError.bluetoothdNotRunning` when org.bluez has no owner.
+    public static func start(connection: DBusConnection, timeout: Duration) async throws -> BlueZMirror {
+        let mirror = BlueZMirror(connection: connection, callTimeout: timeout)
+        try await mirror.subscribe()
+        return mirror
+    }
+
+    private func subscribe() async throws {
+        let owner = try await connection.trackOwner(of: BlueZ.service, timeout: callTimeout)
+        state.withLock { $0.owner = owner }
+        connection.onOwnerChange { [weak self] name, newOwner in
+            guard let self, name == BlueZ.service else { return }
+            self.ownerChanged(to: newOwner)
+        }
+        let objectManager = SignalFilter(sender: BlueZ.service, interface: BlueZ.objectManager, path: .root)
+        _ = try await connection.subscribe(objectManager, timeout: callTimeout) { [weak self] message in
+            self?.apply(message)
+        }
+        let properties = SignalFilter(
+            sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", pathNamespace: BlueZ.root)
+        _ = try await connection.subscribe(properties, timeout: callTimeout) { [weak self] message in
+            self?.apply(message)
+        }
+        guard owner != nil else { throw CentralError.bluetoothdNotRunning }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            readTree { error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
+    }
+
+    /// GetManagedObjects; the reply is applied on the I/O thread, in order.
+    private func readTree(completion: @escaping @Sendable (Error?) -> Void) {
+        let call = DBusMessage.methodCall(
+            destination: BlueZ.service, path: .root, interface: BlueZ.objectManager, member: "GetManagedObjects")
+        connection.call(call, timeout: callTimeout) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let reply):
+                guard let objects = reply.arguments.first else {
+                    completion(DBusError.unexpectedReply("GetManagedObjects returned nothing"))
+                    return
+                }
+                self.mutate { tree in tree.replace(withManagedObjects: objects) }
+                completion(nil)
+            case .failure(let error):
+                if case .remote(let name, _) = error, name == "org.freedesktop.DBus.Error.AccessDenied" {
+                    self.state.withLock { $0.accessError = error }
+                }
+                completion(CentralError(error, operation: "read BlueZ's objects"))
+            }
+        }
+    }
+
+    private func ownerChanged(to newOwner: String?) {
+        state.withLock { $0.owner = newOwner }
+        mutate { tree in tree.clear() }
+        if newOwner != nil { readTree { _ in } }
+    }
+
+    private func apply(_ message: DBusMessage) {
+        mutate { tree in
+            switch message.member {
+            case "InterfacesAdded": return tree.apply(interfacesAdded: message.arguments)
+            case "InterfacesRemoved": return tree.apply(interfacesRemoved: message.arguments)
+            case "PropertiesChanged":
+                guard let path = message.path else { return nil }
+                return tree.apply(propertiesChangedAt: path, arguments: message.arguments)
+            default: return nil
+            }
+        }
+    }
+
+    /// Applies a change and tells every listener, under one lock so that a
+    /// new listener's snapshot and its first change line up exactly.
+    private func mutate(_ body: (inout BlueZObjectTree) -> BlueZObjectTree.Change?) {
+        state.withLock { state in
+            guard let change = body(&state.tree) else { return }
+            for listener in state.listeners.values { listener.yield(change) }
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The tree as it is now.
+    public var tree: BlueZObjectTree { state.withLock { $0.tree } }
+
+    /// Whether bluetoothd is on the bus now.
+    public var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
+
+    /// A snapshot and every change after it. The stream ends when the
+    /// returned token's `cancel()` runs or the consumer stops iterating.
+    public func changes() -> (BlueZObjectTree, AsyncStream<BlueZObjectTree.Change>) {
+        let (stream, continuation) = AsyncStream<BlueZObjectTree.Change>.makeStream()
+        let snapshot = state.withLock { state -> BlueZObjectTree in
+            let id = state.nextListener
+            state.nextListener += 1
+            state.listeners[id] = continuation
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
+            }
+            return state.tree
+        }
+        connection.onDisconnect { continuation.finish() }
+        return (snapshot, stream)
+    }
+}

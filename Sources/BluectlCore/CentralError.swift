@@ -1,0 +1,110 @@
+import BluectlDBus
+
+/// What can go wrong for a central, in terms a user can act on. Each case's
+/// description is one line; the CLI maps cases to documented exit codes.
+public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No system bus at `address`.
+    case busUnavailable(address: String, reason: String)
+    /// org.bluez is not on the bus.
+    case bluetoothdNotRunning
+    /// The bus policy refused us.
+    case accessDenied(String)
+    /// No adapter at all.
+    case noAdapter
+    /// The adapter asked for does not exist.
+    case adapterNotFound(String)
+    /// The adapter exists but is powered off (or rfkill'd).
+    case adapterPoweredOff(String)
+    /// A device could not be found (not in BlueZ's tree and not seen while scanning).
+    case deviceNotFound(String)
+    /// Nothing answered or happened within the time allowed.
+    case timeout(String)
+    /// The peer (or the bus) went away in the middle of an operation.
+    case disconnected(String)
+    /// BlueZ said NotPermitted / NotAuthorized / AuthenticationFailed …
+    case notPermitted(name: String, message: String)
+    /// BlueZ kept answering InProgress.
+    case inProgress(String)
+    /// Any other error reply from BlueZ, by name, with its message.
+    case bluez(name: String, message: String, operation: String)
+    /// A reply that is not what BlueZ's API documents.
+    case unexpected(String)
+    /// The request itself cannot be carried out (wrong properties, ambiguous UUID…).
+    case invalidRequest(String)
+
+    public var description: String {
+        switch self {
+        case .busUnavailable(let address, let reason):
+            return "cannot connect to the system bus at \(address): \(reason)"
+        case .bluetoothdNotRunning:
+            return "bluetoothd is not running (org.bluez is not on the system bus)"
+        case .accessDenied(let message):
+            return "access denied by the bus policy: \(message)"
+        case .noAdapter:
+            return "no Bluetooth adapter found"
+        case .adapterNotFound(let name):
+            return "adapter \(name) not found"
+        case .adapterPoweredOff(let name):
+            return "adapter \(name) is powered off (try --power-on)"
+        case .deviceNotFound(let what):
+            return "device \(what) not found"
+        case .timeout(let what):
+            return "timed out: \(what)"
+        case .disconnected(let what):
+            return "disconnected: \(what)"
+        case .notPermitted(let name, let message):
+            return message.isEmpty ? "not permitted (\(name))" : "not permitted: \(message) (\(name))"
+        case .inProgress(let what):
+            return "operation still in progress after retries: \(what)"
+        case .bluez(let name, let message, let operation):
+            return "\(operation) failed: \(message.isEmpty ? name : "\(message) (\(name))")"
+        case .unexpected(let what):
+            return "unexpected reply from bluetoothd: \(what)"
+        case .invalidRequest(let what):
+            return what
+        }
+    }
+
+    /// Translates a D-Bus failure of `operation` ("read battery_level", …).
+    public init(_ error: DBusError, operation: String) {
+        switch error {
+        case .connectionFailed(let address, let reason):
+            self = .busUnavailable(address: address, reason: reason)
+        case .timedOut:
+            self = .timeout(operation)
+        case .disconnected:
+            self = .disconnected("lost the connection to the system bus during \(operation)")
+        case .invalidArgument(let what):
+            self = .invalidRequest(what)
+        case .unexpectedReply(let what):
+            self = .unexpected(what)
+        case .remote(let name, let message):
+            switch name {
+            case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+                self = .bluetoothdNotRunning
+            case "org.freedesktop.DBus.Error.AccessDenied":
+                self = .accessDenied(message)
+            case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout",
+                 "org.freedesktop.DBus.Error.TimedOut":
+                self = .timeout(operation)
+            case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized",
+                 "org.bluez.Error.AuthenticationFailed", "org.bluez.Error.AuthenticationRejected",
+                 "org.bluez.Error.AuthenticationCanceled":
+                self = .notPermitted(name: name, message: message)
+            case "org.bluez.Error.InProgress":
+                self = .inProgress(operation)
+            default:
+                self = .bluez(name: name, message: message, operation: operation)
+            }
+        }
+    }
+
+    /// For any error thrown below the core: D-Bus errors are translated,
+    /// core errors pass through.
+    public static func from(_ error: any Error, operation: String) -> CentralError {
+        if let error = error as? CentralError { return error }
+        if let error = error as? DBusError { return CentralError(error, operation: operation) }
+        if error is CancellationError { return .timeout(operation) }
+        return .unexpected("\(error)")
+    }
+}

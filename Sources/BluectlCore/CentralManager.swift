@@ -1,0 +1,177 @@
+import BluectlDBus
+
+/// The central: CoreBluetooth's CBCentralManager on BlueZ. One bus
+/// connection, one mirror of BlueZ's tree, shared by everything it does.
+public final class CentralManager: Sendable {
+    public let connection: DBusConnection
+    public let mirror: BlueZMirror
+    /// The per-call D-Bus timeout (an operation's overall deadline is the caller's).
+    public let callTimeout: Duration
+
+    private init(connection: DBusConnection, mirror: BlueZMirror, callTimeout: Duration) {
+        self.connection = connection
+        self.mirror = mirror
+        self.callTimeout = callTimeout
+    }
+
+    /// Connects to the system bus and reads BlueZ's tree.
+    public static func open(
+        busAddress: String = DBusConnection.systemBusAddress, callTimeout: Duration = .seconds(25)
+    ) async throws(CentralError) -> CentralManager {
+        let connection: DBusConnection
+        do {
+            connection = try DBusConnection.connect(address: busAddress)
+        } catch {
+            throw CentralError(error, operation: "connect to the system bus")
+        }
+        do {
+            let mirror = try await BlueZMirror.start(connection: connection, timeout: callTimeout)
+            return CentralManager(connection: connection, mirror: mirror, callTimeout: callTimeout)
+        } catch {
+            connection.close()
+            throw CentralError.from(error, operation: "read BlueZ's objects")
+        }
+    }
+
+    public func close() { connection.close() }
+
+    // MARK: - Adapters and state
+
+    /// All adapters, in path order (hci0, hci1, …).
+    public var adapters: [AdapterInfo] {
+        let tree = mirror.tree
+        return tree.paths(with: BlueZ.adapterInterface).map {
+            AdapterInfo(path: $0, properties: tree.properties($0, BlueZ.adapterInterface) ?? [:])
+        }
+    }
+
+    /// The adapter named `name` ("hci1"), or by default the first powered
+    /// one (else the first one). Throws when there is none or it is missing.
+    public func adapter(named name: String?) throws(CentralError) -> AdapterInfo {
+        let all = adapters
+        if let name {
+            guard let found = all.first(where: { $0.name == name }) else { throw .adapterNotFound(name) }
+            return found
+        }
+        guard let first = all.first(where: \.powered) ?? all.first else { throw .noAdapter }
+        return first
+    }
+
+    /// The adapter, failing when it is powered off.
+    public func poweredAdapter(named name: String?) throws(CentralError) -> AdapterInfo {
+        let adapter = try adapter(named: name)
+        guard adapter.powered else { throw .adapterPoweredOff(adapter.name) }
+        return adapter
+    }
+
+    /// CBCentralManager.state for the adapter chosen as by `adapter(named:)`.
+    public func state(adapter name: String? = nil) -> CentralState {
+        CentralState.derive(
+            bluetoothdRunning: mirror.bluetoothdRunning, accessDenied: false,
+            adapter: try? adapter(named: name))
+    }
+
+    /// Sets `Adapter1.Powered` and waits until BlueZ reports it.
+    public func setPowered(_ on: Bool, adapter: AdapterInfo, timeout: Duration) async throws(CentralError) {
+        let (_, changes) = mirror.changes()
+        do {
+            _ = try await connection.callMethod(
+                destination: BlueZ.service, path: adapter.path, interface: BlueZ.properties, member: "Set",
+                arguments: [.string(BlueZ.adapterInterface), .string("Powered"), .variant(.boolean(on))],
+                timeout: callTimeout)
+        } catch {
+            throw CentralError.from(error, operation: "power \(on ? "on" : "off") \(adapter.name)")
+        }
+        let reached = await firstValue(within: timeout) { [mirror] in
+            if (mirror.tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on { return true }
+            for await _ in changes {
+                if (mirror.tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on { return true }
+            }
+            return false
+        }
+        guard reached == true else { throw .timeout("power \(on ? "on" : "off") \(adapter.name)") }
+    }
+
+    // MARK: - Scanning
+
+    /// Starts a discovery session on `adapter` with `options`. Results come
+    /// through the session's `discoveries`; call `stop()` when done (BlueZ
+    /// also ends it if this process leaves the bus).
+    public func startScan(adapter: AdapterInfo, options: ScanOptions) async throws(CentralError) -> ScanSession {
+        do {
+            _ = try await connection.callMethod(
+                destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                member: "SetDiscoveryFilter", arguments: [options.discoveryFilter], timeout: callTimeout)
+        } catch {
+            throw CentralError.from(error, operation: "set the discovery filter on \(adapter.name)")
+        }
+        // Listen before starting, so the first advertisement is not missed.
+        let (snapshot, changes) = mirror.changes()
+        var tracker = ScanTracker(adapter: adapter.path, options: options)
+        let initial = tracker.start(with: snapshot)
+        do {
+            _ = try await connection.callMethod(
+                destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                member: "StartDiscovery", timeout: callTimeout)
+        } catch {
+            throw CentralError.from(error, operation: "start discovery on \(adapter.name)")
+        }
+        let mirror = self.mirror
+        let startedTracker = tracker
+        let discoveries = AsyncThrowingStream<Discovery, any Error> { continuation in
+            let task = Task {
+                var tracker = startedTracker
+                for discovery in initial { continuation.yield(discovery) }
+                for await change in changes {
+                    if case .replaced = change, !mirror.bluetoothdRunning {
+                        continuation.finish(throwing: CentralError.bluetoothdNotRunning)
+                        return
+                    }
+                    if case .removed(let path, let interfaces) = change, path == adapter.path,
+                       interfaces.contains(BlueZ.adapterInterface) {
+                        continuation.finish(throwing: CentralError.adapterNotFound(adapter.name))
+                        return
+                    }
+                    if let discovery = tracker.handle(change, in: mirror.tree) {
+                        continuation.yield(discovery)
+                    }
+                }
+                continuation.finish(throwing: CentralError.disconnected("lost the connection to the system bus"))
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+        return ScanSession(central: self, adapter: adapter, discoveries: discoveries)
+    }
+}
+
+/// A running discovery session.
+public struct ScanSession: Sendable {
+    public let central: CentralManager
+    public let adapter: AdapterInfo
+    public let discoveries: AsyncThrowingStream<Discovery, any Error>
+
+    /// StopDiscovery for the session this process started.
+    public func stop() async throws(CentralError) {
+        do {
+            _ = try await central.connection.callMethod(
+                destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                member: "StopDiscovery", timeout: central.callTimeout)
+        } catch {
+            throw CentralError.from(error, operation: "stop discovery on \(adapter.name)")
+        }
+    }
+}
+
+/// Runs `body` with a deadline: its value, or nil when time ran out first.
+public func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import BluectlDBus
+
+/// A Bluetooth adapter (controller) as BlueZ's `Adapter1` describes it.
+public struct AdapterInfo: Sendable, Equatable {
+    public var path: ObjectPath
+    /// "hci0": the last element of the path.
+    public var name: String { path.lastComponent }
+    public var address: String?
+    public var addressType: String?
+    public var systemName: String?
+    public var alias: String?
+    public var powered: Bool
+    /// "on", "off", "off-enabling", "on-disabling", "off-blocked" (BlueZ ≥ 5.64)
+    public var powerState: String?
+    public var discovering: Bool
+    public var discoverable: Bool
+    public var pairable: Bool
+
+    /// Reads `Adapter1` properties; wrong types count as absent.
+    public init(path: ObjectPath, properties p: PropertyMap) {
+        self.path = path
+        address = p["Address"]?.string
+        addressType = p["AddressType"]?.string
+        systemName = p["Name"]?.string
+        alias = p["Alias"]?.string
+        powered = p["Powered"]?.bool ?? false
+        powerState = p["PowerState"]?.string
+        discovering = p["Discovering"]?.bool ?? false
+        discoverable = p["Discoverable"]?.bool ?? false
+        pairable = p["Pairable"]?.bool ?? false
+    }
+
+    /// CoreBluetooth's view of this adapter.
+    public var centralState: CentralState {
+        if powerState == "off-blocked" { return .unauthorized }
+        if powerState == "on-disabling" || powerState == "off-enabling" { return .resetting }
+        return powered ? .poweredOn : .poweredOff
+    }
+}
+
+/// CBManagerState, derived from what BlueZ shows.
+public enum CentralState: String, Sendable, Equatable, CaseIterable {
+    /// Not known yet (before the first look at the bus).
+    case unknown
+    /// bluetoothd is restarting or the adapter is changing power state.
+    case resetting
+    /// bluetoothd runs but there is no adapter.
+    case unsupported
+    /// The bus policy denies access, or the adapter is rfkill-blocked.
+    case unauthorized
+    case poweredOff
+    case poweredOn
+
+    /// The state from the facts: is org.bluez on the bus, did it refuse us,
+    /// and the adapter in use (nil: none).
+    public static func derive(bluetoothdRunning: Bool, accessDenied: Bool, adapter: AdapterInfo?) -> CentralState {
+        if accessDenied { return .unauthorized }
+        guard bluetoothdRunning else { return .resetting }
+        guard let adapter else { return .unsupported }
+        return adapter.centralState
+    }
+}
+
+/// A remote device as BlueZ's `Device1` describes it: identity, connection
+/// state and the advertisement data seen last.
+public struct DeviceInfo: Sendable, Equatable {
+    public var path: ObjectPath
+    public var adapter: ObjectPath?
+    public var address: String
+    /// "public" or "random"
+    public var addressType: String?
+    public var name: String?
+    public var alias: String?
+    public var rssi: Int?
+    public var txPower: Int?
+    public var serviceUUIDs: [BluetoothUUID]
+    /// company identifier → data
+    public var manufacturerData: [UInt16: [UInt8]]
+    /// service UUID → data
+    public var serviceData: [BluetoothUUID: [UInt8]]
+    public var advertisingFlags: [UInt8]?
+    public var appearance: Int?
+    public var icon: String?
+    public var connected: Bool
+    public var paired: Bool
+    public var bonded: Bool
+    public var trusted: Bool
+    public var servicesResolved: Bool
+
+    /// Reads `Device1` properties; values of the wrong type count as absent,
+    /// entries that cannot be understood are skipped.
+    public init(path: ObjectPath, properties p: PropertyMap) {
+        self.path = path
+        adapter = p["Adapter"]?.objectPath ?? path.parent
+        address = p["Address"]?.string ?? Self.addressFromPath(path)
+        addressType = p["AddressType"]?.string
+        name = p["Name"]?.string
+        alias = p["Alias"]?.string
+        rssi = p["RSSI"]?.integer
+        txPower = p["TxPower"]?.integer
+        serviceUUIDs = (p["UUIDs"]?.stringArray ?? []).compactMap { try? BluetoothUUID($0) }
+        var manufacturer: [UInt16: [UInt8]] = [:]
+        for entry in p["ManufacturerData"]?.dictionaryEntries ?? [] {
+            guard case .uint16(let company) = entry.key, let data = entry.value.bytes else { continue }
+            manufacturer[company] = data
+        }
+        manufacturerData = manufacturer
+        var service: [BluetoothUUID: [UInt8]] = [:]
+        for entry in p["ServiceData"]?.dictionaryEntries ?? [] {
+            guard let key = entry.key.string, let uuid = try? BluetoothUUID(key), let data = entry.value.bytes else { continue }
+            service[uuid] = data
+        }
+        serviceData = service
+        advertisingFlags = p["AdvertisingFlags"]?.bytes
+        appearance = p["Appearance"]?.integer
+        icon = p["Icon"]?.string
+        connected = p["Connected"]?.bool ?? false
+        paired = p["Paired"]?.bool ?? false
+        bonded = p["Bonded"]?.bool ?? false
+        trusted = p["Trusted"]?.bool ?? false
+        servicesResolved = p["ServicesResolved"]?.bool ?? false
+    }
+
+    /// "AA:BB:…" from ".../dev_AA_BB_…" when the Address property is missing.
+    static func addressFromPath(_ path: ObjectPath) -> String {
+        let last = path.lastComponent
+        guard last.hasPrefix("dev_") else { return last }
+        return last.dropFirst(4).replacingOccurrences(of: "_", with: ":")
+    }
+
+    /// The name to show: the advertised/GAP name, else BlueZ's alias unless
+    /// that is only the address with dashes.
+    public var displayName: String? {
+        if let name, !name.isEmpty { return name }
+        if let alias, alias != address.replacingOccurrences(of: ":", with: "-") { return alias }
+        return nil
+    }
+}

@@ -1,0 +1,130 @@
+import BluectlDBus
+
+/// What to scan for: CoreBluetooth's `scanForPeripherals(withServices:options:)`
+/// in BlueZ's terms (`SetDiscoveryFilter`).
+public struct ScanOptions: Sendable, Equatable {
+    /// Report only devices advertising one of these services (empty: all).
+    public var services: [BluetoothUUID] = []
+    /// Minimum RSSI in dBm.
+    public var rssi: Int?
+    /// Maximum path loss in dB.
+    public var pathloss: Int?
+    /// "le" (default), "bredr" or "auto".
+    public var transport: String = "le"
+    /// Report every advertisement (CBCentralManagerScanOptionAllowDuplicatesKey).
+    public var duplicates = false
+    /// BlueZ's Pattern: an address or name prefix.
+    public var pattern: String?
+    /// Report only devices whose name or alias contains this (case-insensitive).
+    public var nameContains: String?
+
+    public init() {}
+
+    /// The `SetDiscoveryFilter` argument.
+    public var discoveryFilter: DBusValue {
+        var filter: [String: DBusValue] = [
+            "Transport": .string(transport),
+            "DuplicateData": .boolean(duplicates),
+        ]
+        if !services.isEmpty { filter["UUIDs"] = .stringArray(services.map(\.uuidString)) }
+        if let rssi { filter["RSSI"] = .int16(Int16(clamping: rssi)) }
+        if let pathloss { filter["Pathloss"] = .uint16(UInt16(clamping: pathloss)) }
+        if let pattern { filter["Pattern"] = .string(pattern) }
+        return .stringVariantDictionary(filter)
+    }
+
+    /// BlueZ merges the filters of all its clients, so every result is checked
+    /// again against ours (NOTES.md, pitfall 9).
+    public func matches(_ device: DeviceInfo) -> Bool {
+        if !services.isEmpty {
+            let advertised = Set(device.serviceUUIDs).union(device.serviceData.keys)
+            guard services.contains(where: advertised.contains) else { return false }
+        }
+        if let rssi {
+            guard let seen = device.rssi, seen >= rssi else { return false }
+        }
+        if let needle = nameContains?.lowercased(), !needle.isEmpty {
+            let names = [device.name, device.alias].compactMap { $0?.lowercased() }
+            guard names.contains(where: { $0.contains(needle) }) else { return false }
+        }
+        if let pattern, !pattern.isEmpty {
+            let names = [device.address, device.name ?? ""]
+            guard names.contains(where: { $0.uppercased().hasPrefix(pattern.uppercased()) }) else { return false }
+        }
+        return true
+    }
+}
+
+/// One scan result.
+public struct Discovery: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// First advertisement of this device in this scan.
+        case discovered
+        /// A later change of its advertisement (only with `duplicates`).
+        case updated
+    }
+    public var kind: Kind
+    public var device: DeviceInfo
+}
+
+/// Turns tree changes into scan results for one adapter: a pure value,
+/// tested without a bus.
+///
+/// A device counts as seen in this scan when BlueZ adds it, or when one of
+/// its advertisement properties changes. BlueZ drops RSSI when a discovery
+/// ends, so a cached device that is in range again gets a fresh RSSI.
+public struct ScanTracker: Sendable {
+    public let adapter: ObjectPath
+    public let options: ScanOptions
+    public private(set) var seen: Set<ObjectPath> = []
+
+    static let advertisementProperties: Set<String> = [
+        "RSSI", "TxPower", "ManufacturerData", "ServiceData", "AdvertisingFlags", "AdvertisingData",
+    ]
+    static let describingProperties: Set<String> = advertisementProperties.union(["Name", "Alias", "UUIDs"])
+
+    public init(adapter: ObjectPath, options: ScanOptions) {
+        self.adapter = adapter
+        self.options = options
+    }
+
+    /// Devices already in range when the scan starts: those with an RSSI,
+    /// which BlueZ only keeps while some discovery is running.
+    public mutating func start(with tree: BlueZObjectTree) -> [Discovery] {
+        tree.paths(with: BlueZ.deviceInterface).compactMap { path in
+            guard let properties = tree.properties(path, BlueZ.deviceInterface), properties["RSSI"] != nil else { return nil }
+            return report(path, properties)
+        }
+    }
+
+    public mutating func handle(_ change: BlueZObjectTree.Change, in tree: BlueZObjectTree) -> Discovery? {
+        switch change {
+        case .added(let path, let interfaces):
+            guard interfaces.contains(BlueZ.deviceInterface),
+                  let properties = tree.properties(path, BlueZ.deviceInterface) else { return nil }
+            return report(path, properties)
+        case .propertiesChanged(let path, let interface, let changed, _):
+            guard interface == BlueZ.deviceInterface,
+                  let properties = tree.properties(path, BlueZ.deviceInterface) else { return nil }
+            let keys = Set(changed.keys)
+            if seen.contains(path) {
+                guard options.duplicates, !keys.isDisjoint(with: Self.describingProperties) else { return nil }
+            } else {
+                guard !keys.isDisjoint(with: Self.advertisementProperties) else { return nil }
+            }
+            return report(path, properties)
+        case .removed(let path, let interfaces):
+            if interfaces.contains(BlueZ.deviceInterface) { seen.remove(path) }
+            return nil
+        case .replaced:
+            return nil
+        }
+    }
+
+    private mutating func report(_ path: ObjectPath, _ properties: PropertyMap) -> Discovery? {
+        let device = DeviceInfo(path: path, properties: properties)
+        guard device.adapter == adapter, options.matches(device) else { return nil }
+        if seen.insert(path).inserted { return Discovery(kind: .discovered, device: device) }
+        return options.duplicates ? Discovery(kind: .updated, device: device) : nil
+    }
+}
