@@ -1,1 +1,3 @@
-print("bluectl")
+import BluectlCLI
+
+await Bluectl.runMain()

@@ -1,0 +1,96 @@
+import ArgumentParser
+import BluectlCore
+import Foundation
+
+/// The `bluectl` command.
+public struct Bluectl: AsyncParsableCommand {
+    public static let version = "0.1.0"
+
+    public static let configuration = CommandConfiguration(
+        commandName: "bluectl",
+        abstract: "A Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.",
+        discussion: """
+            Exit codes: 0 ok, 1 BlueZ reported a failure, 64 bad usage, 65 unusable value, \
+            68 not found, 69 bus/bluetoothd/adapter unavailable, 70 unexpected reply, \
+            74 disconnected, 75 still in progress, 77 not permitted, 124 timeout, \
+            130 SIGINT, 143 SIGTERM.
+            """,
+        version: version,
+        subcommands: [AdaptersCommand.self, ScanCommand.self]
+    )
+
+    public init() {}
+
+    /// Parses and runs; every error becomes one line on stderr and a
+    /// documented exit status. Help and --version print as usual.
+    public static func runMain(arguments: [String]? = nil) async -> Never {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            exit(withError: nil)
+        } catch let failure as CLIFailure {
+            if !failure.message.isEmpty { Output.error(failure.message) }
+            _exit(failure.status.rawValue)
+        } catch let error as CentralError {
+            Output.error(error.description)
+            _exit(ExitStatus(error).rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success || error is CleanExit {
+                exit(withError: error)
+            }
+            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            Output.error(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
+            _exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
+        }
+    }
+}
+
+/// Options every command that touches an adapter takes.
+struct AdapterOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Adapter to use, e.g. hci0 (default: the first powered one).", valueName: "hciN"))
+    var adapter: String?
+
+    @Flag(name: .long, help: "Power the adapter on if it is off.")
+    var powerOn = false
+
+    func validate() throws {
+        if let adapter, !Self.isAdapterName(adapter) {
+            throw ValidationError("invalid adapter name \"\(TextSafety.escapedForMessage(adapter))\": expected hciN, e.g. hci0")
+        }
+    }
+
+    static func isAdapterName(_ text: String) -> Bool {
+        guard text.hasPrefix("hci"), text.count > 3, text.count <= 8 else { return false }
+        return text.dropFirst(3).allSatisfy { $0.isASCII && $0.isNumber }
+    }
+
+    /// Opens the central and picks the adapter, powering it on when asked.
+    func open(callTimeout: Duration = .seconds(25)) async throws -> (CentralManager, AdapterInfo) {
+        let central = try await CentralManager.open(callTimeout: callTimeout)
+        do {
+            var chosen = try central.adapter(named: adapter)
+            if !chosen.powered {
+                guard powerOn else { throw CentralError.adapterPoweredOff(chosen.name) }
+                try await central.setPowered(true, adapter: chosen, timeout: .seconds(10))
+                chosen = try central.adapter(named: chosen.name)
+            }
+            return (central, chosen)
+        } catch {
+            central.close()
+            throw error
+        }
+    }
+}
+
+/// Parses --timeout values: a positive number of seconds.
+func parseSeconds(_ text: String, option: String) throws -> Double {
+    guard let value = Double(text), value.isFinite, value > 0, value <= 31_536_000 else {
+        throw ValidationError("invalid \(option) \"\(TextSafety.escapedForMessage(text))\": expected a positive number of seconds")
+    }
+    return value
+}

@@ -1,0 +1,73 @@
+import BluectlCore
+
+/// How devices and their advertisement data are printed (JSON field names
+/// are documented in README.md and stable).
+enum DeviceOutput {
+    static func json(_ device: DeviceInfo, adapter: String, event: String? = nil) -> JSONLine {
+        var line = JSONLine()
+        if let event { line.add("event", event) }
+        line.add("adapter", adapter)
+        line.add("address", device.address)
+        if let type = device.addressType { line.add("address_type", type) }
+        if let name = device.name { line.add("name", name) }
+        if let alias = device.alias { line.add("alias", alias) }
+        if let rssi = device.rssi { line.add("rssi", rssi) }
+        if let txPower = device.txPower { line.add("tx_power", txPower) }
+        if !device.serviceUUIDs.isEmpty { line.add("service_uuids", strings: device.serviceUUIDs.map(\.uuidString)) }
+        if !device.manufacturerData.isEmpty {
+            var data = JSONLine()
+            for (company, bytes) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
+                data.add(companyKey(company), ByteFormats.hex(bytes))
+            }
+            line.add("manufacturer_data", object: data)
+        }
+        if !device.serviceData.isEmpty {
+            var data = JSONLine()
+            for (uuid, bytes) in device.serviceData.sorted(by: { $0.key < $1.key }) {
+                data.add(uuid.uuidString, ByteFormats.hex(bytes))
+            }
+            line.add("service_data", object: data)
+        }
+        if let flags = device.advertisingFlags { line.add("flags", ByteFormats.hex(flags)) }
+        if let appearance = device.appearance { line.add("appearance", appearance) }
+        line.add("connected", device.connected)
+        line.add("paired", device.paired)
+        line.add("path", device.path.rawValue)
+        return line
+    }
+
+    /// "0xffff": manufacturer-data keys are 16-bit company identifiers.
+    static func companyKey(_ company: UInt16) -> String {
+        let hex = String(company, radix: 16)
+        return "0x" + String(repeating: "0", count: 4 - hex.count) + hex
+    }
+
+    /// One readable line for a terminal; device-supplied text is escaped.
+    static func text(_ device: DeviceInfo, event: String? = nil) -> String {
+        var parts: [String] = []
+        if let event { parts.append(event == "discovered" ? "NEW" : "CHG") }
+        parts.append(device.address)
+        parts.append(device.addressType ?? "-")
+        parts.append(device.rssi.map { "\($0) dBm" } ?? "- dBm")
+        parts.append(device.displayName.map { "\"\(TextSafety.terminalSafe($0))\"" } ?? "(no name)")
+        if let txPower = device.txPower { parts.append("tx \(txPower) dBm") }
+        if !device.serviceUUIDs.isEmpty {
+            parts.append("services " + device.serviceUUIDs.map { uuidLabel($0) }.joined(separator: ","))
+        }
+        for (company, bytes) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
+            let name = CompanyIdentifiers.name(for: company).map { " (\(TextSafety.terminalSafe($0)))" } ?? ""
+            parts.append("mfr \(companyKey(company))\(name)=\(ByteFormats.hex(bytes))")
+        }
+        for (uuid, bytes) in device.serviceData.sorted(by: { $0.key < $1.key }) {
+            parts.append("data \(uuid.shortString)=\(ByteFormats.hex(bytes))")
+        }
+        if device.connected { parts.append("connected") }
+        return parts.joined(separator: "  ")
+    }
+
+    /// "180d (Heart Rate)" or the full UUID.
+    static func uuidLabel(_ uuid: BluetoothUUID) -> String {
+        if let name = uuid.name { return "\(uuid.shortString) (\(name))" }
+        return uuid.shortString
+    }
+}

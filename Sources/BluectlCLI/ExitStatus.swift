@@ -1,0 +1,58 @@
+import BluectlCore
+
+/// bluectl's exit codes (documented in README.md), mostly from sysexits.h.
+public enum ExitStatus: Int32, Sendable {
+    case success = 0
+    /// A BlueZ operation failed for a reason not listed below (BlueZ's message is shown).
+    case failure = 1
+    /// Bad command-line input.
+    case usage = 64
+    /// A value from the user cannot be used (too long for the characteristic…).
+    case dataError = 65
+    /// The device, characteristic or descriptor asked for does not exist.
+    case notFound = 68
+    /// No system bus, no bluetoothd, no adapter, or the adapter is off.
+    case unavailable = 69
+    /// bluetoothd answered something its API does not allow.
+    case software = 70
+    /// The device disconnected in the middle of the operation.
+    case ioError = 74
+    /// BlueZ kept saying InProgress.
+    case temporaryFailure = 75
+    /// Not permitted / not authorized (bus policy or the device).
+    case noPermission = 77
+    /// The --timeout ran out.
+    case timeout = 124
+    case interrupted = 130
+    case terminated = 143
+
+    public init(_ error: CentralError) {
+        switch error {
+        case .busUnavailable, .bluetoothdNotRunning, .noAdapter, .adapterNotFound, .adapterPoweredOff:
+            self = .unavailable
+        case .accessDenied, .notPermitted: self = .noPermission
+        case .deviceNotFound: self = .notFound
+        case .timeout: self = .timeout
+        case .disconnected: self = .ioError
+        case .inProgress: self = .temporaryFailure
+        case .bluez: self = .failure
+        case .unexpected: self = .software
+        case .invalidRequest: self = .usage
+        }
+    }
+}
+
+/// A failure the CLI reports as one line on stderr with its exit status.
+public struct CLIFailure: Error, Sendable {
+    public var status: ExitStatus
+    public var message: String
+
+    public init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    public init(_ error: CentralError) {
+        self.init(ExitStatus(error), error.description)
+    }
+}
