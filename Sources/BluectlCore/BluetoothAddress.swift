@@ -1,0 +1,190 @@
+// BluetoothAddress: a 48-bit Bluetooth device address (BD_ADDR), its text forms
+// and BlueZ's device object-path element (`dev_AA_BB_CC_DD_EE_FF`).
+
+/// A Bluetooth device address: six bytes, most significant first, as written
+/// (`AA:BB:CC:DD:EE:FF` has `0xAA` first). Ordered by that byte order.
+public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The 48 bits in the low bits of a UInt64 (`AA:BB:CC:DD:EE:FF` is 0xAABB_CCDD_EEFF).
+    public let uint64Value: UInt64
+
+    /// Longest text `parse(_:)` looks at (UTF-8 bytes, before trimming surrounding whitespace).
+    static let maxInputLength = 256
+
+    /// `nil` if `value` has any of its top 16 bits set.
+    public init?(uint64: UInt64) {
+        guard uint64 >> 48 == 0 else { return nil }
+        uint64Value = uint64
+    }
+
+    /// Exactly six bytes, most significant first (display order, not BlueZ's
+    /// little-endian `bdaddr_t`); nil for any other count.
+    public init?(bytes: some Collection<UInt8>) {
+        var v: UInt64 = 0
+        var n = 0
+        for b in bytes {
+            n += 1
+            guard n <= 6 else { return nil }
+            v = (v << 8) | UInt64(b)
+        }
+        guard n == 6 else { return nil }
+        uint64Value = v
+    }
+
+    /// `AA:BB:CC:DD:EE:FF`, `aa:bb:cc:dd:ee:ff` (any case) or `AA-BB-CC-DD-EE-FF`,
+    /// with surrounding whitespace ignored; nil for anything else.
+    public init?(_ text: String) {
+        guard let a = try? Self.parse(text) else { return nil }
+        self = a
+    }
+
+    /// BlueZ's device object-path element, `dev_AA_BB_CC_DD_EE_FF` (hex digits in any case);
+    /// nil for anything else, including a whole object path.
+    public init?(pathElement: String) {
+        let u = pathElement.utf8
+        guard u.count == 21 else { return nil }
+        var bytes = u.makeIterator()
+        for expected in "dev_".utf8 {
+            guard bytes.next() == expected else { return nil }
+        }
+        guard let v = Self.scanGroups(&bytes, separator: UInt8(ascii: "_")) else { return nil }
+        uint64Value = v
+    }
+
+    /// Parses an address given on a command line: `AA:BB:CC:DD:EE:FF` in any case, or with `-`
+    /// separators; surrounding spaces, tabs and line breaks are ignored.
+    public static func parse(_ text: String) throws(BluetoothAddressError) -> BluetoothAddress {
+        let byteCount = text.utf8.count
+        guard byteCount <= maxInputLength else {
+            throw BluetoothAddressError(input: text, reason: "too long (\(byteCount) bytes); \(expectation)")
+        }
+        let all = Array(text.utf8)
+        var lo = 0, hi = all.count
+        while lo < hi, isTrimmable(all[lo]) { lo += 1 }
+        while hi > lo, isTrimmable(all[hi - 1]) { hi -= 1 }
+        let body = all[lo..<hi]
+        guard !body.isEmpty else {
+            throw BluetoothAddressError(input: text, reason: "empty; \(expectation)")
+        }
+        var it = body.makeIterator()
+        if body.count == 17 {
+            let sep = body[body.startIndex + 2]
+            if sep == UInt8(ascii: ":") || sep == UInt8(ascii: "-"), let v = scanGroups(&it, separator: sep) {
+                return BluetoothAddress(checkedValue: v)
+            }
+        }
+        throw BluetoothAddressError(input: text, reason: diagnose(body, leadingScalars: lo))
+    }
+
+    /// `AA:BB:CC:DD:EE:FF`, upper case, as BlueZ writes it.
+    public var description: String { format(separator: UInt8(ascii: ":")) }
+
+    /// BlueZ's device object-path element: `dev_AA_BB_CC_DD_EE_FF`.
+    public var pathElement: String { "dev_" + format(separator: UInt8(ascii: "_")) }
+
+    /// The six bytes, most significant first.
+    public var bytes: [UInt8] {
+        (0..<6).map { UInt8(truncatingIfNeeded: uint64Value >> (40 - 8 * UInt64($0))) }
+    }
+
+    public static func < (a: BluetoothAddress, b: BluetoothAddress) -> Bool {
+        a.uint64Value < b.uint64Value
+    }
+
+    // MARK: - Internals
+
+    private init(checkedValue: UInt64) { uint64Value = checkedValue }
+
+    static let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:EE:FF or AA-BB-CC-DD-EE-FF"
+
+    private static func isTrimmable(_ b: UInt8) -> Bool {
+        b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D
+    }
+
+    static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): b &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): b &- UInt8(ascii: "a") &+ 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): b &- UInt8(ascii: "A") &+ 10
+        default: nil
+        }
+    }
+
+    /// Reads `XX<sep>XX<sep>XX<sep>XX<sep>XX<sep>XX` and nothing more from `it`.
+    private static func scanGroups<I: IteratorProtocol<UInt8>>(_ it: inout I, separator: UInt8) -> UInt64? {
+        var v: UInt64 = 0
+        for i in 0..<6 {
+            if i > 0 {
+                guard it.next() == separator else { return nil }
+            }
+            guard let h = it.next().flatMap(hexValue), let l = it.next().flatMap(hexValue) else { return nil }
+            v = (v << 8) | UInt64(h << 4 | l)
+        }
+        guard it.next() == nil else { return nil }
+        return v
+    }
+
+    /// Why `body` (the trimmed input, all of it UTF-8) is not an address.
+    private static func diagnose(_ body: ArraySlice<UInt8>, leadingScalars: Int) -> String {
+        // Walk the trimmed text as Unicode scalars, so characters are the user's; positions
+        // (1-based) count the trimmed whitespace too, which is ASCII: one scalar a byte.
+        let scalars = Array(String(decoding: body, as: UTF8.self).unicodeScalars)
+        var separator: Unicode.Scalar? = nil
+        for (i, s) in scalars.enumerated() {
+            let position = leadingScalars + i + 1
+            if i >= 17 {
+                return "too long (\(scalars.count) characters); \(expectation)"
+            }
+            if i % 3 == 2 {
+                guard s == ":" || s == "-" else {
+                    if s.isASCII, hexValue(UInt8(s.value)) != nil {
+                        return "expected \":\" or \"-\" at position \(position), found a hex digit; \(expectation)"
+                    }
+                    return "\(BluetoothUUIDError.quote(String(s))) at position \(position) is not a separator; \(expectation)"
+                }
+                if let sep = separator, sep != s {
+                    return "mixes \":\" and \"-\" separators; \(expectation)"
+                }
+                separator = s
+            } else {
+                guard s.isASCII, hexValue(UInt8(s.value)) != nil else {
+                    if s == ":" || s == "-" {
+                        return "separator at position \(position) splits a byte; \(expectation)"
+                    }
+                    return "\(BluetoothUUIDError.quote(String(s))) at position \(position) is not a hex digit; \(expectation)"
+                }
+            }
+        }
+        return "too short (\(scalars.count) characters); \(expectation)"
+    }
+
+    private func format(separator: UInt8) -> String {
+        let digits: StaticString = "0123456789ABCDEF"
+        var out: [UInt8] = []
+        out.reserveCapacity(17)
+        digits.withUTF8Buffer { d in
+            for i in 0..<6 {
+                if i > 0 { out.append(separator) }
+                let b = UInt8(truncatingIfNeeded: uint64Value >> (40 - 8 * UInt64(i)))
+                out.append(d[Int(b >> 4)])
+                out.append(d[Int(b & 0x0F)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Why text is not a Bluetooth address. Its description is one line that quotes the input
+/// (control characters escaped, long input truncated).
+public struct BluetoothAddressError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The text as given.
+    public let input: String
+    /// Why it was rejected, e.g. `"g" at position 2 is not a hex digit; expected ...`.
+    public let reason: String
+
+    public init(input: String, reason: String) {
+        self.input = input
+        self.reason = reason
+    }
+
+    public var description: String { "invalid Bluetooth address \(BluetoothUUIDError.quote(input)): \(reason)" }
+}
