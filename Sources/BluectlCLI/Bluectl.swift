@@ -16,7 +16,7 @@ public struct Bluectl: AsyncParsableCommand {
             130 SIGINT, 143 SIGTERM.
             """,
         version: version,
-        subcommands: [AdaptersCommand.self, ScanCommand.self]
+        subcommands: [AdaptersCommand.self, ScanCommand.self, ConnectCommand.self, DisconnectCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self, WriteCommand.self, SubscribeCommand.self]
     )
 
     public init() {}

@@ -1,0 +1,247 @@
+import ArgumentParser
+import BluectlCore
+import BluectlDBus
+import Foundation
+import Synchronization
+
+/// Options of every command that works with one device (besides `AdapterOptions`).
+struct DeviceCommandOptions: ParsableArguments {
+    @Option(name: .customLong("timeout"), help: ArgumentHelp(
+        "Bound the whole operation (finding, connecting, the operation itself) to this many seconds (default 30).",
+        valueName: "SECONDS"))
+    var timeoutText: String?
+
+    @Option(help: ArgumentHelp("Extra connection attempts after le-connection-abort-by-local or InProgress.", valueName: "N"))
+    var retries: Int = 2
+
+    @Option(help: ArgumentHelp(
+        "Pairing agent while running: no-input-no-output (just works) or none.", valueName: "AGENT"))
+    var agent: AgentChoice = .noInputNoOutput
+
+    func validate() throws {
+        if let timeoutText { _ = try parseSeconds(timeoutText, option: "--timeout") }
+        if !(0...10).contains(retries) { throw ValidationError("invalid --retries \"\(retries)\": expected 0 to 10") }
+    }
+
+    var timeout: Double { ((try? timeoutText.map { try parseSeconds($0, option: "--timeout") }) ?? nil) ?? 30 }
+}
+
+enum AgentChoice: String, ExpressibleByArgument, Sendable {
+    case noInputNoOutput = "no-input-no-output"
+    case none
+}
+
+/// How values are shown.
+enum ValueFormat: String, ExpressibleByArgument, Sendable, CaseIterable {
+    /// hex + printable ASCII (the default on a terminal)
+    case hex
+    case utf8
+    /// the bytes unchanged, for pipes
+    case raw
+    case json
+    /// decoded for common SIG characteristics, else hex
+    case decoded
+}
+
+/// The value format for `--format` and `--json` (the default depends on whether stdout is a terminal).
+func chosenFormat(_ format: ValueFormat?, json: Bool) -> ValueFormat? {
+    if json { return .json }
+    return format
+}
+
+enum ValueText {
+    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
+
+    /// A value as one line of text (nil format: hex dump on a terminal, plain hex otherwise).
+    static func text(_ bytes: [UInt8], uuid: BluetoothUUID, format: ValueFormat?) -> String {
+        switch format {
+        case nil: return stdoutIsTerminal ? ByteFormats.hexDump(bytes) : ByteFormats.hex(bytes)
+        case .hex: return ByteFormats.hexDump(bytes)
+        case .utf8: return TextSafety.terminalSafe(ByteFormats.utf8Text(bytes))
+        case .decoded:
+            if let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) {
+                return TextSafety.terminalSafe(decoded.summary)
+            }
+            return ByteFormats.hexDump(bytes)
+        case .raw, .json: return ByteFormats.hex(bytes)
+        }
+    }
+
+    /// Adds `value` (hex) and, when known, `decoded` (an object of fields).
+    static func addValue(_ bytes: [UInt8], uuid: BluetoothUUID, to line: inout JSONLine) {
+        line.add("value", ByteFormats.hex(bytes))
+        if let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) {
+            var fields = JSONLine()
+            for field in decoded.fields { fields.add(field.name, field.value) }
+            line.add("decoded", object: fields)
+        }
+    }
+
+    /// Writes bytes to stdout unchanged.
+    static func writeRaw(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Output.writeAll(1, $0) }
+    }
+
+    /// "2026-11-22T04:40:01.123Z"
+    static func timestamp(_ date: Date = Date()) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        let millis = Int((date.timeIntervalSince1970 - Double(seconds)) * 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ v: Int32, _ width: Int = 2) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
+            + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(Int32(millis), 3))Z"
+    }
+
+    static func label(_ uuid: BluetoothUUID) -> String {
+        uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
+    }
+}
+
+/// A point in time the whole command must finish by.
+struct Deadline: Sendable {
+    let end: ContinuousClock.Instant
+    init(seconds: Double) { end = .now + .milliseconds(Int64(seconds * 1000)) }
+    var remaining: Duration { max(.zero, end - .now) }
+}
+
+/// What a device command set up and must undo: the connection it made, the agent it registered.
+final class DeviceSession: Sendable {
+    let central: CentralManager
+    let adapter: AdapterInfo
+    private struct State {
+        var peripheral: Peripheral?
+        var madeConnection = false
+        var agent: PairingAgent?
+        var sessions: [NotificationSession] = []
+    }
+    private let state = Mutex(State())
+
+    init(central: CentralManager, adapter: AdapterInfo) {
+        self.central = central
+        self.adapter = adapter
+    }
+
+    var peripheral: Peripheral? { state.withLock { $0.peripheral } }
+    var madeConnection: Bool { state.withLock { $0.madeConnection } }
+
+    /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
+    func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+        let scanBudget = deadline.remaining * 0.8
+        let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
+        state.withLock { $0.peripheral = peripheral }
+        return peripheral
+    }
+
+    func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) async {
+        guard choice != .none else { return }
+        // Pairing works without our agent when another default agent exists: don't fail the command.
+        guard let agent = try? await PairingAgent.register(central: central, devices: [peripheral.path]) else { return }
+        state.withLock { $0.agent = agent }
+    }
+
+    /// Connects unless connected, then waits for the services.
+    func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline) async throws {
+        let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries)
+        state.withLock { $0.madeConnection = made }
+        try await peripheral.discoverServices(timeout: deadline.remaining)
+    }
+
+    func keep(_ session: NotificationSession) {
+        state.withLock { $0.sessions.append(session) }
+    }
+
+    /// StopNotify, disconnect if we connected, unregister the agent. Never throws.
+    func cleanUp(disconnect: Bool = true) async {
+        let s = state.withLock { s -> State in
+            let copy = s
+            s.sessions = []
+            s.agent = nil
+            return copy
+        }
+        for session in s.sessions { await session.stop() }
+        if disconnect, s.madeConnection, let peripheral = s.peripheral {
+            try? await central.cancelPeripheralConnection(peripheral, timeout: .seconds(5))
+        }
+        await s.agent?.unregister()
+    }
+}
+
+/// Runs a device command: signals (SIGINT/SIGTERM → cleanup → 130/143),
+/// the overall `--timeout` (124), cleanup of what the command set up, and
+/// every error as one line with its exit status.
+func runDeviceCommand(
+    adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String,
+    disconnectAfter: Bool = true,
+    _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void
+) async throws {
+    let seconds = options.timeout
+    try await SignalScope.run {
+        let deadline = Deadline(seconds: seconds)
+        let (central, adapter) = try await adapterOptions.open()
+        defer { central.close() }
+        let session = DeviceSession(central: central, adapter: adapter)
+        let outcome: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
+            group.addTask {
+                do {
+                    try await body(session, deadline)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline.end, clock: .continuous)
+                return Task.isCancelled ? nil : .failure(CentralError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .success(())
+        }
+        await uncancellable { await session.cleanUp(disconnect: disconnectAfter) }
+        if case .failure(let error) = outcome, !SignalScope.interrupted {
+            throw cliFailure(error, what: what)
+        }
+    }
+}
+
+func formatSeconds(_ seconds: Double) -> String {
+    seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+}
+
+/// Any error of a device command as the CLI reports it.
+func cliFailure(_ error: any Error, what: String) -> CLIFailure {
+    switch error {
+    case let failure as CLIFailure: return failure
+    case let error as CentralError: return CLIFailure(error)
+    case let error as GattError:
+        switch error {
+        case .notFound: return CLIFailure(.notFound, error.description)
+        case .ambiguous, .invalid: return CLIFailure(.usage, error.description)
+        case .notSupported: return CLIFailure(.noPermission, error.description)
+        case .valueTooLong: return CLIFailure(.dataError, error.description)
+        }
+    case is CancellationError: return CLIFailure(.timeout, "timed out: \(what)")
+    default: return CLIFailure(CentralError.from(error, operation: what))
+    }
+}
+
+/// Parses a UUID option for services.
+func parseServiceUUID(_ text: String, option: String) throws -> BluetoothUUID {
+    do {
+        return try BluetoothUUID(text, kind: .service)
+    } catch {
+        throw ValidationError("invalid \(option): \(error)")
+    }
+}
+
+func parseSelector(_ text: String, kind: BluetoothUUID.Kind, what: String) throws -> AttributeSelector {
+    do {
+        return try AttributeSelector(text, kind: kind)
+    } catch {
+        throw ValidationError("invalid \(what): \(error)")
+    }
+}

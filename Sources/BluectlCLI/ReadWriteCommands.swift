@@ -1,0 +1,187 @@
+import ArgumentParser
+import BluectlCore
+import Foundation
+
+/// `bluectl read DEVICE CHARACTERISTIC`
+struct ReadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "read",
+        abstract: "Read a characteristic (or one of its descriptors) and print the value.",
+        discussion: """
+            CHARACTERISTIC: a 16/32/128-bit UUID or a SIG name (2a19, battery_level, \
+            00002a19-0000-1000-8000-00805f9b34fb); when a UUID is not unique on the device, \
+            name one by D-Bus path or handle:N. Connects when needed and disconnects afterwards \
+            only if bluectl made the connection. An encrypted characteristic pairs (just works) \
+            through bluectl's agent.
+            """)
+
+    @OptionGroup var adapterOptions: AdapterOptions
+    @OptionGroup var options: DeviceCommandOptions
+
+    @Argument(help: "Address, D-Bus path, or name.")
+    var device: String
+
+    @Argument(help: "UUID, SIG name, D-Bus path or handle:N.")
+    var characteristic: String
+
+    @Option(name: .customLong("service"), help: ArgumentHelp("Only within this service.", valueName: "UUID"))
+    var serviceText: String?
+
+    @Option(name: .customLong("descriptor"), help: ArgumentHelp("Read this descriptor of the characteristic instead.", valueName: "UUID"))
+    var descriptorText: String?
+
+    @Option(help: ArgumentHelp("Start reading at this byte offset.", valueName: "N"))
+    var offset: Int = 0
+
+    @Option(help: ArgumentHelp("hex (hex + ASCII), utf8, raw, json or decoded (default: hex + ASCII on a terminal, plain hex otherwise).", valueName: "FORMAT"))
+    var format: ValueFormat?
+
+    @Flag(help: "One JSON object: device, characteristic, value (hex), decoded when known.")
+    var json = false
+
+    func validate() throws {
+        _ = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
+        if let serviceText { _ = try parseServiceUUID(serviceText, option: "--service") }
+        if let descriptorText { _ = try parseSelector(descriptorText, kind: .descriptor, what: "--descriptor") }
+        if !(0...0xFFFF).contains(offset) { throw ValidationError("invalid --offset \"\(offset)\": expected 0 to 65535") }
+    }
+
+    func run() async throws {
+        let selector = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
+        let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
+        let descriptorSelector = try descriptorText.map { try parseSelector($0, kind: .descriptor, what: "--descriptor") }
+        let (device, options, offset) = (self.device, self.options, self.offset)
+        let format = chosenFormat(self.format, json: json)
+        try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "read \(characteristic) of \(device)") { session, deadline in
+            let peripheral = try await session.find(device, deadline: deadline)
+            await session.registerAgent(options.agent, for: peripheral)
+            try await session.connect(peripheral, options: options, deadline: deadline)
+            let chr = try peripheral.characteristic(selector, service: service)
+            let value: [UInt8]
+            var descriptor: GattDescriptor?
+            if let descriptorSelector {
+                let d = try peripheral.descriptor(descriptorSelector, of: chr)
+                descriptor = d
+                value = try await peripheral.readValue(for: d, offset: offset)
+            } else {
+                value = try await peripheral.readValue(for: chr, offset: offset)
+            }
+            switch format {
+            case .json:
+                var line = JSONLine()
+                line.add("device", peripheral.identifier)
+                line.add("characteristic", chr.uuid.uuidString)
+                if let descriptor {
+                    line.add("descriptor", descriptor.uuid.uuidString)
+                    line.add("value", ByteFormats.hex(value))
+                } else {
+                    ValueText.addValue(value, uuid: chr.uuid, to: &line)
+                }
+                _ = Output.line(line.render())
+            case .raw:
+                _ = ValueText.writeRaw(value)
+            default:
+                _ = Output.line(ValueText.text(value, uuid: descriptor?.uuid ?? chr.uuid, format: format))
+            }
+        }
+    }
+}
+
+/// `bluectl write DEVICE CHARACTERISTIC VALUE`
+struct WriteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write",
+        abstract: "Write a value to a characteristic (or one of its descriptors).",
+        discussion: """
+            VALUE in hex: 0x0102, 0102, "01 02" or 01:02; or --utf8 TEXT; or --file PATH (- for stdin). \
+            Without --with-response/--without-response the characteristic's flags choose (with \
+            response when allowed). A value longer than the write limit is refused with the limit \
+            in the message.
+            """)
+
+    @OptionGroup var adapterOptions: AdapterOptions
+    @OptionGroup var options: DeviceCommandOptions
+
+    @Argument(help: "Address, D-Bus path, or name.")
+    var device: String
+
+    @Argument(help: "UUID, SIG name, D-Bus path or handle:N.")
+    var characteristic: String
+
+    @Argument(help: "The value in hex (omit with --utf8 or --file).")
+    var value: String?
+
+    @Flag(name: .customLong("with-response"), help: "ATT Write Request (BlueZ type request).")
+    var withResponse = false
+
+    @Flag(name: .customLong("without-response"), help: "ATT Write Command (BlueZ type command).")
+    var withoutResponse = false
+
+    @Option(help: ArgumentHelp("Write this text as UTF-8.", valueName: "TEXT"))
+    var utf8: String?
+
+    @Option(help: ArgumentHelp("Write the bytes of this file (- for stdin).", valueName: "PATH"))
+    var file: String?
+
+    @Option(name: .customLong("service"), help: ArgumentHelp("Only within this service.", valueName: "UUID"))
+    var serviceText: String?
+
+    @Option(name: .customLong("descriptor"), help: ArgumentHelp("Write this descriptor of the characteristic instead.", valueName: "UUID"))
+    var descriptorText: String?
+
+    @Flag(help: "One JSON object describing the write.")
+    var json = false
+
+    func validate() throws {
+        _ = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
+        if let serviceText { _ = try parseServiceUUID(serviceText, option: "--service") }
+        if let descriptorText { _ = try parseSelector(descriptorText, kind: .descriptor, what: "--descriptor") }
+        if withResponse && withoutResponse { throw ValidationError("--with-response and --without-response exclude each other") }
+        let sources = [value != nil, utf8 != nil, file != nil].filter { $0 }.count
+        if sources != 1 { throw ValidationError("give exactly one value: VALUE (hex), --utf8 TEXT or --file PATH") }
+        if let value {
+            do { _ = try ByteFormats.parseHex(value) } catch { throw ValidationError("invalid VALUE: \(error)") }
+        }
+    }
+
+    func bytes() throws -> [UInt8] {
+        if let value { return try ByteFormats.parseHex(value) }
+        if let utf8 { return Array(utf8.utf8) }
+        guard let file else { return [] }
+        if file == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw CLIFailure(.usage, "cannot read --file \"\(TextSafety.escapedForMessage(file))\"")
+        }
+        return Array(data)
+    }
+
+    func run() async throws {
+        let selector = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
+        let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
+        let descriptorSelector = try descriptorText.map { try parseSelector($0, kind: .descriptor, what: "--descriptor") }
+        let bytes = try bytes()
+        let (device, options, json) = (self.device, self.options, self.json)
+        let asked: WriteType? = withResponse ? .withResponse : (withoutResponse ? .withoutResponse : nil)
+        try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "write \(characteristic) of \(device)") { session, deadline in
+            let peripheral = try await session.find(device, deadline: deadline)
+            await session.registerAgent(options.agent, for: peripheral)
+            try await session.connect(peripheral, options: options, deadline: deadline)
+            let chr = try peripheral.characteristic(selector, service: service)
+            var line = JSONLine()
+            line.add("device", peripheral.identifier)
+            line.add("characteristic", chr.uuid.uuidString)
+            if let descriptorSelector {
+                let d = try peripheral.descriptor(descriptorSelector, of: chr)
+                try await peripheral.writeValue(bytes, for: d)
+                line.add("descriptor", d.uuid.uuidString)
+            } else {
+                let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
+                    ? .withResponse : .withoutResponse)
+                try await peripheral.writeValue(bytes, for: chr, type: type)
+                line.add("type", type == .withResponse ? "with-response" : "without-response")
+            }
+            line.add("value", ByteFormats.hex(bytes))
+            if json { _ = Output.line(line.render()) }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+import BluectlDBus
+
+/// Finding, connecting and disconnecting peripherals (CBCentralManager's
+/// connection half), driven by `ConnectionStateMachine`.
+extension CentralManager {
+    /// A Peripheral for a device in BlueZ's tree.
+    public func peripheral(_ device: DeviceInfo) -> Peripheral {
+        Peripheral(central: self, path: device.path)
+    }
+
+    /// Devices already in BlueZ's tree with these addresses (on `adapter`,
+    /// or any adapter). Bonded devices persist; others vanish after
+    /// BlueZ's TemporaryTimeout.
+    public func retrievePeripherals(withIdentifiers identifiers: [String], adapter: AdapterInfo? = nil) -> [Peripheral] {
+        let wanted = Set(identifiers.compactMap { BluetoothAddress($0)?.description ?? $0.uppercased() })
+        return devices(on: adapter)
+            .filter { wanted.contains($0.address.uppercased()) }
+            .map { peripheral($0) }
+    }
+
+    /// Connected devices advertising or offering one of `services` (all connected ones when empty).
+    public func retrieveConnectedPeripherals(withServices services: [BluetoothUUID], adapter: AdapterInfo? = nil) -> [Peripheral] {
+        let tree = mirror.tree
+        return devices(on: adapter).filter { device in
+            guard device.connected else { return false }
+            if services.isEmpty { return true }
+            if device.serviceUUIDs.contains(where: services.contains) { return true }
+            return GattDatabase(tree: tree, device: device.path).services.contains { services.contains($0.uuid) }
+        }.map { peripheral($0) }
+    }
+
+    func devices(on adapter: AdapterInfo?) -> [DeviceInfo] {
+        let tree = mirror.tree
+        return tree.paths(with: BlueZ.deviceInterface).compactMap { path in
+            guard let p = tree.properties(path, BlueZ.deviceInterface) else { return nil }
+            let device = DeviceInfo(path: path, properties: p)
+            if let adapter, device.adapter != adapter.path { return nil }
+            return device
+        }
+    }
+
+    /// The device `text` names on `adapter`: an address, a D-Bus path, or a
+    /// name/alias in BlueZ's tree; if unknown, scans for it until `timeout`.
+    /// Throws `CentralError.deviceNotFound`, or `.invalidRequest` when a name is ambiguous.
+    public func findDevice(_ text: String, adapter: AdapterInfo, timeout: Duration) async throws -> Peripheral {
+        if let found = try lookUp(text, adapter: adapter) { return found }
+        let address = BluetoothAddress(text)
+        var options = ScanOptions()
+        options.transport = "le"
+        let session = try await startScan(adapter: adapter, options: options)
+        let found = await firstValue(within: timeout) { () -> DeviceInfo? in
+            do {
+                for try await discovery in session.discoveries {
+                    let device = discovery.device
+                    if let address {
+                        if BluetoothAddress(device.address) == address { return device }
+                    } else if device.name == text || device.alias == text {
+                        return device
+                    }
+                }
+            } catch {}
+            return nil
+        }
+        try? await session.stop()
+        if let device = found ?? nil { return peripheral(device) }
+        // It may have appeared without an advertisement we matched (a name change).
+        if let found = try lookUp(text, adapter: adapter) { return found }
+        throw CentralError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
+    }
+
+    private func lookUp(_ text: String, adapter: AdapterInfo) throws -> Peripheral? {
+        let all = devices(on: adapter)
+        if text.hasPrefix("/") {
+            return all.first { $0.path.rawValue == text }.map { peripheral($0) }
+        }
+        if let address = BluetoothAddress(text) {
+            return all.first { BluetoothAddress($0.address) == address }.map { peripheral($0) }
+        }
+        var matches = all.filter { $0.name == text || $0.alias == text }
+        if matches.isEmpty {
+            matches = all.filter { $0.name?.lowercased() == text.lowercased() || $0.alias?.lowercased() == text.lowercased() }
+        }
+        if matches.count > 1 {
+            throw CentralError.invalidRequest(
+                "device name \"\(text)\" is ambiguous: \(matches.map(\.address).joined(separator: ", ")); give an address")
+        }
+        return matches.first.map { peripheral($0) }
+    }
+
+    /// `Device1.Connect` with BlueZ's real failure modes handled (abort-by-local
+    /// → wait for Connected=false and retry; InProgress → retry after a
+    /// delay; dual-mode devices reported as such), `retries` extra attempts,
+    /// all within `timeout`. Returns whether this call made the connection
+    /// (false: it was connected already). Cancelling the calling task
+    /// cancels the attempt (Disconnect) and throws `CancellationError`.
+    @discardableResult
+    public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), retries: Int = 2) async throws -> Bool {
+        let (snapshot, changes) = mirror.changes()
+        let path = peripheral.path
+        let id = peripheral.identifier
+        guard let device = snapshot.properties(path, BlueZ.deviceInterface) else {
+            throw CentralError.deviceNotFound(id)
+        }
+        var machine = ConnectionStateMachine(maxAttempts: retries + 1)
+        let initial = machine.handle(.start(alreadyConnected: device["Connected"]?.bool ?? false))
+        if machine.state == .connected { return false }
+        let channel = EventChannel<ConnectionStateMachine.Event>()
+        defer { channel.close() }
+        let mirror = self.mirror
+        channel.follow(changes) { change in
+            switch change {
+            case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _):
+                if let connected = changed["Connected"]?.bool { return [.connectedChanged(connected)] }
+                return []
+            case .removed(path, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
+                return [.deviceRemoved]
+            case .replaced:
+                return mirror.tree.properties(path, BlueZ.deviceInterface) == nil ? [.deviceRemoved] : []
+            default:
+                return []
+            }
+        }
+        channel.after(timeout, .timeout)
+        peripheral.transition.withLock { $0 = .connecting }
+        defer { peripheral.transition.withLock { $0 = nil } }
+        let connection = self.connection
+        let callTimeout = self.callTimeout
+        let started = machine
+        return try await runDriver(channel, onCancel: .cancel) {
+            var machine = started
+            var pending = initial
+            var iterator = channel.stream.makeAsyncIterator()
+            while true {
+                for action in pending {
+                    switch action {
+                    case .callConnect:
+                        let message = DBusMessage.methodCall(
+                            destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Connect")
+                        connection.call(message, timeout: callTimeout) { result in
+                            switch result {
+                            case .success: channel.send(.connectSucceeded)
+                            case .failure(let error):
+                                let (name, message) = error.nameAndMessage
+                                channel.send(.connectFailed(name: name, message: message))
+                            }
+                        }
+                    case .scheduleRetry(let delay):
+                        channel.after(delay, .retryTimerFired)
+                    case .callDisconnect:
+                        let message = DBusMessage.methodCall(
+                            destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Disconnect")
+                        connection.call(message, timeout: .seconds(5)) { _ in channel.send(.disconnectFinished) }
+                    case .succeed:
+                        return true
+                    case .reportCancelled:
+                        throw CancellationError()
+                    case .fail(let failure):
+                        throw Self.error(failure, id)
+                    }
+                }
+                guard let event = await iterator.next() else { throw CentralError.timeout("connect to \(id)") }
+                pending = machine.handle(event)
+            }
+        }
+    }
+
+    static func error(_ failure: ConnectionFailure, _ id: String) -> CentralError {
+        let operation = "connect to \(id)"
+        switch failure {
+        case .timeout: return .timeout(operation)
+        case .inProgress: return .inProgress("\(operation): \(failure)")
+        case .deviceRemoved: return .deviceNotFound("\(id) (removed by BlueZ while connecting)")
+        case .abortedByLocal, .dualMode:
+            return .bluez(name: "org.bluez.Error.Failed", message: failure.description, operation: operation)
+        case .bluez(let name, let message):
+            return CentralError(DBusError.remote(name: name, message: message), operation: operation)
+        }
+    }
+
+    /// `Device1.Disconnect`, then waits for `Connected=false` (at most `timeout`).
+    public func cancelPeripheralConnection(_ peripheral: Peripheral, timeout: Duration = .seconds(10)) async throws {
+        let (snapshot, changes) = mirror.changes()
+        let path = peripheral.path
+        guard snapshot.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true else { return }
+        peripheral.transition.withLock { $0 = .disconnecting }
+        defer { peripheral.transition.withLock { $0 = nil } }
+        do {
+            _ = try await connection.callMethod(
+                destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Disconnect",
+                timeout: min(callTimeout, timeout))
+        } catch {
+            throw CentralError.from(error, operation: "disconnect \(peripheral.identifier)")
+        }
+        let mirror = self.mirror
+        let done = await firstValue(within: timeout) {
+            if mirror.tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool != true { return true }
+            for await _ in changes {
+                if mirror.tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool != true { return true }
+            }
+            return false
+        }
+        guard done == true else { throw CentralError.timeout("disconnect \(peripheral.identifier)") }
+    }
+}

@@ -1,0 +1,323 @@
+import BluectlDBus
+import Foundation
+
+/// CBCharacteristicProperties from BlueZ's `Flags`.
+public struct CharacteristicProperties: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let broadcast = CharacteristicProperties(rawValue: 1 << 0)
+    public static let read = CharacteristicProperties(rawValue: 1 << 1)
+    public static let writeWithoutResponse = CharacteristicProperties(rawValue: 1 << 2)
+    public static let write = CharacteristicProperties(rawValue: 1 << 3)
+    public static let notify = CharacteristicProperties(rawValue: 1 << 4)
+    public static let indicate = CharacteristicProperties(rawValue: 1 << 5)
+    public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 1 << 6)
+    public static let extendedProperties = CharacteristicProperties(rawValue: 1 << 7)
+    public static let reliableWrite = CharacteristicProperties(rawValue: 1 << 8)
+    /// Reading needs encryption (pairing).
+    public static let encryptedRead = CharacteristicProperties(rawValue: 1 << 9)
+    /// Writing needs encryption (pairing).
+    public static let encryptedWrite = CharacteristicProperties(rawValue: 1 << 10)
+
+    /// From BlueZ's flag strings ("read", "encrypt-read", "write-without-response", …).
+    public init(flags: [String]) {
+        var p: CharacteristicProperties = []
+        for flag in flags {
+            switch flag {
+            case "broadcast": p.insert(.broadcast)
+            case "read": p.insert(.read)
+            case "encrypt-read", "encrypt-authenticated-read", "secure-read": p.formUnion([.read, .encryptedRead])
+            case "write-without-response": p.insert(.writeWithoutResponse)
+            case "write": p.insert(.write)
+            case "encrypt-write", "encrypt-authenticated-write", "secure-write": p.formUnion([.write, .encryptedWrite])
+            case "notify": p.insert(.notify)
+            case "indicate": p.insert(.indicate)
+            case "authenticated-signed-writes": p.insert(.authenticatedSignedWrites)
+            case "extended-properties": p.insert(.extendedProperties)
+            case "reliable-write": p.insert(.reliableWrite)
+            default: break
+            }
+        }
+        self = p
+    }
+
+    public var canRead: Bool { contains(.read) }
+    public var canWriteWithResponse: Bool { !isDisjoint(with: [.write, .reliableWrite]) }
+    public var canWriteWithoutResponse: Bool { !isDisjoint(with: [.writeWithoutResponse, .authenticatedSignedWrites]) }
+    public var canNotify: Bool { !isDisjoint(with: [.notify, .indicate]) }
+}
+
+/// CBCharacteristicWriteType.
+public enum WriteType: String, Sendable, Equatable {
+    /// An ATT Write Request (BlueZ `type` "request"): the peripheral answers.
+    case withResponse
+    /// An ATT Write Command (BlueZ `type` "command"): no answer.
+    case withoutResponse
+
+    var bluezType: String { self == .withResponse ? "request" : "command" }
+}
+
+/// A GATT service as BlueZ exports it (`GattService1`).
+public struct GattService: Sendable, Equatable {
+    public var path: ObjectPath
+    public var device: ObjectPath
+    public var uuid: BluetoothUUID
+    public var isPrimary: Bool
+    /// The attribute handle (BlueZ ≥ 5.47 exports it), or nil.
+    public var handle: Int?
+    /// Paths of included services.
+    public var includes: [ObjectPath]
+
+    public init?(path: ObjectPath, properties p: PropertyMap) {
+        guard let text = p["UUID"]?.string, let uuid = try? BluetoothUUID(text) else { return nil }
+        self.path = path
+        self.uuid = uuid
+        device = p["Device"]?.objectPath ?? path.parent ?? path
+        isPrimary = p["Primary"]?.bool ?? true
+        handle = p["Handle"]?.integer
+        includes = (p["Includes"]?.array ?? []).compactMap(\.objectPath)
+    }
+}
+
+/// A characteristic (`GattCharacteristic1`).
+public struct GattCharacteristic: Sendable, Equatable {
+    public var path: ObjectPath
+    public var service: ObjectPath
+    public var uuid: BluetoothUUID
+    /// BlueZ's flag strings, as given.
+    public var flags: [String]
+    public var properties: CharacteristicProperties
+    public var handle: Int?
+    /// The ATT MTU of the connection (BlueZ ≥ 5.62), or nil.
+    public var mtu: Int?
+    public var isNotifying: Bool
+    /// The last value BlueZ cached (read or notified), if any.
+    public var value: [UInt8]?
+
+    public init?(path: ObjectPath, properties p: PropertyMap) {
+        guard let text = p["UUID"]?.string, let uuid = try? BluetoothUUID(text) else { return nil }
+        self.path = path
+        self.uuid = uuid
+        service = p["Service"]?.objectPath ?? path.parent ?? path
+        flags = p["Flags"]?.stringArray ?? []
+        properties = CharacteristicProperties(flags: flags)
+        handle = p["Handle"]?.integer
+        mtu = p["MTU"]?.integer
+        isNotifying = p["Notifying"]?.bool ?? false
+        value = p["Value"]?.bytes
+    }
+
+    /// CoreBluetooth's `maximumWriteValueLength(for:)`: MTU − 3 for a write
+    /// without response (23 − 3 when BlueZ does not say), 512 for a write
+    /// with response (BlueZ splits it into a long write).
+    public func maximumWriteValueLength(for type: WriteType) -> Int {
+        switch type {
+        case .withResponse: return 512
+        case .withoutResponse: return max(20, (mtu ?? 23) - 3)
+        }
+    }
+}
+
+/// A descriptor (`GattDescriptor1`).
+public struct GattDescriptor: Sendable, Equatable {
+    public var path: ObjectPath
+    public var characteristic: ObjectPath
+    public var uuid: BluetoothUUID
+    public var flags: [String]
+    public var handle: Int?
+
+    public init?(path: ObjectPath, properties p: PropertyMap) {
+        guard let text = p["UUID"]?.string, let uuid = try? BluetoothUUID(text) else { return nil }
+        self.path = path
+        self.uuid = uuid
+        characteristic = p["Characteristic"]?.objectPath ?? path.parent ?? path
+        flags = p["Flags"]?.stringArray ?? []
+        handle = p["Handle"]?.integer
+    }
+
+    /// BlueZ lists no flags for many descriptors; only an explicit list without a read flag says no.
+    public var canRead: Bool {
+        flags.isEmpty || flags.contains { $0.hasSuffix("read") }
+    }
+
+    public var canWrite: Bool {
+        flags.isEmpty || flags.contains { $0.hasSuffix("write") }
+    }
+}
+
+/// A device's GATT database as BlueZ shows it: a pure value read from the tree.
+public struct GattDatabase: Sendable, Equatable {
+    public var services: [GattService]
+    public var characteristics: [GattCharacteristic]
+    public var descriptors: [GattDescriptor]
+
+    /// Everything exported under `device`, in handle order (path order when there are no handles).
+    public init(tree: BlueZObjectTree, device: ObjectPath) {
+        var services: [GattService] = []
+        var characteristics: [GattCharacteristic] = []
+        var descriptors: [GattDescriptor] = []
+        for (path, interfaces) in tree.objects where path.isDescendant(of: device) {
+            if let p = interfaces[BlueZ.serviceInterface], let s = GattService(path: path, properties: p) { services.append(s) }
+            if let p = interfaces[BlueZ.characteristicInterface], let c = GattCharacteristic(path: path, properties: p) {
+                characteristics.append(c)
+            }
+            if let p = interfaces[BlueZ.descriptorInterface], let d = GattDescriptor(path: path, properties: p) { descriptors.append(d) }
+        }
+        self.services = services.sorted { Self.order($0.handle, $0.path, $1.handle, $1.path) }
+        self.characteristics = characteristics.sorted { Self.order($0.handle, $0.path, $1.handle, $1.path) }
+        self.descriptors = descriptors.sorted { Self.order($0.handle, $0.path, $1.handle, $1.path) }
+    }
+
+    public init(services: [GattService], characteristics: [GattCharacteristic], descriptors: [GattDescriptor]) {
+        self.services = services
+        self.characteristics = characteristics
+        self.descriptors = descriptors
+    }
+
+    private static func order(_ h1: Int?, _ p1: ObjectPath, _ h2: Int?, _ p2: ObjectPath) -> Bool {
+        if let h1, let h2, h1 != h2 { return h1 < h2 }
+        return p1 < p2
+    }
+
+    public func characteristics(of service: GattService) -> [GattCharacteristic] {
+        characteristics.filter { $0.service == service.path }
+    }
+
+    public func descriptors(of characteristic: GattCharacteristic) -> [GattDescriptor] {
+        descriptors.filter { $0.characteristic == characteristic.path }
+    }
+
+    public func service(of characteristic: GattCharacteristic) -> GattService? {
+        services.first { $0.path == characteristic.service }
+    }
+
+    /// Services with one of `uuids` (all when empty).
+    public func services(matching uuids: [BluetoothUUID]) -> [GattService] {
+        uuids.isEmpty ? services : services.filter { uuids.contains($0.uuid) }
+    }
+
+    // MARK: lookup (duplicate UUIDs are legal: NOTES.md, pitfall 10)
+
+    /// The one characteristic `selector` names, optionally within services of `service`.
+    public func characteristic(_ selector: AttributeSelector, service: BluetoothUUID? = nil) throws(GattError) -> GattCharacteristic {
+        let scope = service.map { uuid in Set(services.filter { $0.uuid == uuid }.map(\.path)) }
+        let candidates = characteristics.filter { scope?.contains($0.service) ?? true }
+        let matches = candidates.filter { selector.matches(uuid: $0.uuid, path: $0.path, handle: $0.handle) }
+        switch matches.count {
+        case 1: return matches[0]
+        case 0:
+            let existing = candidates.map { Self.label($0.uuid, $0.handle) }
+            throw .notFound(kind: "characteristic", what: selector.description, existing: existing)
+        default:
+            throw .ambiguous(kind: "characteristic", what: selector.description,
+                             candidates: matches.map { Self.candidate($0.path, $0.handle) })
+        }
+    }
+
+    /// The one descriptor `selector` names under `characteristic`.
+    public func descriptor(_ selector: AttributeSelector, of characteristic: GattCharacteristic) throws(GattError) -> GattDescriptor {
+        let candidates = descriptors(of: characteristic)
+        let matches = candidates.filter { selector.matches(uuid: $0.uuid, path: $0.path, handle: $0.handle) }
+        switch matches.count {
+        case 1: return matches[0]
+        case 0:
+            throw .notFound(kind: "descriptor", what: selector.description,
+                            existing: candidates.map { Self.label($0.uuid, $0.handle) })
+        default:
+            throw .ambiguous(kind: "descriptor", what: selector.description,
+                             candidates: matches.map { Self.candidate($0.path, $0.handle) })
+        }
+    }
+
+    static func label(_ uuid: BluetoothUUID, _ handle: Int?) -> String {
+        var text = uuid.shortString
+        if let name = uuid.name { text += " (\(name))" }
+        if let handle { text += " handle \(handle)" }
+        return text
+    }
+
+    static func candidate(_ path: ObjectPath, _ handle: Int?) -> String {
+        if let handle { return "handle:\(handle) (\(path.rawValue))" }
+        return path.rawValue
+    }
+}
+
+/// How a user names an attribute: by UUID, or (when UUIDs repeat) by object path or handle.
+public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
+    case uuid(BluetoothUUID)
+    case path(ObjectPath)
+    case handle(Int)
+
+    /// "2a19", "battery_level", a full UUID, "/org/bluez/hci0/dev_…/service000a/char000b",
+    /// or "handle:11" / "handle:0x000b".
+    public init(_ text: String, kind: BluetoothUUID.Kind) throws(GattError) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasPrefix("/") {
+            guard let path = ObjectPath(trimmed) else { throw .invalid("invalid object path \"\(trimmed)\"") }
+            self = .path(path)
+            return
+        }
+        if trimmed.lowercased().hasPrefix("handle:") {
+            let number = trimmed.dropFirst("handle:".count)
+            let value = number.lowercased().hasPrefix("0x") ? Int(number.dropFirst(2), radix: 16) : Int(number)
+            guard let value, (1...0xFFFF).contains(value) else {
+                throw .invalid("invalid handle \"\(trimmed)\": expected handle:N or handle:0xNNNN (1…65535)")
+            }
+            self = .handle(value)
+            return
+        }
+        do {
+            self = .uuid(try BluetoothUUID(trimmed, kind: kind))
+        } catch {
+            throw .invalid("\(error)")
+        }
+    }
+
+    func matches(uuid: BluetoothUUID, path: ObjectPath, handle: Int?) -> Bool {
+        switch self {
+        case .uuid(let wanted): return uuid == wanted
+        case .path(let wanted): return path == wanted
+        case .handle(let wanted): return handle == wanted
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .uuid(let uuid): return uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
+        case .path(let path): return path.rawValue
+        case .handle(let handle): return "handle \(handle)"
+        }
+    }
+}
+
+/// GATT-level problems found before (or instead of) asking BlueZ.
+public enum GattError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nothing matches; `existing` lists what there is.
+    case notFound(kind: String, what: String, existing: [String])
+    /// More than one attribute has this UUID; name one by path or handle.
+    case ambiguous(kind: String, what: String, candidates: [String])
+    /// The flags say the operation is not allowed (no call was made).
+    case notSupported(String)
+    /// The value does not fit.
+    case valueTooLong(length: Int, limit: Int, type: WriteType)
+    /// Bad selector text.
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .notFound(let kind, let what, let existing):
+            let list = existing.isEmpty ? "none" : existing.joined(separator: ", ")
+            return "\(kind) \(what) not found; the device has: \(list)"
+        case .ambiguous(let kind, let what, let candidates):
+            return "\(kind) \(what) is ambiguous (\(candidates.count) match); name one by path or handle: \(candidates.joined(separator: ", "))"
+        case .notSupported(let what):
+            return what
+        case .valueTooLong(let length, let limit, let type):
+            let how = type == .withResponse ? "with response" : "without response"
+            return "value of \(length) bytes is longer than the write limit of \(limit) bytes (\(how))"
+        case .invalid(let what):
+            return what
+        }
+    }
+}

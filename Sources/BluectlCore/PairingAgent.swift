@@ -1,0 +1,127 @@
+import BluectlDBus
+import Foundation
+import Synchronization
+
+/// An `org.bluez.Agent1` so that touching an encrypted characteristic pairs
+/// (just works) instead of failing with "No agent available" / ATT error
+/// 0x0e. Registered with `AgentManager1.RegisterAgent(path, capability)`,
+/// asked to be the default agent (BlueZ only consults the default one for
+/// pairings it starts itself; errors such as AlreadyExists are ignored),
+/// unregistered by `unregister()`.
+///
+/// It accepts only what it was set up for: requests from bluetoothd (the
+/// current owner of org.bluez) about the devices in `devices`. Anything else
+/// (another device, a PIN or passkey it cannot enter) is answered
+/// `org.bluez.Error.Rejected`.
+public final class PairingAgent: Sendable {
+    public enum Capability: String, Sendable {
+        case noInputNoOutput = "NoInputNoOutput"
+        case displayYesNo = "DisplayYesNo"
+    }
+
+    public let path: ObjectPath
+    public let capability: Capability
+    private let connection: DBusConnection
+    private let allowed: Mutex<Set<ObjectPath>>
+    private let log: Mutex<[String]>
+
+    private init(connection: DBusConnection, path: ObjectPath, capability: Capability, devices: Set<ObjectPath>) {
+        self.connection = connection
+        self.path = path
+        self.capability = capability
+        allowed = Mutex(devices)
+        log = Mutex([])
+    }
+
+    /// Exports the agent and registers it with bluetoothd.
+    public static func register(
+        central: CentralManager, devices: Set<ObjectPath>, capability: Capability = .noInputNoOutput,
+        makeDefault: Bool = true
+    ) async throws -> PairingAgent {
+        let path = ObjectPath("/org/bluectl/agent\(getpid())") ?? ObjectPath(verified: "/org/bluectl/agent")
+        let agent = PairingAgent(connection: central.connection, path: path, capability: capability, devices: devices)
+        central.connection.export(path) { [weak agent] message, connection in
+            guard let agent else {
+                try? connection.send(.error(to: message, name: "org.bluez.Error.Rejected", message: "agent gone"))
+                return
+            }
+            agent.handle(message, connection: connection)
+        }
+        do {
+            _ = try await central.connection.callMethod(
+                destination: BlueZ.service, path: BlueZ.root, interface: BlueZ.agentManagerInterface,
+                member: "RegisterAgent", arguments: [.objectPath(path), .string(capability.rawValue)],
+                timeout: central.callTimeout)
+        } catch {
+            central.connection.unexport(path)
+            throw CentralError.from(error, operation: "register the pairing agent")
+        }
+        if makeDefault {
+            _ = try? await central.connection.callMethod(
+                destination: BlueZ.service, path: BlueZ.root, interface: BlueZ.agentManagerInterface,
+                member: "RequestDefaultAgent", arguments: [.objectPath(path)], timeout: central.callTimeout)
+        }
+        return agent
+    }
+
+    /// Also accept requests about `device`.
+    public func allow(_ device: ObjectPath) {
+        _ = allowed.withLock { $0.insert(device) }
+    }
+
+    /// What the agent was asked and answered (for diagnostics).
+    public var requests: [String] { log.withLock { $0 } }
+
+    /// UnregisterAgent and stop serving the object.
+    public func unregister(timeout: Duration = .seconds(3)) async {
+        _ = try? await connection.callMethod(
+            destination: BlueZ.service, path: BlueZ.root, interface: BlueZ.agentManagerInterface,
+            member: "UnregisterAgent", arguments: [.objectPath(path)], timeout: timeout)
+        connection.unexport(path)
+    }
+
+    /// The answer to one Agent1 call; pure apart from the allowed set.
+    public enum Answer: Equatable, Sendable {
+        case accept
+        case reject(String)
+        case unknownMethod
+    }
+
+    public func answer(member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?) -> Answer {
+        guard interface == nil || interface == "org.bluez.Agent1" else { return .unknownMethod }
+        guard let sender, sender == bluetoothd else { return .reject("only bluetoothd may ask this agent") }
+        let device = arguments.first?.objectPath
+        let known = device.map { d in allowed.withLock { $0.contains(d) } } ?? false
+        switch member {
+        case "Release", "Cancel":
+            return .accept
+        case "RequestAuthorization", "RequestConfirmation", "AuthorizeService":
+            return known ? .accept : .reject("not a device this bluectl run is working with")
+        case "DisplayPasskey", "DisplayPinCode":
+            return known ? .accept : .reject("not a device this bluectl run is working with")
+        case "RequestPinCode", "RequestPasskey":
+            return .reject("\(capability.rawValue): cannot enter a PIN or passkey")
+        default:
+            return .unknownMethod
+        }
+    }
+
+    private func handle(_ message: DBusMessage, connection: DBusConnection) {
+        let answer = answer(
+            member: message.member, interface: message.interface, arguments: message.arguments,
+            sender: message.sender, bluetoothd: connection.owner(of: BlueZ.service))
+        let device = message.arguments.first?.objectPath?.rawValue ?? "-"
+        log.withLock { $0.append("\(message.member ?? "?") \(device) → \(answer)") }
+        guard !message.noReplyExpected else { return }
+        switch answer {
+        case .accept:
+            try? connection.send(.methodReturn(to: message))
+        case .reject(let why):
+            try? connection.send(.error(to: message, name: "org.bluez.Error.Rejected", message: why))
+        case .unknownMethod:
+            try? connection.send(.error(
+                to: message, name: "org.freedesktop.DBus.Error.UnknownMethod",
+                message: "no method \(message.member ?? "?") on \(message.interface ?? "?")"))
+        }
+    }
+}

@@ -1,0 +1,455 @@
+import BluectlDBus
+import Synchronization
+
+/// CBPeripheralState.
+public enum PeripheralState: String, Sendable, Equatable {
+    case disconnected, connecting, connected, disconnecting
+}
+
+/// A remote device: CoreBluetooth's CBPeripheral over BlueZ's `Device1` and
+/// the GATT objects bluetoothd exports under it. Everything it shows is read
+/// from the central's mirror of BlueZ's tree, so it is always current.
+public final class Peripheral: Sendable, CustomStringConvertible {
+    public let central: CentralManager
+    /// `/org/bluez/hciN/dev_AA_BB_…`
+    public let path: ObjectPath
+    /// The address ("AA:BB:CC:DD:EE:FF"): BlueZ's identity for the device.
+    public let identifier: String
+
+    /// connecting / disconnecting while this process is doing that.
+    let transition = Mutex<PeripheralState?>(nil)
+
+    public init(central: CentralManager, path: ObjectPath) {
+        self.central = central
+        self.path = path
+        if let p = central.mirror.tree.properties(path, BlueZ.deviceInterface) {
+            identifier = DeviceInfo(path: path, properties: p).address
+        } else {
+            identifier = DeviceInfo.addressFromPath(path)
+        }
+    }
+
+    public var description: String { identifier }
+
+    /// `Device1` as it is now (nil once BlueZ has removed the device).
+    public var info: DeviceInfo? {
+        central.mirror.tree.properties(path, BlueZ.deviceInterface).map { DeviceInfo(path: path, properties: $0) }
+    }
+
+    public var name: String? { info?.displayName }
+    public var rssi: Int? { info?.rssi }
+
+    public var state: PeripheralState {
+        if let transition = transition.withLock({ $0 }) { return transition }
+        return info?.connected == true ? .connected : .disconnected
+    }
+
+    /// The GATT database as BlueZ exports it now (empty until services are resolved).
+    public var database: GattDatabase { GattDatabase(tree: central.mirror.tree, device: path) }
+
+    public var services: [GattService] { database.services }
+
+    /// The MTU BlueZ reports on any characteristic (all share the connection's).
+    public var mtu: Int? { database.characteristics.lazy.compactMap(\.mtu).first }
+
+    // MARK: - Discovery
+
+    /// CoreBluetooth's `discoverServices(_:)`: bluetoothd discovers the
+    /// whole database by itself, so this waits for `ServicesResolved` (racing
+    /// a disconnect, the device's removal and `timeout`), then returns the
+    /// services with one of `uuids` (all when nil or empty).
+    @discardableResult
+    public func discoverServices(_ uuids: [BluetoothUUID]? = nil, timeout: Duration = .seconds(30)) async throws -> [GattService] {
+        try await waitForServicesResolved(timeout: timeout)
+        return database.services(matching: uuids ?? [])
+    }
+
+    /// Characteristics of `service` with one of `uuids` (all when nil or empty).
+    public func discoverCharacteristics(_ uuids: [BluetoothUUID]? = nil, for service: GattService) -> [GattCharacteristic] {
+        let all = database.characteristics(of: service)
+        guard let uuids, !uuids.isEmpty else { return all }
+        return all.filter { uuids.contains($0.uuid) }
+    }
+
+    public func discoverDescriptors(for characteristic: GattCharacteristic) -> [GattDescriptor] {
+        database.descriptors(of: characteristic)
+    }
+
+    /// Services included by `service`.
+    public func discoverIncludedServices(for service: GattService) -> [GattService] {
+        let all = database.services
+        return service.includes.compactMap { path in all.first { $0.path == path } }
+    }
+
+    /// The one characteristic `selector` names (optionally within `service`);
+    /// throws `GattError.notFound` listing what exists, or `.ambiguous` with paths and handles.
+    public func characteristic(_ selector: AttributeSelector, service: BluetoothUUID? = nil) throws -> GattCharacteristic {
+        try database.characteristic(selector, service: service)
+    }
+
+    public func descriptor(_ selector: AttributeSelector, of characteristic: GattCharacteristic) throws -> GattDescriptor {
+        try database.descriptor(selector, of: characteristic)
+    }
+
+    func waitForServicesResolved(timeout: Duration) async throws {
+        let (snapshot, changes) = central.mirror.changes()
+        let path = self.path
+        let device = snapshot.properties(path, BlueZ.deviceInterface)
+        guard let device else {
+            throw CentralError.deviceNotFound(identifier)
+        }
+        @Sendable func serviceCount(_ tree: BlueZObjectTree) -> Int {
+            tree.paths(with: BlueZ.serviceInterface).filter { $0.isDescendant(of: path) }.count
+        }
+        var machine = ServiceDiscoveryStateMachine()
+        let actions = machine.handle(.start(
+            connected: device["Connected"]?.bool ?? false,
+            servicesResolved: device["ServicesResolved"]?.bool ?? false,
+            serviceObjects: serviceCount(snapshot)))
+        if machine.isFinished {
+            if case .failed(let failure) = machine.state { throw Self.error(failure, identifier) }
+            return
+        }
+        let channel = EventChannel<ServiceDiscoveryStateMachine.Event>()
+        defer { channel.close() }
+        let mirror = central.mirror
+        channel.follow(changes) { change in
+            switch change {
+            case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _):
+                var events: [ServiceDiscoveryStateMachine.Event] = []
+                if let connected = changed["Connected"]?.bool { events.append(.connectedChanged(connected)) }
+                if let resolved = changed["ServicesResolved"]?.bool {
+                    events.append(.servicesResolvedChanged(resolved, serviceObjects: serviceCount(mirror.tree)))
+                }
+                return events
+            case .added(let added, let interfaces) where interfaces.contains(BlueZ.serviceInterface) && added.isDescendant(of: path):
+                return [.serviceAdded]
+            case .removed(path, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
+                return [.deviceRemoved]
+            case .replaced:
+                return mirror.tree.properties(path, BlueZ.deviceInterface) == nil ? [.deviceRemoved] : []
+            default:
+                return []
+            }
+        }
+        channel.after(timeout, .timeout)
+        let id = identifier
+        let started = machine
+        try await runDriver(channel, onCancel: .timeout) {
+            var machine = started
+            var pending = actions
+            var iterator = channel.stream.makeAsyncIterator()
+            while true {
+                for action in pending {
+                    switch action {
+                    case .startSettleTimer(let delay): channel.after(delay, .settleTimerFired)
+                    case .done: return
+                    case .fail(let failure): throw Self.error(failure, id)
+                    }
+                }
+                guard let event = await iterator.next() else { throw CentralError.timeout("resolve services of \(id)") }
+                pending = machine.handle(event)
+            }
+        }
+    }
+
+    static func error(_ failure: DiscoveryFailure, _ id: String) -> CentralError {
+        switch failure {
+        case .notConnected: return .disconnected("\(id) is not connected")
+        case .disconnected: return .disconnected("\(id) disconnected before its services were resolved")
+        case .deviceRemoved: return .deviceNotFound("\(id) (removed by BlueZ)")
+        case .timeout: return .timeout("resolve the services of \(id)")
+        }
+    }
+
+    // MARK: - Reading and writing
+
+    /// `GattCharacteristic1.ReadValue({offset})`; checks `Flags` first.
+    public func readValue(for characteristic: GattCharacteristic, offset: Int = 0) async throws -> [UInt8] {
+        guard characteristic.properties.canRead || characteristic.flags.isEmpty else {
+            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not readable (flags: \(characteristic.flags.joined(separator: ",")))")
+        }
+        return try await read(characteristic.path, interface: BlueZ.characteristicInterface, offset: offset,
+                              what: "read \(Self.label(characteristic.uuid))")
+    }
+
+    /// `GattDescriptor1.ReadValue({offset})`.
+    public func readValue(for descriptor: GattDescriptor, offset: Int = 0) async throws -> [UInt8] {
+        guard descriptor.canRead else {
+            throw GattError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not readable (flags: \(descriptor.flags.joined(separator: ",")))")
+        }
+        return try await read(descriptor.path, interface: BlueZ.descriptorInterface, offset: offset,
+                              what: "read descriptor \(Self.label(descriptor.uuid))")
+    }
+
+    /// `WriteValue(value, {type: request|command})`; checks `Flags` and the write limit first.
+    public func writeValue(_ value: [UInt8], for characteristic: GattCharacteristic, type: WriteType) async throws {
+        let p = characteristic.properties
+        let allowed = characteristic.flags.isEmpty || (type == .withResponse ? p.canWriteWithResponse : p.canWriteWithoutResponse)
+        guard allowed else {
+            let how = type == .withResponse ? "with response" : "without response"
+            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable \(how) (flags: \(characteristic.flags.joined(separator: ",")))")
+        }
+        let limit = characteristic.maximumWriteValueLength(for: type)
+        guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
+        let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
+        _ = try await retryingInProgress(what: "write \(Self.label(characteristic.uuid))") {
+            try await self.central.connection.callMethod(
+                destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
+                member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
+        }
+    }
+
+    /// `GattDescriptor1.WriteValue`.
+    public func writeValue(_ value: [UInt8], for descriptor: GattDescriptor) async throws {
+        guard descriptor.canWrite else {
+            throw GattError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not writable (flags: \(descriptor.flags.joined(separator: ",")))")
+        }
+        _ = try await retryingInProgress(what: "write descriptor \(Self.label(descriptor.uuid))") {
+            try await self.central.connection.callMethod(
+                destination: BlueZ.service, path: descriptor.path, interface: BlueZ.descriptorInterface,
+                member: "WriteValue", arguments: [.bytes(value), .stringVariantDictionary([:])], timeout: self.central.callTimeout)
+        }
+    }
+
+    /// CoreBluetooth's `maximumWriteValueLength(for:)`.
+    public func maximumWriteValueLength(for type: WriteType, characteristic: GattCharacteristic? = nil) -> Int {
+        if let characteristic { return characteristic.maximumWriteValueLength(for: type) }
+        return GattCharacteristicLimits.maximum(type: type, mtu: mtu)
+    }
+
+    private func read(_ objectPath: ObjectPath, interface: String, offset: Int, what: String) async throws -> [UInt8] {
+        var options: [String: DBusValue] = [:]
+        if offset > 0 { options["offset"] = .uint16(UInt16(clamping: offset)) }
+        let argument = DBusValue.stringVariantDictionary(options)
+        let reply = try await retryingInProgress(what: what) {
+            try await self.central.connection.callMethod(
+                destination: BlueZ.service, path: objectPath, interface: interface,
+                member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
+        }
+        guard let bytes = reply.first?.bytes else { throw CentralError.unexpected("ReadValue returned \(reply)") }
+        return bytes
+    }
+
+    /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
+    /// for at most `limit`; then `CentralError.inProgress`. Other errors are
+    /// translated to `CentralError`.
+    func retryingInProgress<T: Sendable>(
+        what: String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            do {
+                return try await body()
+            } catch let error as DBusError {
+                if error.remoteName == "org.bluez.Error.InProgress", ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                    continue
+                }
+                throw CentralError(error, operation: what)
+            } catch {
+                throw CentralError.from(error, operation: what)
+            }
+        }
+    }
+
+    static func label(_ uuid: BluetoothUUID) -> String {
+        uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
+    }
+
+    // MARK: - Notifications
+
+    /// StartNotify on `characteristic`; the session's `values` carry every
+    /// notification or indication until `stop()`, or fail when the device
+    /// disconnects. The value listener is in place before StartNotify
+    /// (pitfall 4). While notifying, a ReadValue of the same characteristic
+    /// also shows up as a value (BlueZ emits the same signal: pitfall 6).
+    public func subscribe(to characteristic: GattCharacteristic) async throws -> NotificationSession {
+        guard characteristic.properties.canNotify else {
+            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
+        }
+        return try await NotificationSession.start(peripheral: self, characteristic: characteristic)
+    }
+
+    /// CoreBluetooth's `setNotifyValue(_:for:)`: turns notifications on
+    /// (values through `valueUpdates(for:)`) or off.
+    public func setNotifyValue(_ enabled: Bool, for characteristic: GattCharacteristic) async throws {
+        if enabled {
+            if sessions.withLock({ $0[characteristic.path] }) != nil { return }
+            let session = try await subscribe(to: characteristic)
+            sessions.withLock { $0[characteristic.path] = session }
+        } else {
+            let session = sessions.withLock { $0.removeValue(forKey: characteristic.path) }
+            await session?.stop()
+        }
+    }
+
+    /// Whether this process has notifications on for `characteristic`.
+    public func isNotifying(_ characteristic: GattCharacteristic) -> Bool {
+        sessions.withLock { $0[characteristic.path] != nil }
+    }
+
+    /// Value updates of a characteristic turned on with `setNotifyValue(true, for:)`.
+    public func valueUpdates(for characteristic: GattCharacteristic) -> AsyncThrowingStream<[UInt8], any Error>? {
+        sessions.withLock { $0[characteristic.path]?.values }
+    }
+
+    let sessions = Mutex<[ObjectPath: NotificationSession]>([:])
+}
+
+enum GattCharacteristicLimits {
+    static func maximum(type: WriteType, mtu: Int?) -> Int {
+        type == .withResponse ? 512 : max(20, (mtu ?? 23) - 3)
+    }
+}
+
+/// A running StartNotify session, driven by `NotifyStateMachine`.
+public final class NotificationSession: Sendable {
+    public let characteristic: GattCharacteristic
+    /// One element per notification or indication, in arrival order.
+    public let values: AsyncThrowingStream<[UInt8], any Error>
+    private let channel: EventChannel<NotifyStateMachine.Event>
+    private let loop: Task<Void, Never>
+
+    private init(characteristic: GattCharacteristic, values: AsyncThrowingStream<[UInt8], any Error>,
+                 channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
+        self.characteristic = characteristic
+        self.values = values
+        self.channel = channel
+        self.loop = loop
+    }
+
+    /// StopNotify (waits for BlueZ's answer, at most a few seconds).
+    public func stop() async {
+        channel.send(.stop)
+        _ = await firstValue(within: .seconds(5)) { [loop] in await loop.value }
+    }
+
+    static func start(peripheral: Peripheral, characteristic: GattCharacteristic) async throws -> NotificationSession {
+        let central = peripheral.central
+        let (_, changes) = central.mirror.changes()  // listen first (pitfall 4)
+        let channel = EventChannel<NotifyStateMachine.Event>()
+        let charPath = characteristic.path
+        let devicePath = peripheral.path
+        channel.follow(changes) { change in
+            switch change {
+            case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
+                if let value = changed["Value"]?.bytes { return [.value(value)] }
+                return []
+            case .propertiesChanged(devicePath, BlueZ.deviceInterface, let changed, _):
+                if changed["Connected"]?.bool == false { return [.deviceDisconnected] }
+                return []
+            case .removed(let path, let interfaces):
+                if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
+                if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
+                return []
+            default:
+                return []
+            }
+        }
+        let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        let what = Peripheral.label(characteristic.uuid)
+        let deviceID = peripheral.identifier
+        let started = StartSignal()
+
+        func call(_ member: String, _ reply: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Void) {
+            let message = DBusMessage.methodCall(
+                destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface, member: member)
+            central.connection.call(message, timeout: central.callTimeout, handler: reply)
+        }
+
+        let loop = Task {
+            var machine = NotifyStateMachine()
+            var pending = machine.handle(.start)
+            var iterator = channel.stream.makeAsyncIterator()
+            var stopSent = false
+            while true {
+                for action in pending {
+                    switch action {
+                    case .callStartNotify:
+                        call("StartNotify") { result in
+                            switch result {
+                            case .success: channel.send(.startSucceeded)
+                            case .failure(let error):
+                                let (name, message) = error.nameAndMessage
+                                channel.send(.startFailed(name: name, message: message))
+                            }
+                        }
+                    case .reportStarted:
+                        started.resolve(nil)
+                    case .deliver(let bytes):
+                        valuesContinuation.yield(bytes)
+                    case .callStopNotify:
+                        guard !stopSent else { break }
+                        stopSent = true
+                        call("StopNotify") { _ in channel.send(.stopFinished) }
+                    case .finish:
+                        valuesContinuation.finish()
+                        started.resolve(CancellationError())
+                    case .fail(let failure):
+                        let error: any Error
+                        switch failure {
+                        case .disconnected: error = CentralError.disconnected("\(deviceID) disconnected")
+                        case .removed: error = CentralError.disconnected("\(what) of \(deviceID) disappeared")
+                        case .bluez(let name, let message):
+                            error = CentralError(DBusError.remote(name: name, message: message), operation: "start notifications of \(what)")
+                        }
+                        valuesContinuation.finish(throwing: error)
+                        started.resolve(error)
+                    }
+                }
+                if machine.isFinished { break }
+                guard let event = await iterator.next() else { break }
+                pending = machine.handle(event)
+            }
+            // A failed session after a StopNotify: wait briefly for its reply.
+            channel.close()
+            valuesContinuation.finish()
+            started.resolve(CancellationError())
+        }
+        let session = NotificationSession(characteristic: characteristic, values: values, channel: channel, loop: loop)
+        do {
+            try await withTaskCancellationHandler {
+                try await started.wait()
+            } onCancel: {
+                channel.send(.stop)
+            }
+        } catch {
+            await session.stop()
+            throw error
+        }
+        return session
+    }
+}
+
+/// A one-shot result for a waiting task.
+final class StartSignal: Sendable {
+    private let state = Mutex<(done: Bool, error: (any Error)?, waiter: CheckedContinuation<Void, any Error>?)>((false, nil, nil))
+
+    func resolve(_ error: (any Error)?) {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+            guard !s.done else { return nil }
+            s.done = true
+            s.error = error
+            let w = s.waiter
+            s.waiter = nil
+            return w
+        }
+        if let waiter {
+            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+        }
+    }
+
+    func wait() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let ready = state.withLock { s -> (Bool, (any Error)?) in
+                if s.done { return (true, s.error) }
+                s.waiter = continuation
+                return (false, nil)
+            }
+            if ready.0 {
+                if let error = ready.1 { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
+    }
+}

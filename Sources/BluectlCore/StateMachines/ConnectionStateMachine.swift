@@ -1,0 +1,241 @@
+/// Connecting to a peripheral the way BlueZ really behaves (NOTES.md,
+/// pitfalls 1 and 2). A pure value: the driver (`CentralManager.connect`)
+/// feeds it events and performs the actions it returns; tests do the same
+/// with no bus.
+///
+///     disconnected ──start──▶ connecting(1) ──reply ok──▶ connected
+///                                  │  ▲
+///      abort-by-local (Failed) ────┤  └──── Connected=false ◀── waitingForDisconnect(n)
+///      InProgress ─────────────────┤  └──── retry timer ◀────── retryDelay(n)
+///      profile-unavailable, other, │
+///      out of attempts ────────────┴──▶ failed
+///     timeout / cancel in any pending state ──▶ disconnecting ──▶ failed / cancelled
+public struct ConnectionStateMachine: Sendable, Equatable {
+    public enum State: Sendable, Equatable {
+        case disconnected
+        /// `Device1.Connect` sent; `attempt` counts from 1.
+        case connecting(attempt: Int)
+        /// BlueZ aborted the connection it had made: wait for `Connected=false` before retrying.
+        case waitingForDisconnect(attempt: Int)
+        /// BlueZ said InProgress: retry after a short delay.
+        case retryDelay(attempt: Int)
+        case connected
+        /// `Device1.Disconnect` sent to cancel (timeout or cancel).
+        case disconnecting(then: Outcome)
+        case failed(ConnectionFailure)
+        case cancelled
+    }
+
+    /// How a disconnect started by the machine ends.
+    public enum Outcome: Sendable, Equatable {
+        case fail(ConnectionFailure)
+        case cancel
+    }
+
+    public enum Event: Sendable, Equatable {
+        /// Begin; `alreadyConnected` is `Device1.Connected` now.
+        case start(alreadyConnected: Bool)
+        case connectSucceeded
+        /// An error reply to Connect: its D-Bus name and message.
+        case connectFailed(name: String, message: String)
+        /// `Device1.Connected` changed.
+        case connectedChanged(Bool)
+        case retryTimerFired
+        /// The device object disappeared (InterfacesRemoved).
+        case deviceRemoved
+        /// The overall deadline passed.
+        case timeout
+        /// The caller gave up (cancelPeripheralConnection, Ctrl-C).
+        case cancel
+        /// The reply to the Disconnect the machine asked for (success or not).
+        case disconnectFinished
+    }
+
+    public enum Action: Sendable, Equatable {
+        case callConnect
+        case scheduleRetry(after: Duration)
+        case callDisconnect
+        /// The peripheral is connected: report success.
+        case succeed
+        case fail(ConnectionFailure)
+        /// Cancelled by the caller: report it.
+        case reportCancelled
+    }
+
+    public private(set) var state: State = .disconnected
+    /// The last `Device1.Connected` seen.
+    public private(set) var deviceConnected = false
+    public let maxAttempts: Int
+    public let retryDelay: Duration
+
+    /// `maxAttempts` ≥ 1 counts the first attempt.
+    public init(maxAttempts: Int = 3, retryDelay: Duration = .milliseconds(250)) {
+        self.maxAttempts = max(1, maxAttempts)
+        self.retryDelay = retryDelay
+    }
+
+    public var isFinished: Bool {
+        switch state {
+        case .connected, .failed, .cancelled: return true
+        default: return false
+        }
+    }
+
+    public mutating func handle(_ event: Event) -> [Action] {
+        switch (state, event) {
+        case (.disconnected, .start(let already)):
+            deviceConnected = already
+            if already {
+                state = .connected
+                return [.succeed]
+            }
+            state = .connecting(attempt: 1)
+            return [.callConnect]
+
+        case (.connecting, .connectSucceeded):
+            deviceConnected = true
+            state = .connected
+            return [.succeed]
+
+        case (.connecting(let attempt), .connectFailed(let name, let message)):
+            return connectFailed(attempt: attempt, name: name, message: message)
+
+        case (_, .connectedChanged(let value)):
+            deviceConnected = value
+            if case .waitingForDisconnect(let attempt) = state, !value {
+                state = .connecting(attempt: attempt + 1)
+                return [.callConnect]
+            }
+            if case .connected = state, !value {
+                // Lost after success: no longer this machine's business, but keep the state true.
+                state = .disconnected
+            }
+            return []
+
+        case (.retryDelay(let attempt), .retryTimerFired):
+            state = .connecting(attempt: attempt + 1)
+            return [.callConnect]
+
+        case (.connecting, .deviceRemoved), (.waitingForDisconnect, .deviceRemoved), (.retryDelay, .deviceRemoved):
+            state = .failed(.deviceRemoved)
+            return [.fail(.deviceRemoved)]
+
+        case (.connecting, .timeout), (.waitingForDisconnect, .timeout), (.retryDelay, .timeout):
+            state = .disconnecting(then: .fail(.timeout))
+            return [.callDisconnect]
+
+        case (.connecting, .cancel), (.waitingForDisconnect, .cancel), (.retryDelay, .cancel), (.connected, .cancel):
+            state = .disconnecting(then: .cancel)
+            return [.callDisconnect]
+
+        case (.disconnecting(let then), .disconnectFinished):
+            switch then {
+            case .fail(let failure):
+                state = .failed(failure)
+                return [.fail(failure)]
+            case .cancel:
+                state = .cancelled
+                return [.reportCancelled]
+            }
+
+        case (.disconnecting(let then), .timeout):
+            // The Disconnect itself hangs: report without waiting further.
+            switch then {
+            case .fail(let failure):
+                state = .failed(failure)
+                return [.fail(failure)]
+            case .cancel:
+                state = .cancelled
+                return [.reportCancelled]
+            }
+
+        default:
+            // Impossible or late events (a reply after a timeout, a timer
+            // after success…) change nothing.
+            return []
+        }
+    }
+
+    private mutating func connectFailed(attempt: Int, name: String, message: String) -> [Action] {
+        let retriesLeft = attempt < maxAttempts
+        switch ConnectError.classify(name: name, message: message) {
+        case .alreadyConnected:
+            deviceConnected = true
+            state = .connected
+            return [.succeed]
+        case .abortedByLocal:
+            guard retriesLeft else {
+                state = .failed(.abortedByLocal(attempts: attempt))
+                return [.fail(.abortedByLocal(attempts: attempt))]
+            }
+            if deviceConnected {
+                state = .waitingForDisconnect(attempt: attempt)
+                return []
+            }
+            state = .connecting(attempt: attempt + 1)
+            return [.callConnect]
+        case .inProgress:
+            guard retriesLeft else {
+                state = .failed(.inProgress(attempts: attempt))
+                return [.fail(.inProgress(attempts: attempt))]
+            }
+            state = .retryDelay(attempt: attempt)
+            return [.scheduleRetry(after: retryDelay)]
+        case .dualMode:
+            state = .failed(.dualMode(message: message))
+            return [.fail(.dualMode(message: message))]
+        case .other:
+            let failure = ConnectionFailure.bluez(name: name, message: message)
+            state = .failed(failure)
+            return [.fail(failure)]
+        }
+    }
+}
+
+/// Why a connection could not be made.
+public enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
+    /// `le-connection-abort-by-local` on every attempt.
+    case abortedByLocal(attempts: Int)
+    /// `InProgress` on every attempt.
+    case inProgress(attempts: Int)
+    /// `br-connection-profile-unavailable`: BlueZ tried BR/EDR.
+    case dualMode(message: String)
+    case deviceRemoved
+    case timeout
+    case bluez(name: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .abortedByLocal(let attempts):
+            return "the connection was aborted locally (le-connection-abort-by-local) \(attempts) time\(attempts == 1 ? "" : "s")"
+        case .inProgress(let attempts):
+            return "another connection attempt is in progress (InProgress after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
+        case .dualMode(let message):
+            return "BlueZ tried a BR/EDR (classic) connection: the device looks dual-mode (\(message)); connect over LE or remove the device and scan with --transport le"
+        case .deviceRemoved:
+            return "the device disappeared from BlueZ while connecting"
+        case .timeout:
+            return "no connection within the time allowed"
+        case .bluez(let name, let message):
+            return message.isEmpty ? name : "\(message) (\(name))"
+        }
+    }
+}
+
+/// The kinds of Connect error replies that need different handling.
+enum ConnectError: Equatable {
+    case alreadyConnected, abortedByLocal, inProgress, dualMode, other
+
+    static func classify(name: String, message: String) -> ConnectError {
+        switch name {
+        case "org.bluez.Error.AlreadyConnected": return .alreadyConnected
+        case "org.bluez.Error.InProgress": return .inProgress
+        default: break
+        }
+        let lower = message.lowercased()
+        if lower.contains("le-connection-abort-by-local") { return .abortedByLocal }
+        if lower.contains("br-connection-profile-unavailable") { return .dualMode }
+        if name == "org.bluez.Error.Failed", lower.contains("in progress") || lower.contains("busy") { return .inProgress }
+        return .other
+    }
+}

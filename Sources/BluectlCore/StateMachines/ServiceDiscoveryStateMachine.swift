@@ -1,0 +1,119 @@
+/// Waiting for BlueZ's own GATT discovery (NOTES.md, pitfall 3): bluetoothd
+/// discovers the whole database itself and sets `Device1.ServicesResolved`;
+/// we wait for it while racing `Connected=false`, the device's removal and a
+/// timeout. ServicesResolved can flip true before the service objects are
+/// exported (after an abort), so with no service object yet the machine
+/// settles briefly for one to appear.
+public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
+    public enum State: Sendable, Equatable {
+        case idle
+        case waiting
+        /// ServicesResolved is true but no GattService1 object exists yet.
+        case settling
+        case resolved
+        case failed(DiscoveryFailure)
+    }
+
+    public enum Event: Sendable, Equatable {
+        /// Begin, with `Device1` as it is now and how many service objects the device has.
+        case start(connected: Bool, servicesResolved: Bool, serviceObjects: Int)
+        case servicesResolvedChanged(Bool, serviceObjects: Int)
+        /// A GattService1 object of the device appeared.
+        case serviceAdded
+        case connectedChanged(Bool)
+        case deviceRemoved
+        case settleTimerFired
+        case timeout
+    }
+
+    public enum Action: Sendable, Equatable {
+        case startSettleTimer(Duration)
+        /// Discovery is complete: read the objects now.
+        case done
+        case fail(DiscoveryFailure)
+    }
+
+    public private(set) var state: State = .idle
+    public let settleTime: Duration
+
+    public init(settleTime: Duration = .milliseconds(500)) {
+        self.settleTime = settleTime
+    }
+
+    public var isFinished: Bool {
+        switch state {
+        case .resolved, .failed: return true
+        default: return false
+        }
+    }
+
+    public mutating func handle(_ event: Event) -> [Action] {
+        switch (state, event) {
+        case (.idle, .start(let connected, let resolved, let objects)):
+            guard connected else { return fail(.notConnected) }
+            guard resolved else {
+                state = .waiting
+                return []
+            }
+            return resolvedNow(serviceObjects: objects)
+
+        case (.waiting, .servicesResolvedChanged(true, let objects)):
+            return resolvedNow(serviceObjects: objects)
+
+        case (.settling, .servicesResolvedChanged(false, _)):
+            state = .waiting
+            return []
+
+        case (.settling, .serviceAdded), (.settling, .settleTimerFired):
+            state = .resolved
+            return [.done]
+
+        case (.waiting, .connectedChanged(false)), (.settling, .connectedChanged(false)):
+            return fail(.disconnected)
+
+        case (.waiting, .deviceRemoved), (.settling, .deviceRemoved):
+            return fail(.deviceRemoved)
+
+        case (.waiting, .timeout):
+            return fail(.timeout)
+
+        case (.settling, .timeout):
+            // Resolved, but nothing exported: report what is there.
+            state = .resolved
+            return [.done]
+
+        default:
+            return []
+        }
+    }
+
+    private mutating func resolvedNow(serviceObjects: Int) -> [Action] {
+        if serviceObjects > 0 {
+            state = .resolved
+            return [.done]
+        }
+        state = .settling
+        return [.startSettleTimer(settleTime)]
+    }
+
+    private mutating func fail(_ failure: DiscoveryFailure) -> [Action] {
+        state = .failed(failure)
+        return [.fail(failure)]
+    }
+}
+
+public enum DiscoveryFailure: Sendable, Equatable, CustomStringConvertible {
+    case notConnected
+    case disconnected
+    case deviceRemoved
+    case timeout
+
+    public var description: String {
+        switch self {
+        case .notConnected: return "the device is not connected"
+        case .disconnected: return "the device disconnected before its services were resolved"
+        case .deviceRemoved: return "the device disappeared from BlueZ before its services were resolved"
+        case .timeout: return "services not resolved in time"
+        }
+    }
+}
