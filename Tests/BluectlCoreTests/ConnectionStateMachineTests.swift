@@ -1,0 +1,324 @@
+import Testing
+@testable import BluectlCore
+
+private let failed = "org.bluez.Error.Failed"
+
+@Suite struct ConnectionStateMachineTests {
+    @Test func alreadyConnectedSucceedsAtOnce() {
+        var m = ConnectionStateMachine()
+        #expect(m.handle(.start(alreadyConnected: true)) == [.succeed])
+        #expect(m.state == .connected)
+        #expect(m.isFinished)
+    }
+
+    @Test func connectsOnFirstAttempt() {
+        var m = ConnectionStateMachine()
+        #expect(m.handle(.start(alreadyConnected: false)) == [.callConnect])
+        #expect(m.state == .connecting(attempt: 1))
+        #expect(m.handle(.connectedChanged(true)) == [])
+        #expect(m.state == .connecting(attempt: 1))
+        #expect(m.handle(.connectSucceeded) == [.succeed])
+        #expect(m.state == .connected)
+    }
+
+    @Test func abortByLocalWhileConnectedWaitsForDisconnectThenRetries() {
+        var m = ConnectionStateMachine(maxAttempts: 3)
+        _ = m.handle(.start(alreadyConnected: false))
+        _ = m.handle(.connectedChanged(true))
+        #expect(m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local")) == [])
+        #expect(m.state == .waitingForDisconnect(attempt: 1))
+        // Still connected: nothing yet; the retry timer is not this state's event.
+        #expect(m.handle(.retryTimerFired) == [])
+        #expect(m.handle(.connectedChanged(false)) == [.callConnect])
+        #expect(m.state == .connecting(attempt: 2))
+        #expect(m.handle(.connectSucceeded) == [.succeed])
+    }
+
+    @Test func abortByLocalWhileDisconnectedRetriesAtOnce() {
+        var m = ConnectionStateMachine(maxAttempts: 2)
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local")) == [.callConnect])
+        #expect(m.state == .connecting(attempt: 2))
+    }
+
+    @Test func abortByLocalOutOfAttemptsFails() {
+        var m = ConnectionStateMachine(maxAttempts: 2)
+        _ = m.handle(.start(alreadyConnected: false))
+        _ = m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local"))
+        let actions = m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local"))
+        #expect(actions == [.fail(.abortedByLocal(attempts: 2))])
+        #expect(m.state == .failed(.abortedByLocal(attempts: 2)))
+    }
+
+    @Test func inProgressRetriesAfterDelayThenFails() {
+        var m = ConnectionStateMachine(maxAttempts: 2, retryDelay: .milliseconds(100))
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.connectFailed(name: "org.bluez.Error.InProgress", message: "")) == [.scheduleRetry(after: .milliseconds(100))])
+        #expect(m.state == .retryDelay(attempt: 1))
+        #expect(m.handle(.retryTimerFired) == [.callConnect])
+        #expect(m.state == .connecting(attempt: 2))
+        #expect(m.handle(.connectFailed(name: "org.bluez.Error.InProgress", message: "")) == [.fail(.inProgress(attempts: 2))])
+    }
+
+    @Test func dualModeFailsWithoutRetry() {
+        var m = ConnectionStateMachine(maxAttempts: 5)
+        _ = m.handle(.start(alreadyConnected: false))
+        let actions = m.handle(.connectFailed(name: failed, message: "br-connection-profile-unavailable"))
+        #expect(actions == [.fail(.dualMode(message: "br-connection-profile-unavailable"))])
+        #expect(ConnectionFailure.dualMode(message: "x").description.contains("dual-mode"))
+    }
+
+    @Test func alreadyConnectedErrorIsSuccess() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.connectFailed(name: "org.bluez.Error.AlreadyConnected", message: "")) == [.succeed])
+    }
+
+    @Test func otherErrorsFailWithBlueZsWords() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        let actions = m.handle(.connectFailed(name: "org.bluez.Error.NotReady", message: "Resource Not Ready"))
+        #expect(actions == [.fail(.bluez(name: "org.bluez.Error.NotReady", message: "Resource Not Ready"))])
+    }
+
+    @Test(arguments: [
+        ConnectionStateMachine.State.connecting(attempt: 1), .waitingForDisconnect(attempt: 1), .retryDelay(attempt: 1),
+    ])
+    func timeoutInAnyPendingStateDisconnectsThenFails(pending: ConnectionStateMachine.State) {
+        var m = Self.machine(in: pending)
+        #expect(m.handle(.timeout) == [.callDisconnect])
+        #expect(m.state == .disconnecting(then: .fail(.timeout)))
+        // A late Connect reply changes nothing.
+        #expect(m.handle(.connectSucceeded) == [])
+        #expect(m.handle(.disconnectFinished) == [.fail(.timeout)])
+        #expect(m.state == .failed(.timeout))
+    }
+
+    @Test func cancelWhileConnectingDisconnects() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.cancel) == [.callDisconnect])
+        #expect(m.handle(.disconnectFinished) == [.reportCancelled])
+        #expect(m.state == .cancelled)
+    }
+
+    @Test func cancelWhenConnectedDisconnects() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: true))
+        #expect(m.handle(.cancel) == [.callDisconnect])
+        #expect(m.handle(.disconnectFinished) == [.reportCancelled])
+    }
+
+    @Test func hangingDisconnectEndsAtTheNextTimeout() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        _ = m.handle(.cancel)
+        #expect(m.handle(.timeout) == [.reportCancelled])
+    }
+
+    @Test func deviceRemovedWhileConnectingFails() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.deviceRemoved) == [.fail(.deviceRemoved)])
+    }
+
+    @Test func impossibleEventsChangeNothing() {
+        var m = ConnectionStateMachine()
+        for event: ConnectionStateMachine.Event in [.connectSucceeded, .retryTimerFired, .timeout, .disconnectFinished,
+                                                    .connectFailed(name: failed, message: "x"), .deviceRemoved] {
+            #expect(m.handle(event) == [])
+            #expect(m.state == .disconnected)
+        }
+        _ = m.handle(.start(alreadyConnected: true))
+        #expect(m.handle(.start(alreadyConnected: false)) == [])
+        #expect(m.handle(.timeout) == [])
+        #expect(m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local")) == [])
+        #expect(m.state == .connected)
+        var failedMachine = ConnectionStateMachine(maxAttempts: 1)
+        _ = failedMachine.handle(.start(alreadyConnected: false))
+        _ = failedMachine.handle(.connectFailed(name: failed, message: "boom"))
+        #expect(failedMachine.handle(.cancel) == [])
+        #expect(failedMachine.handle(.connectSucceeded) == [])
+    }
+
+    @Test func classifiesErrors() {
+        #expect(ConnectError.classify(name: failed, message: "le-connection-abort-by-local") == .abortedByLocal)
+        #expect(ConnectError.classify(name: "org.bluez.Error.InProgress", message: "In Progress") == .inProgress)
+        #expect(ConnectError.classify(name: failed, message: "br-connection-profile-unavailable") == .dualMode)
+        #expect(ConnectError.classify(name: "org.bluez.Error.AlreadyConnected", message: "") == .alreadyConnected)
+        #expect(ConnectError.classify(name: failed, message: "Software caused connection abort") == .other)
+    }
+
+    static func machine(in state: ConnectionStateMachine.State) -> ConnectionStateMachine {
+        var m = ConnectionStateMachine(maxAttempts: 3)
+        _ = m.handle(.start(alreadyConnected: false))
+        switch state {
+        case .waitingForDisconnect:
+            _ = m.handle(.connectedChanged(true))
+            _ = m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local"))
+        case .retryDelay:
+            _ = m.handle(.connectFailed(name: "org.bluez.Error.InProgress", message: ""))
+        default: break
+        }
+        #expect(m.state == state)
+        return m
+    }
+}
+
+@Suite struct ServiceDiscoveryStateMachineTests {
+    @Test func alreadyResolvedIsDoneAtOnce() {
+        var m = ServiceDiscoveryStateMachine()
+        #expect(m.handle(.start(connected: true, servicesResolved: true, serviceObjects: 3)) == [.done])
+        #expect(m.state == .resolved)
+    }
+
+    @Test func notConnectedFails() {
+        var m = ServiceDiscoveryStateMachine()
+        #expect(m.handle(.start(connected: false, servicesResolved: true, serviceObjects: 3)) == [.fail(.notConnected)])
+    }
+
+    @Test func waitsForServicesResolved() {
+        var m = ServiceDiscoveryStateMachine()
+        #expect(m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0)) == [])
+        #expect(m.state == .waiting)
+        #expect(m.handle(.serviceAdded) == [])
+        #expect(m.handle(.servicesResolvedChanged(false, serviceObjects: 2)) == [])
+        #expect(m.handle(.servicesResolvedChanged(true, serviceObjects: 2)) == [.done])
+    }
+
+    @Test func resolvedWithoutObjectsSettles() {
+        var m = ServiceDiscoveryStateMachine(settleTime: .milliseconds(300))
+        _ = m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        #expect(m.handle(.servicesResolvedChanged(true, serviceObjects: 0)) == [.startSettleTimer(.milliseconds(300))])
+        #expect(m.state == .settling)
+        #expect(m.handle(.serviceAdded) == [.done])
+    }
+
+    @Test func settleTimerEndsSettling() {
+        var m = ServiceDiscoveryStateMachine()
+        _ = m.handle(.start(connected: true, servicesResolved: true, serviceObjects: 0))
+        #expect(m.state == .settling)
+        #expect(m.handle(.settleTimerFired) == [.done])
+    }
+
+    @Test func settlingFallsBackWhenResolvedFlipsFalse() {
+        var m = ServiceDiscoveryStateMachine()
+        _ = m.handle(.start(connected: true, servicesResolved: true, serviceObjects: 0))
+        #expect(m.handle(.servicesResolvedChanged(false, serviceObjects: 0)) == [])
+        #expect(m.state == .waiting)
+        #expect(m.handle(.settleTimerFired) == [])
+    }
+
+    @Test func racesDisconnectRemovalAndTimeout() {
+        var a = ServiceDiscoveryStateMachine()
+        _ = a.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        #expect(a.handle(.connectedChanged(false)) == [.fail(.disconnected)])
+        #expect(a.handle(.servicesResolvedChanged(true, serviceObjects: 1)) == [])
+        var b = ServiceDiscoveryStateMachine()
+        _ = b.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        #expect(b.handle(.deviceRemoved) == [.fail(.deviceRemoved)])
+        var c = ServiceDiscoveryStateMachine()
+        _ = c.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        #expect(c.handle(.connectedChanged(true)) == [])
+        #expect(c.handle(.timeout) == [.fail(.timeout)])
+        #expect(c.state == .failed(.timeout))
+    }
+
+    @Test func impossibleEventsChangeNothing() {
+        var m = ServiceDiscoveryStateMachine()
+        for event: ServiceDiscoveryStateMachine.Event in [.servicesResolvedChanged(true, serviceObjects: 1), .serviceAdded,
+                                                          .connectedChanged(false), .deviceRemoved, .settleTimerFired, .timeout] {
+            #expect(m.handle(event) == [])
+            #expect(m.state == .idle)
+        }
+        _ = m.handle(.start(connected: true, servicesResolved: true, serviceObjects: 1))
+        #expect(m.handle(.connectedChanged(false)) == [])
+        #expect(m.handle(.start(connected: false, servicesResolved: false, serviceObjects: 0)) == [])
+        #expect(m.state == .resolved)
+    }
+}
+
+@Suite struct NotifyStateMachineTests {
+    @Test func fullLifecycle() {
+        var m = NotifyStateMachine()
+        #expect(m.handle(.start) == [.callStartNotify])
+        #expect(m.state == .starting)
+        #expect(m.handle(.value([1])) == [])  // not counted before StartNotify's reply
+        #expect(m.handle(.startSucceeded) == [.reportStarted])
+        #expect(m.handle(.value([2])) == [.deliver([2])])
+        #expect(m.handle(.value([3])) == [.deliver([3])])
+        #expect(m.delivered == 2)
+        #expect(m.handle(.stop) == [.callStopNotify])
+        #expect(m.state == .stopping)
+        #expect(m.handle(.value([4])) == [])
+        #expect(m.handle(.stopFinished) == [.finish])
+        #expect(m.state == .stopped)
+        #expect(m.isFinished)
+    }
+
+    @Test func startFailure() {
+        var m = NotifyStateMachine()
+        _ = m.handle(.start)
+        let actions = m.handle(.startFailed(name: "org.bluez.Error.NotPermitted", message: "Notify not permitted"))
+        #expect(actions == [.fail(.bluez(name: "org.bluez.Error.NotPermitted", message: "Notify not permitted"))])
+    }
+
+    @Test func stopWhileStartingStopsAfterTheReply() {
+        var m = NotifyStateMachine()
+        _ = m.handle(.start)
+        #expect(m.handle(.stop) == [])
+        #expect(m.handle(.startSucceeded) == [.callStopNotify])
+        #expect(m.handle(.stopFinished) == [.finish])
+    }
+
+    @Test func stopBeforeStartEnds() {
+        var m = NotifyStateMachine()
+        #expect(m.handle(.stop) == [.finish])
+        #expect(m.state == .stopped)
+    }
+
+    @Test func disconnectFailsAndStillStops() {
+        var m = NotifyStateMachine()
+        _ = m.handle(.start)
+        _ = m.handle(.startSucceeded)
+        #expect(m.handle(.deviceDisconnected) == [.callStopNotify, .fail(.disconnected)])
+        #expect(m.state == .failed(.disconnected))
+        #expect(m.handle(.value([1])) == [])
+    }
+
+    @Test func disconnectWhileStartingFails() {
+        var m = NotifyStateMachine()
+        _ = m.handle(.start)
+        #expect(m.handle(.deviceDisconnected) == [.callStopNotify, .fail(.disconnected)])
+    }
+
+    @Test func characteristicRemovedFails() {
+        var m = NotifyStateMachine()
+        _ = m.handle(.start)
+        _ = m.handle(.startSucceeded)
+        #expect(m.handle(.characteristicRemoved) == [.fail(.removed)])
+    }
+
+    @Test func disconnectWhileStoppingFinishes() {
+        var m = NotifyStateMachine()
+        _ = m.handle(.start)
+        _ = m.handle(.startSucceeded)
+        _ = m.handle(.stop)
+        #expect(m.handle(.deviceDisconnected) == [.finish])
+    }
+
+    @Test func impossibleEventsChangeNothing() {
+        var m = NotifyStateMachine()
+        for event: NotifyStateMachine.Event in [.startSucceeded, .startFailed(name: "x", message: ""), .value([1]),
+                                                .stopFinished, .deviceDisconnected, .characteristicRemoved] {
+            #expect(m.handle(event) == [])
+            #expect(m.state == .idle)
+        }
+        _ = m.handle(.start)
+        _ = m.handle(.startSucceeded)
+        #expect(m.handle(.start) == [])
+        #expect(m.handle(.startSucceeded) == [])
+        #expect(m.handle(.stopFinished) == [])
+        #expect(m.state == .notifying)
+    }
+}
