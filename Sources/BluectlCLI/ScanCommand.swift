@@ -16,13 +16,14 @@ struct ScanCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Only devices whose name contains this (case-insensitive).", valueName: "SUBSTRING"))
     var name: String?
 
-    @Option(help: ArgumentHelp("Only devices at least this strong, in dBm (-127…20).", valueName: "MIN"))
+    /// Unconditional: "-70" is a value here, not an option.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127…20).", valueName: "MIN"))
     var rssi: Int?
 
     @Flag(help: "Report every advertisement, not only the first of each device.")
     var duplicates = false
 
-    @Option(name: .customLong("timeout"), help: ArgumentHelp("Stop after this many seconds.", valueName: "SECONDS"))
+    @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds.", valueName: "SECONDS"))
     var timeoutText: String?
 
     @Option(help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
