@@ -722,6 +722,7 @@ class DeviceObject(BluezObject):
         self.advertiser = advertiser
         self.adapter_name = advertiser.adapter.name
         self.user_alias = False         # Alias set by a client (else it follows Name)
+        self.gatt_paths = []            # exported GATT objects below it, in export order
 
     def set_property(self, interface, name, value):
         if interface == DEVICE_IFACE and name == 'Alias':
@@ -1164,11 +1165,22 @@ def _advertise_all(st):
 
 
 def end_discovery(st):
-    '''Last discovery session ended (bluetoothd: discovery_cleanup).'''
+    '''Last discovery session ended: Discovering goes false at once; the
+    clean-up of found devices (bluetoothd: discovery_cleanup) follows when
+    the stand-in is idle, after the reply.'''
     obj = st.obj
     if obj.props[ADAPTER_IFACE]['Discovering']:
         obj.update({'Discovering': dbus.Boolean(False)})
-    for path in [p for p in list(mockobject.objects) if p.startswith(st.path + '/dev_')]:
+    GLib.idle_add(_discovery_cleanup, st)
+
+
+def _discovery_cleanup(st):
+    '''RSSI/TxPower of found devices are invalidated; temporary devices that
+    are not connectable are removed.'''
+    if st.sessions or ADAPTERS.get(st.name) is not st:
+        return False     # a new discovery began meanwhile, or the adapter went
+    prefix = st.path + '/dev_'
+    for path in [p for p in list(mockobject.objects) if p.startswith(prefix) and '/' not in p[len(prefix):]]:
         dev = mockobject.objects.get(path)
         if not isinstance(dev, DeviceObject):
             continue
@@ -1178,6 +1190,7 @@ def end_discovery(st):
             remove_device(dev)
         else:
             dev.update({}, invalidated=['RSSI', 'TxPower'])
+    return False
 
 
 def set_powered(st, on):
@@ -1217,6 +1230,7 @@ def export_service(svc):
     if svc.path not in mockobject.objects:
         o = GattServiceObject(svc)
         _add_object(o)
+        _note_child(svc.advertiser, o.path)
         emit_interfaces_added(o.path, o.props)
     for chrc in svc.characteristics:
         export_characteristic(chrc)
@@ -1226,6 +1240,7 @@ def export_characteristic(chrc):
     if chrc.path not in mockobject.objects:
         o = GattCharacteristicObject(chrc)
         _add_object(o)
+        _note_child(chrc.service.advertiser, o.path)
         emit_interfaces_added(o.path, o.props)
     for desc in chrc.descriptors:
         export_descriptor(desc)
@@ -1235,11 +1250,25 @@ def export_descriptor(desc):
     if desc.path not in mockobject.objects:
         o = GattDescriptorObject(desc)
         _add_object(o)
+        _note_child(desc.chrc.service.advertiser, o.path)
         emit_interfaces_added(o.path, o.props)
 
 
+def _note_child(adv, path):
+    dev = mockobject.objects.get(adv.path)
+    if isinstance(dev, DeviceObject):
+        dev.gatt_paths.append(path)
+
+
+def _unexport_gatt(dev):
+    '''Removes the device's exported GATT objects, descriptors first.'''
+    paths, dev.gatt_paths = dev.gatt_paths, []
+    for path in reversed(paths):
+        _unexport(path)
+
+
 def _children(path):
-    '''Exported objects below path, deepest first.'''
+    '''Exported objects below path, deepest first (O(objects)).'''
     kids = [p for p in mockobject.objects if p.startswith(path + '/')]
     kids.sort(key=lambda p: p.count('/'), reverse=True)
     return kids
@@ -1258,16 +1287,14 @@ def _unexport(path):
 def disconnect_device(dev):
     if dev.props[DEVICE_IFACE]['ServicesResolved']:
         dev.update({'ServicesResolved': dbus.Boolean(False)})
-    for path in _children(dev.path):
-        _unexport(path)
+    _unexport_gatt(dev)
     dev.update({'Connected': dbus.Boolean(False)})
 
 
 def remove_device(dev):
     if dev.connected:
         disconnect_device(dev)
-    for path in _children(dev.path):
-        _unexport(path)
+    _unexport_gatt(dev)
     _unexport(dev.path)
 
 
