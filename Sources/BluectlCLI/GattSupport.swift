@@ -111,18 +111,22 @@ struct Deadline: Sendable {
 /// What a device command set up and must undo: the connection it made, the agent it registered.
 final class DeviceSession: Sendable {
     let central: CentralManager
-    let adapter: AdapterInfo
+    /// Whether --adapter was given (else a device BlueZ knows on another adapter is used there).
+    let adapterGiven: Bool
+    var adapter: AdapterInfo { state.withLock { $0.adapter } }
     private struct State {
+        var adapter: AdapterInfo
         var peripheral: Peripheral?
         var madeConnection = false
         var agent: PairingAgent?
         var sessions: [NotificationSession] = []
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    init(central: CentralManager, adapter: AdapterInfo) {
+    init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool) {
         self.central = central
-        self.adapter = adapter
+        self.adapterGiven = adapterGiven
+        state = Mutex(State(adapter: adapter))
     }
 
     var peripheral: Peripheral? { state.withLock { $0.peripheral } }
@@ -130,6 +134,17 @@ final class DeviceSession: Sendable {
 
     /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
     func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+        if !adapterGiven, try central.knownDevice(text, adapter: adapter) == nil {
+            for other in central.adapters where other.powered && other.path != adapter.path {
+                if let peripheral = try central.knownDevice(text, adapter: other) {
+                    state.withLock {
+                        $0.adapter = other
+                        $0.peripheral = peripheral
+                    }
+                    return peripheral
+                }
+            }
+        }
         let scanBudget = deadline.remaining * 0.8
         let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
         state.withLock { $0.peripheral = peripheral }
@@ -183,7 +198,7 @@ func runDeviceCommand(
         let deadline = Deadline(seconds: seconds)
         let (central, adapter) = try await adapterOptions.open()
         defer { central.close() }
-        let session = DeviceSession(central: central, adapter: adapter)
+        let session = DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
         let outcome: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
             group.addTask {
                 do {

@@ -177,6 +177,9 @@ struct WriteCommand: AsyncParsableCommand {
             } else {
                 let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
                     ? .withResponse : .withoutResponse)
+                if !chr.supports(type), !chr.flags.isEmpty {
+                    Output.error("note: \(ValueText.label(chr.uuid)) does not list write-\(type == .withResponse ? "with" : "without")-response (flags: \(chr.flags.joined(separator: ","))); trying anyway")
+                }
                 try await peripheral.writeValue(bytes, for: chr, type: type)
                 line.add("type", type == .withResponse ? "with-response" : "without-response")
             }

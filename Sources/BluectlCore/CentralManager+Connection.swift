@@ -68,6 +68,12 @@ extension CentralManager {
         throw CentralError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
     }
 
+    /// The device `text` names among those BlueZ already knows on `adapter`
+    /// (no scan); nil when unknown.
+    public func knownDevice(_ text: String, adapter: AdapterInfo) throws -> Peripheral? {
+        try lookUp(text, adapter: adapter)
+    }
+
     private func lookUp(_ text: String, adapter: AdapterInfo) throws -> Peripheral? {
         let all = devices(on: adapter)
         if text.hasPrefix("/") {

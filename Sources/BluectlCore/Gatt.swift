@@ -108,6 +108,11 @@ public struct GattCharacteristic: Sendable, Equatable {
         value = p["Value"]?.bytes
     }
 
+    /// Whether `Flags` list this kind of write.
+    public func supports(_ type: WriteType) -> Bool {
+        type == .withResponse ? properties.canWriteWithResponse : properties.canWriteWithoutResponse
+    }
+
     /// CoreBluetooth's `maximumWriteValueLength(for:)`: MTU − 3 for a write
     /// without response (23 − 3 when BlueZ does not say), 512 for a write
     /// with response (BlueZ splits it into a long write).

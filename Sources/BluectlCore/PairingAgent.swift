@@ -4,10 +4,18 @@ import Synchronization
 
 /// An `org.bluez.Agent1` so that touching an encrypted characteristic pairs
 /// (just works) instead of failing with "No agent available" / ATT error
-/// 0x0e. Registered with `AgentManager1.RegisterAgent(path, capability)`,
-/// asked to be the default agent (BlueZ only consults the default one for
-/// pairings it starts itself; errors such as AlreadyExists are ignored),
+/// 0x0e. Registered with `AgentManager1.RegisterAgent(path, capability)`;
 /// unregistered by `unregister()`.
+///
+/// BlueZ asks the agent of the client that called `Device1.Pair`, and the
+/// *default* agent for pairings it starts itself (security raised after an
+/// ATT error). `RequestDefaultAgent` never fails in BlueZ (it pushes the
+/// agent on a stack), so asking for it would displace the user's desktop
+/// agent, and the default agent answers for every adapter of bluetoothd —
+/// including the other side of a pairing when both roles are local (the
+/// lab). So by default this agent is not made the default one: when
+/// BlueZ's own attempt fails, `Peripheral` calls `Pair`, which this agent
+/// answers. `makeDefault: true` asks anyway (errors ignored).
 ///
 /// It accepts only what it was set up for: requests from bluetoothd (the
 /// current owner of org.bluez) about the devices in `devices`. Anything else
@@ -36,7 +44,7 @@ public final class PairingAgent: Sendable {
     /// Exports the agent and registers it with bluetoothd.
     public static func register(
         central: CentralManager, devices: Set<ObjectPath>, capability: Capability = .noInputNoOutput,
-        makeDefault: Bool = true
+        makeDefault: Bool = false
     ) async throws -> PairingAgent {
         let path = ObjectPath("/org/bluectl/agent\(getpid())") ?? ObjectPath(verified: "/org/bluectl/agent")
         let agent = PairingAgent(connection: central.connection, path: path, capability: capability, devices: devices)

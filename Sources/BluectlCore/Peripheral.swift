@@ -182,13 +182,16 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                               what: "read descriptor \(Self.label(descriptor.uuid))")
     }
 
-    /// `WriteValue(value, {type: request|command})`; checks `Flags` and the write limit first.
+    /// `WriteValue(value, {type: request|command})`; checks `Flags` and the
+    /// write limit first. A characteristic with no write property at all is
+    /// refused without a call; one that lists only the other kind of write
+    /// is still tried (the properties are advisory: servers commonly accept
+    /// a Write Command wherever writing is permitted), see `supports(_:)`.
     public func writeValue(_ value: [UInt8], for characteristic: GattCharacteristic, type: WriteType) async throws {
         let p = characteristic.properties
-        let allowed = characteristic.flags.isEmpty || (type == .withResponse ? p.canWriteWithResponse : p.canWriteWithoutResponse)
+        let allowed = characteristic.flags.isEmpty || p.canWriteWithResponse || p.canWriteWithoutResponse
         guard allowed else {
-            let how = type == .withResponse ? "with response" : "without response"
-            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable \(how) (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         let limit = characteristic.maximumWriteValueLength(for: type)
         guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
@@ -231,11 +234,60 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         return bytes
     }
 
+    /// Whether a failed read/write looks like the peer wants encryption
+    /// (BlueZ: NotPermitted "Not paired", or ATT errors 0x05/0x08/0x0c/0x0f,
+    /// or 0x0e after an automatic pairing attempt failed).
+    static func needsPairing(_ error: CentralError) -> Bool {
+        let message: String
+        switch error {
+        case .notPermitted(_, let m): message = m
+        case .bluez(_, let m, _): message = m
+        default: return false
+        }
+        let lower = message.lowercased()
+        if lower.contains("not paired") { return true }
+        return ["0x05", "0x08", "0x0c", "0x0e", "0x0f"].contains { lower.contains("att error: \($0)") }
+    }
+
+    /// `Device1.Pair` (the agent of this bus connection answers BlueZ's
+    /// questions). Already paired is success.
+    public func pair(timeout: Duration = .seconds(30)) async throws {
+        do {
+            _ = try await central.connection.callMethod(
+                destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Pair",
+                timeout: timeout)
+        } catch let error as DBusError where error.remoteName == "org.bluez.Error.AlreadyExists" {
+            return
+        } catch {
+            throw CentralError.from(error, operation: "pair with \(identifier)")
+        }
+    }
+
+    /// When set, a read or write refused for lack of encryption on an
+    /// unpaired device pairs (`pair()`) and is tried once more.
+    public var pairsOnDemand: Bool {
+        get { pairOnDemand.withLock { $0 } }
+        set { pairOnDemand.withLock { $0 = newValue } }
+    }
+    let pairOnDemand = Mutex(true)
+
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
     /// for at most `limit`; then `CentralError.inProgress`. Other errors are
     /// translated to `CentralError`.
     func retryingInProgress<T: Sendable>(
         what: String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        do {
+            return try await retryingInProgressOnce(what: what, limit: limit, body)
+        } catch let error as CentralError {
+            guard pairsOnDemand, Self.needsPairing(error), info?.paired != true else { throw error }
+            try await pair()
+            return try await retryingInProgressOnce(what: what, limit: limit, body)
+        }
+    }
+
+    func retryingInProgressOnce<T: Sendable>(
+        what: String, limit: Duration, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = ContinuousClock.now + limit
         while true {

@@ -21,6 +21,24 @@ private let failed = "org.bluez.Error.Failed"
         #expect(m.state == .connected)
     }
 
+    @Test func replyBeforeConnectedPropertyWaitsForIt() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.connectSucceeded) == [])
+        #expect(m.state == .awaitingConnected(attempt: 1))
+        #expect(m.handle(.connectedChanged(false)) == [])
+        #expect(m.handle(.connectedChanged(true)) == [.succeed])
+        #expect(m.state == .connected)
+    }
+
+    @Test func awaitingConnectedTimesOut() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        _ = m.handle(.connectSucceeded)
+        #expect(m.handle(.timeout) == [.callDisconnect])
+        #expect(m.handle(.disconnectFinished) == [.fail(.timeout)])
+    }
+
     @Test func abortByLocalWhileConnectedWaitsForDisconnectThenRetries() {
         var m = ConnectionStateMachine(maxAttempts: 3)
         _ = m.handle(.start(alreadyConnected: false))
@@ -31,7 +49,8 @@ private let failed = "org.bluez.Error.Failed"
         #expect(m.handle(.retryTimerFired) == [])
         #expect(m.handle(.connectedChanged(false)) == [.callConnect])
         #expect(m.state == .connecting(attempt: 2))
-        #expect(m.handle(.connectSucceeded) == [.succeed])
+        #expect(m.handle(.connectSucceeded) == [])
+        #expect(m.handle(.connectedChanged(true)) == [.succeed])
     }
 
     @Test func abortByLocalWhileDisconnectedRetriesAtOnce() {
@@ -71,6 +90,7 @@ private let failed = "org.bluez.Error.Failed"
     @Test func alreadyConnectedErrorIsSuccess() {
         var m = ConnectionStateMachine()
         _ = m.handle(.start(alreadyConnected: false))
+        _ = m.handle(.connectedChanged(true))
         #expect(m.handle(.connectFailed(name: "org.bluez.Error.AlreadyConnected", message: "")) == [.succeed])
     }
 

@@ -93,7 +93,7 @@ c_scan_service_filter() {
   bl scan --json --adapter "$CENTRAL" --service "$HR_SVC" --timeout "$SCAN_TIMEOUT" --count 1
   expect_rc 0
   expect_json "$SCAN_EXPECT"
-  expect_json 'check(len(lines) == 1, "--count 1 but %d lines" % len(lines))'
+  expect_json 'n = len([l for l in lines if l.get("event") == "discovered"]); check(n == 1, "--count 1 but %d discovered events" % n)'
   awk -v s="$SECS" -v t="$SCAN_TIMEOUT" 'BEGIN { exit !(s < t - 1) }' || fail "--count 1 did not end the scan early (${SECS}s)"
 }
 c_scan_name_filter() {
@@ -121,10 +121,7 @@ c_scan_no_adapter() {
 c_scan_sigint() {
   bl_signal INT 4 scan --json --adapter "$CENTRAL" --timeout 60
   expect_rc 130
-  "${BZ[@]}" adapter "$CENTRAL" > "$CHECK_DIR/$CHECK_NAME.adapter.json"
-  OUT=$CHECK_DIR/$CHECK_NAME.adapter.json
-  sleep 1
-  expect_json 'check(lines[0]["Discovering"] is False, "adapter still discovering after SIGINT")'
+  "${BZ[@]}" wait-adapter Discovering false 10 || fail "$CENTRAL still discovering after SIGINT"
 }
 c_scan_sigterm() {
   bl_signal TERM 4 scan --json --adapter "$CENTRAL" --timeout 60
@@ -206,8 +203,9 @@ c_subscribe_heart_rate() {
   bl subscribe "$DEV" heart_rate_measurement --count 3 --json "${DEV_OPTS[@]}"
   expect_rc 0
   expect_json '
-check(len(lines) == 3, "--count 3 gave %d lines" % len(lines))
-for l in lines:
+vals = [l for l in lines if "value" in l]
+check(len(vals) == 3, "--count 3 gave %d values" % len(vals))
+for l in vals:
     v = l.get("value")
     check(is_hex(v) and len(v) >= 4, "value %r is not a heart rate measurement" % v)
     check(int(v[:2], 16) & 0x06 == 0x06, "flags byte %r (example sends 06/0e)" % v[:2])'
@@ -244,7 +242,7 @@ c_stream_burst() {
   expect_json "
 N = $n
 seqs = []
-for l in lines:
+for l in [l for l in lines if 'value' in l]:
     v = bytes.fromhex(l['value'])
     check(len(v) == 20, 'value of %d bytes' % len(v))
     s = int.from_bytes(v[:4], 'little')

@@ -19,6 +19,9 @@ public struct ConnectionStateMachine: Sendable, Equatable {
         case waitingForDisconnect(attempt: Int)
         /// BlueZ said InProgress: retry after a short delay.
         case retryDelay(attempt: Int)
+        /// Connect succeeded but `Connected` is not true yet (bluetoothd can
+        /// answer before it emits the property): wait for it.
+        case awaitingConnected(attempt: Int)
         case connected
         /// `Device1.Disconnect` sent to cancel (timeout or cancel).
         case disconnecting(then: Outcome)
@@ -92,8 +95,11 @@ public struct ConnectionStateMachine: Sendable, Equatable {
             state = .connecting(attempt: 1)
             return [.callConnect]
 
-        case (.connecting, .connectSucceeded):
-            deviceConnected = true
+        case (.connecting(let attempt), .connectSucceeded):
+            guard deviceConnected else {
+                state = .awaitingConnected(attempt: attempt)
+                return []
+            }
             state = .connected
             return [.succeed]
 
@@ -106,6 +112,10 @@ public struct ConnectionStateMachine: Sendable, Equatable {
                 state = .connecting(attempt: attempt + 1)
                 return [.callConnect]
             }
+            if case .awaitingConnected = state, value {
+                state = .connected
+                return [.succeed]
+            }
             if case .connected = state, !value {
                 // Lost after success: no longer this machine's business, but keep the state true.
                 state = .disconnected
@@ -116,15 +126,18 @@ public struct ConnectionStateMachine: Sendable, Equatable {
             state = .connecting(attempt: attempt + 1)
             return [.callConnect]
 
-        case (.connecting, .deviceRemoved), (.waitingForDisconnect, .deviceRemoved), (.retryDelay, .deviceRemoved):
+        case (.connecting, .deviceRemoved), (.waitingForDisconnect, .deviceRemoved), (.retryDelay, .deviceRemoved),
+             (.awaitingConnected, .deviceRemoved):
             state = .failed(.deviceRemoved)
             return [.fail(.deviceRemoved)]
 
-        case (.connecting, .timeout), (.waitingForDisconnect, .timeout), (.retryDelay, .timeout):
+        case (.connecting, .timeout), (.waitingForDisconnect, .timeout), (.retryDelay, .timeout),
+             (.awaitingConnected, .timeout):
             state = .disconnecting(then: .fail(.timeout))
             return [.callDisconnect]
 
-        case (.connecting, .cancel), (.waitingForDisconnect, .cancel), (.retryDelay, .cancel), (.connected, .cancel):
+        case (.connecting, .cancel), (.waitingForDisconnect, .cancel), (.retryDelay, .cancel),
+             (.awaitingConnected, .cancel), (.connected, .cancel):
             state = .disconnecting(then: .cancel)
             return [.callDisconnect]
 
@@ -160,7 +173,10 @@ public struct ConnectionStateMachine: Sendable, Equatable {
         let retriesLeft = attempt < maxAttempts
         switch ConnectError.classify(name: name, message: message) {
         case .alreadyConnected:
-            deviceConnected = true
+            guard deviceConnected else {
+                state = .awaitingConnected(attempt: attempt)
+                return []
+            }
             state = .connected
             return [.succeed]
         case .abortedByLocal:
