@@ -20,13 +20,19 @@ struct ConnectCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object.")
     var json = false
 
+    @Flag(help: "Also pair (Device1.Pair, answered by bluectl's agent) unless paired already.")
+    var pair = false
+
     func run() async throws {
-        let (device, options, json) = (self.device, self.options, self.json)
+        let (device, options, json, pair) = (self.device, self.options, self.json, self.pair)
         try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "connect to \(device)",
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             await session.registerAgent(options.agent, for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
+            if pair, peripheral.info?.paired != true {
+                try await peripheral.pair(timeout: deadline.remaining)
+            }
             let services = peripheral.services.count
             if json {
                 var line = JSONLine()
@@ -34,6 +40,7 @@ struct ConnectCommand: AsyncParsableCommand {
                 if let name = peripheral.name { line.add("name", name) }
                 line.add("connected", true)
                 line.add("already_connected", !session.madeConnection)
+                line.add("paired", peripheral.info?.paired ?? false)
                 line.add("services", services)
                 if let mtu = peripheral.mtu { line.add("mtu", mtu) }
                 line.add("path", peripheral.path.rawValue)
@@ -41,7 +48,8 @@ struct ConnectCommand: AsyncParsableCommand {
             } else {
                 let name = peripheral.name.map { " \"\(TextSafety.terminalSafe($0))\"" } ?? ""
                 let how = session.madeConnection ? "connected" : "already connected"
-                _ = Output.line("\(how) \(peripheral.identifier)\(name), \(services) services")
+                let paired = peripheral.info?.paired == true ? ", paired" : ""
+                _ = Output.line("\(how) \(peripheral.identifier)\(name), \(services) services\(paired)")
             }
         }
     }

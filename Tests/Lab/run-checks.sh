@@ -256,6 +256,17 @@ say('in order: %s' % inorder)
 if env.get('LAB_GATT_CHANNELS') == '1':
     check(inorder, 'out of order with EATT off (one ATT channel)')"
 }
+c_pair() {
+  need_sub connect
+  case $(basename "$BLUECTL") in refctl*) skip "refctl has no --pair";; esac
+  # forget the device (and its bond), then connect --pair: bluectl scans for it, connects and
+  # calls Device1.Pair with its own agent registered (the lab's default agent answers for hci0)
+  "${BZ[@]}" remove "$DEV" || note "remove: device was not known"
+  bl connect "$DEV" --pair --json --timeout 45 "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json 'check(lines and lines[0].get("paired") is True, "paired %r" % (lines[0].get("paired") if lines else None))'
+  "${BZ[@]}" wait "$DEV" Paired true 5 || fail "bluetoothd does not show the device paired"
+}
 c_encrypted_write_read() {
   need_sub write; need_sub read
   # encrypt-write/encrypt-read: bluetoothd pairs (the lab's agent accepts)
@@ -279,6 +290,15 @@ c_disconnect() {
   bl disconnect "$DEV" "${DEV_OPTS[@]}"
   expect_rc 0
   "${BZ[@]}" wait "$DEV" Connected false 10 || fail "bluetoothd still shows $DEV connected"
+}
+c_read_own_connection() {
+  need_sub read
+  # not connected now: read connects, reads, and disconnects the connection it made
+  "${BZ[@]}" wait "$DEV" Connected false 5 || skip "device still connected"
+  bl read "$DEV" battery_level --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json 'check(is_hex(lines[0].get("value"), 1), "value %r" % lines[0].get("value"))'
+  "${BZ[@]}" wait "$DEV" Connected false 10 || fail "bluectl left its own connection up"
 }
 c_unknown_device() {
   need_sub read
@@ -310,7 +330,9 @@ run long_read c_long_read
 run long_write c_long_write
 run stream_burst c_stream_burst
 run encrypted_write_read c_encrypted_write_read
+run pair c_pair
 run info c_info
 run disconnect c_disconnect
+run read_own_connection c_read_own_connection
 run unknown_device c_unknown_device
 summary
