@@ -293,6 +293,7 @@ c_disconnect() {
 }
 c_read_own_connection() {
   need_sub read
+  case $(basename "$BLUECTL") in refctl*) skip "refctl leaves its connection up";; esac
   # not connected now: read connects, reads, and disconnects the connection it made
   "${BZ[@]}" wait "$DEV" Connected false 5 || skip "device still connected"
   bl read "$DEV" battery_level --json "${DEV_OPTS[@]}"
