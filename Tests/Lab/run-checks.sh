@@ -39,6 +39,8 @@ ADV_NAME=TestAdvertisement
 # Options added to every command that names a device (connect/read/...).
 # e.g. DEV_OPTS=(--adapter "$CENTRAL") if bluectl wants the adapter there too.
 DEV_OPTS=()
+# bluectl's default adapter is the first powered one (hci0, the peripheral here): name the central.
+case $(basename "${BLUECTL:-}") in refctl*) ;; *) DEV_OPTS=(--adapter "$CENTRAL");; esac
 SCAN_TIMEOUT=30    # btvirt reports an advertiser once per scan start; be generous under TCG
 
 run() { [[ $1 == $ONLY ]] && check "$@"; return 0; }
