@@ -5,6 +5,7 @@ checks assert on bluectl's output AND on what BlueZ says really happened.
 usage: bluez.py device ADDR                 Device1 of ADDR on $CENTRAL as JSON ({} if none)
        bluez.py wait ADDR PROP true|false SECS   until Device1.PROP has that value
        bluez.py wait-notifying ADDR UUID SECS    until that characteristic is Notifying
+       bluez.py wait-adapter PROP true|false SECS  until $CENTRAL's Adapter1.PROP has that value
        bluez.py remove ADDR                 Adapter1.RemoveDevice (forget the device)
        bluez.py adapter [hciN]              Adapter1 properties as JSON
 Exit 0 on success, 1 on timeout/absence."""
@@ -66,6 +67,16 @@ def main(argv):
                 return 0
             time.sleep(0.2)
         print('timeout: %s %s != %s after %ss' % (addr, prop, argv[3], argv[4]), file=sys.stderr)
+        return 1
+    if cmd == 'wait-adapter':
+        prop, want, secs = argv[1], argv[2] == 'true', float(argv[3])
+        props = dbus.Interface(bus.get_object(BLUEZ, ADAPTER), 'org.freedesktop.DBus.Properties')
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            if bool(props.Get('org.bluez.Adapter1', prop)) == want:
+                return 0
+            time.sleep(0.2)
+        print('timeout: %s %s != %s after %ss' % (ADAPTER, prop, argv[2], argv[3]), file=sys.stderr)
         return 1
     if cmd == 'wait-notifying':
         addr, uuid, secs = argv[1], argv[2].lower(), float(argv[3])

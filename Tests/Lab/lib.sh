@@ -84,6 +84,7 @@ bl() {
   ERR=$CHECK_DIR/$CHECK_NAME.$_BL_N.err
   local t0; t0=$(_now)
   echo "\$ bluectl $*"
+  echo "# started $(date +%T.%3N) (compare btmon.log)"
   timeout -k 5 "$BL_TIMEOUT" "$BLUECTL" "$@" > "$OUT" 2> "$ERR" < /dev/null
   RC=$?
   SECS=$(_dt "$t0")

@@ -323,7 +323,10 @@ def cmd_scan(ctl, argv):
     ctl.bus.add_signal_receiver(on_added, dbus_interface=OM, signal_name='InterfacesAdded', bus_name=BLUEZ)
     ctl.bus.add_signal_receiver(on_props, dbus_interface=PROPS, signal_name='PropertiesChanged',
                                 bus_name=BLUEZ, path_keyword='path')
-    f = {'Transport': 'le', 'DuplicateData': dbus.Boolean(o['--duplicates'])}
+    # DuplicateData=true even without --duplicates (deduplicated here): for a
+    # device bluetoothd already knows, an unchanged advertisement produces no
+    # signal at all otherwise, and a second scan would not see it.
+    f = {'Transport': 'le', 'DuplicateData': dbus.Boolean(True)}
     if services:
         f['UUIDs'] = dbus.Array(services, 's')
     try:

@@ -23,7 +23,7 @@ PY=/usr/bin/python3
 # job defaults, then the host's job file
 LAB_SCRIPT=; LAB_ARGS=(); LAB_TIMEOUT=600; LAB_VERBOSE=0; LAB_QUIET=0; LAB_DEBUG=1
 LAB_GATT_CHANNELS=; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l2
-LAB_PERIPH_BREDR=off; LAB_ADV_FULL=0; LAB_INTERACTIVE=0; BLUECTL=
+LAB_PERIPH_BREDR=off; LAB_ADV_FULL=0; LAB_ADV_PULSE=1.5; LAB_INTERACTIVE=0; BLUECTL=
 # shellcheck disable=SC1091
 . $OUT/.job.env
 
@@ -91,9 +91,12 @@ timing main "$(up)"
 say "guest up (kernel $(uname -r)); bringing up the peripheral on hci0"
 
 # ---- kernel side
-# Load up front what registering a controller autoloads (each autoload runs
-# modprobe from 9p: slow under TCG, and a slow controller set-up fails HCI Reset).
-for m in bluetooth hci_vhci ecdh_generic cmac ecb; do modprobe $m 2>&1 | detail; done
+# Load up front what setting up a controller autoloads: SMP's crypto (ECDH
+# and its random number generator: drbg, jitterentropy, sha512, sha3, ctr)
+# and bluetoothd's AF_ALG. Each autoload runs modprobe from 9p inside the
+# kernel's set-up, slow under TCG: the set-up's HCI Reset then times out.
+modprobe -a -q bluetooth hci_vhci ecc ecdh_generic cmac ecb ctr drbg jitterentropy_rng \
+  sha512_generic sha512_ssse3 sha3_generic ansi_cprng af_alg algif_hash algif_skcipher bnep 2>&1 | detail
 mkdir -p /run/dbus /run/lab /var/lib/bluetooth
 dbus-daemon --system --fork --print-pid > /run/lab/dbus.pid 2>> $OUT/lab.log \
   || bringup_failed "dbus-daemon did not start"
@@ -117,9 +120,12 @@ ctl_settled() { # both set up, or a set-up failure reported by the kernel since 
 btvirt -h > /dev/null 2>&1; btmgmt --help > /dev/null 2>&1   # page the binaries in first
 for attempt in 1 2 3; do
   DMESG0=$(dmesg | wc -l); CTL_FAILED=0
+  # real-time priority: the kernel gives each HCI command of the set-up 2 s,
+  # and a busy guest (or host) must not keep the emulator from answering
   # shellcheck disable=SC2086
-  btvirt $LAB_BTVIRT_OPTS >> $OUT/btvirt.log 2>&1 &
+  chrt -f 10 btvirt $LAB_BTVIRT_OPTS >> $OUT/btvirt.log 2>&1 &
   BTVIRT_PID=$!
+  sleep 1   # don't compete with the set-up from the start
   if wait_until 45 "hci0+hci1 set up (mgmt index list)" ctl_settled && [ $CTL_FAILED = 0 ]; then break; fi
   say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -i 'hci[01]:' | head -2 | tr '\n' ' ')- restarting btvirt"
   kill $BTVIRT_PID; wait $BTVIRT_PID 2>/dev/null
@@ -180,7 +186,7 @@ wait_until 60 "example GATT application registered" grep -q "GATT application re
 bg $OUT/periph.log $PY -u $G/periph.py /org/bluez/hci0
 wait_until 60 "project peripheral registered" grep -q "periph: application registered" $OUT/periph.log \
   || bringup_failed "periph.py did not register" $OUT/periph.log
-bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL $PY -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
+bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
 wait_until 60 "advertisement registered" grep -q "Advertisement registered" $OUT/advertisement.log \
   || bringup_failed "example-advertisement did not register" $OUT/advertisement.log
 timing ready "$(up)"

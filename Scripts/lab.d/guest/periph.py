@@ -22,7 +22,7 @@ Service  b1ec7100-0000-4000-8000-000000000000  "bluectl lab" (primary)
            honour the offset option (ATT Read Blob), writes at an offset
            replace the tail from there (ATT Prepare/Execute Write), so long
            reads/writes work at any MTU (force them with `Scripts/lab run
-           --mtu 23`: at BlueZ's default MTU of 517 300 bytes fit one PDU).
+           --mtu 48`: at BlueZ's default MTU of 517 300 bytes fit one PDU).
            Longest accepted value: 512 bytes.
 
 The encrypted characteristic comes from BlueZ's example (12345678-1234-5678-
