@@ -3,7 +3,7 @@
 # peripheral, showing bluectl's real (plain text) output. A step whose
 # subcommand does not exist yet says so and is skipped; the tour exits
 # non-zero if a step that ran failed.
-DEV=$PERIPH_ADDR
+DEV=$PERIPH_ADDR   # device commands name the central: bluectl's default adapter is hci0 (the peripheral)
 TEST_CHR=12345678-1234-5678-1234-56789abcdef1
 STEP_TIMEOUT=${STEP_TIMEOUT:-90}
 shown=0 failed=0 missing=()
@@ -38,13 +38,13 @@ INTRO
 
 step "1. adapters" adapters
 step "2. scan for the peripheral's advertisement" scan --adapter "$CENTRAL" --timeout 30 --count 1 --name TestAdvertisement
-step "3. connect" connect "$DEV"
-step "4. discover its GATT services, characteristics and descriptors" discover "$DEV"
-step "5. read the battery level" read "$DEV" battery_level
-step "6. write \"Hello\" to the test characteristic (with response) ..." write "$DEV" "$TEST_CHR" 0x48656c6c6f --with-response
-step "   ... and read it back" read "$DEV" "$TEST_CHR"
-step "7. subscribe to heart rate measurement notifications (3 of them)" subscribe "$DEV" heart_rate_measurement --count 3
-step "8. disconnect" disconnect "$DEV"
+step "3. connect" connect "$DEV" --adapter "$CENTRAL"
+step "4. discover its GATT services, characteristics and descriptors" discover "$DEV" --adapter "$CENTRAL"
+step "5. read the battery level" read "$DEV" battery_level --adapter "$CENTRAL"
+step "6. write \"Hello\" to the test characteristic (with response) ..." write "$DEV" "$TEST_CHR" 0x48656c6c6f --with-response --adapter "$CENTRAL"
+step "   ... and read it back" read "$DEV" "$TEST_CHR" --adapter "$CENTRAL"
+step "7. subscribe to heart rate measurement notifications (3 of them)" subscribe "$DEV" heart_rate_measurement --count 3 --adapter "$CENTRAL"
+step "8. disconnect" disconnect "$DEV" --adapter "$CENTRAL"
 
 echo
 echo "tour: $shown steps shown, $failed failed${missing:+, not yet available: $(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')}"

@@ -2,16 +2,19 @@
 """refctl: a python3-dbus stand-in for bluectl's CLI contract, used only to
 prove the lab and the lab tier's checks (Tests/Lab/selftest.sh runs
 run-checks.sh with BLUECTL=refctl.py). It is a test double, not a product:
-plain, sequential, no retries beyond the documented ones.
+plain, sequential, no retries beyond the documented ones. Like bluectl, a
+command that had to connect (read, write, ...) disconnects again at its end;
+`connect` keeps the connection.
 
 usage: refctl.py adapters [--json]
        refctl.py scan [--json] [--adapter hciN] [--service UUID]... [--name S]
                       [--timeout SECS] [--count N] [--duplicates]
-       refctl.py connect|disconnect|info DEVICE [--json] [--timeout SECS]
-       refctl.py discover DEVICE [--json]
-       refctl.py read DEVICE CHAR [--json]
-       refctl.py write DEVICE CHAR HEX [--with-response|--without-response]
-       refctl.py subscribe DEVICE CHAR [--count N] [--timeout SECS] [--json]
+       refctl.py connect DEVICE [--adapter hciN] [--timeout SECS] [--pair] [--json]
+       refctl.py disconnect|info DEVICE [--adapter hciN] [--json]
+       refctl.py discover DEVICE [--adapter hciN] [--json]
+       refctl.py read DEVICE CHAR [--adapter hciN] [--json]
+       refctl.py write DEVICE CHAR HEX [--adapter hciN] [--with-response|--without-response]
+       refctl.py subscribe DEVICE CHAR [--adapter hciN] [--count N] [--timeout SECS] [--json]
        refctl.py help [SUBCOMMAND]
 DEVICE: address (or D-Bus path); CHAR: UUID, 16-bit short form or a name
 (battery_level, heart_rate_measurement, body_sensor_location,
@@ -38,13 +41,13 @@ NAMES = {'battery_level': '2a19', 'heart_rate_measurement': '2a37',
 USAGE = {
     'adapters': 'adapters [--json]',
     'scan': 'scan [--json] [--adapter hciN] [--service UUID]... [--name S] [--timeout SECS] [--count N] [--duplicates]',
-    'connect': 'connect DEVICE [--timeout SECS]',
-    'disconnect': 'disconnect DEVICE',
-    'info': 'info DEVICE [--json]',
-    'discover': 'discover DEVICE [--json]',
-    'read': 'read DEVICE CHAR [--json]',
-    'write': 'write DEVICE CHAR HEX [--with-response|--without-response]',
-    'subscribe': 'subscribe DEVICE CHAR [--count N] [--timeout SECS] [--json]',
+    'connect': 'connect DEVICE [--adapter hciN] [--timeout SECS] [--pair] [--json]',
+    'disconnect': 'disconnect DEVICE [--adapter hciN]',
+    'info': 'info DEVICE [--adapter hciN] [--json]',
+    'discover': 'discover DEVICE [--adapter hciN] [--json]',
+    'read': 'read DEVICE CHAR [--adapter hciN] [--json]',
+    'write': 'write DEVICE CHAR HEX [--adapter hciN] [--with-response|--without-response]',
+    'subscribe': 'subscribe DEVICE CHAR [--adapter hciN] [--count N] [--timeout SECS] [--json]',
 }
 
 
@@ -134,6 +137,7 @@ class Ctl:
             raise Exit(69, 'bluetoothd not available: %s' % e.get_dbus_message())
         self.ctx = GLib.MainContext.default()
         self.stop = None
+        self.made = None        # path of a connection this process made
         for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
             GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, self.on_signal, code)
 
@@ -211,10 +215,11 @@ class Ctl:
             except dbus.exceptions.DBusException:
                 pass
 
-    def connected_device(self, dev, timeout=40):
-        p = self.find_device(dev)
+    def connected_device(self, dev, timeout=40, adapter=None):
+        p = self.find_device(dev, self.adapter_path(adapter) if adapter else None)
         pr = self.props(p)
         if not pr.Get(DEVICE_IF, 'Connected'):
+            self.made = p
             d = dbus.Interface(self.bus.get_object(BLUEZ, p), DEVICE_IF)
             for attempt in range(3):
                 try:
@@ -348,14 +353,24 @@ def cmd_scan(ctl, argv):
 
 
 def cmd_connect(ctl, argv):
-    o, pos = parse(argv, [], ['--timeout'], npos=1)
-    p = ctl.connected_device(pos[0], number(o['--timeout'], '--timeout') if o['--timeout'] else 40)
-    print('connected %s' % addr_of(ctl, p))
+    o, pos = parse(argv, ['--json', '--pair'], ['--timeout', '--adapter'], npos=1)
+    p = ctl.connected_device(pos[0], number(o['--timeout'], '--timeout') if o['--timeout'] else 40, o['--adapter'])
+    ctl.made = None     # connect keeps its connection
+    pr = ctl.props(p)
+    if o['--pair'] and not pr.Get(DEVICE_IF, 'Paired'):
+        try:   # the lab's default agent answers; refctl registers none of its own
+            dbus.Interface(ctl.bus.get_object(BLUEZ, p), DEVICE_IF).Pair(timeout=40)
+        except dbus.exceptions.DBusException as e:
+            if not (e.get_dbus_name() or '').endswith('AlreadyExists'):
+                raise dbus_exit(e)
+    r = {'device': addr_of(ctl, p), 'connected': bool(pr.Get(DEVICE_IF, 'Connected')),
+         'paired': bool(pr.Get(DEVICE_IF, 'Paired'))}
+    emit(r, o['--json'], 'connected %s%s' % (r['device'], ' (paired)' if r['paired'] else ''))
 
 
 def cmd_disconnect(ctl, argv):
-    o, pos = parse(argv, [], [], npos=1)
-    p = ctl.find_device(pos[0], scan_secs=0)
+    o, pos = parse(argv, [], ['--adapter'], npos=1)
+    p = ctl.find_device(pos[0], ctl.adapter_path(o['--adapter']) if o['--adapter'] else None, scan_secs=0)
     try:
         dbus.Interface(ctl.bus.get_object(BLUEZ, p), DEVICE_IF).Disconnect()
     except dbus.exceptions.DBusException as e:
@@ -366,8 +381,8 @@ def cmd_disconnect(ctl, argv):
 
 
 def cmd_info(ctl, argv):
-    o, pos = parse(argv, ['--json'], [], npos=1)
-    p = ctl.find_device(pos[0])
+    o, pos = parse(argv, ['--json'], ['--adapter'], npos=1)
+    p = ctl.find_device(pos[0], ctl.adapter_path(o['--adapter']) if o['--adapter'] else None)
     d = ctl.props(p).GetAll(DEVICE_IF)
     r = {'address': str(d['Address']), 'address_type': str(d.get('AddressType', '')), 'name': str(d.get('Name', '')),
          'connected': bool(d['Connected']), 'paired': bool(d['Paired']),
@@ -376,8 +391,8 @@ def cmd_info(ctl, argv):
 
 
 def cmd_discover(ctl, argv):
-    o, pos = parse(argv, ['--json'], [], npos=1)
-    p = ctl.connected_device(pos[0])
+    o, pos = parse(argv, ['--json'], ['--adapter'], npos=1)
+    p = ctl.connected_device(pos[0], adapter=o['--adapter'])
     objs = ctl.objects()
     uuid_of = {}
     for path in sorted(x for x in objs if str(x).startswith(p + '/')):
@@ -400,9 +415,9 @@ def cmd_discover(ctl, argv):
 
 
 def cmd_read(ctl, argv):
-    o, pos = parse(argv, ['--json'], [], npos=2)
+    o, pos = parse(argv, ['--json'], ['--adapter'], npos=2)
     uuid = uuid128(pos[1])
-    p = ctl.connected_device(pos[0])
+    p = ctl.connected_device(pos[0], adapter=o['--adapter'])
     c = ctl.char_path(p, uuid)
     try:
         v = dbus.Interface(ctl.bus.get_object(BLUEZ, c), CHR_IF).ReadValue({}, timeout=40)
@@ -413,14 +428,14 @@ def cmd_read(ctl, argv):
 
 
 def cmd_write(ctl, argv):
-    o, pos = parse(argv, ['--with-response', '--without-response'], [], npos=3)
+    o, pos = parse(argv, ['--with-response', '--without-response'], ['--adapter'], npos=3)
     uuid = uuid128(pos[1])
     h = pos[2][2:] if pos[2].lower().startswith('0x') else pos[2]
     try:
         data = bytes.fromhex(h)
     except ValueError:
         raise Exit(64, 'not hex: %s' % pos[2])
-    p = ctl.connected_device(pos[0])
+    p = ctl.connected_device(pos[0], adapter=o['--adapter'])
     c = ctl.char_path(p, uuid)
     opts = {'type': 'command' if o['--without-response'] else 'request'}
     try:
@@ -430,11 +445,11 @@ def cmd_write(ctl, argv):
 
 
 def cmd_subscribe(ctl, argv):
-    o, pos = parse(argv, ['--json'], ['--count', '--timeout'], npos=2)
+    o, pos = parse(argv, ['--json'], ['--count', '--timeout', '--adapter'], npos=2)
     count = number(o['--count'], '--count', int) if o['--count'] else None
     timeout = number(o['--timeout'], '--timeout') if o['--timeout'] else None
     uuid = uuid128(pos[1])
-    p = ctl.connected_device(pos[0])
+    p = ctl.connected_device(pos[0], adapter=o['--adapter'])
     c = ctl.char_path(p, uuid)
     addr = addr_of(ctl, p)
     n = [0]
@@ -488,8 +503,17 @@ def main(argv):
     if sub not in USAGE or not fn:
         print('refctl: unknown subcommand %s' % sub, file=sys.stderr)
         return 64
+    ctl = None
     try:
-        fn(Ctl(), rest)
+        ctl = Ctl()
+        try:
+            fn(ctl, rest)
+        finally:
+            if ctl.made:    # like bluectl: a command that connected disconnects again
+                try:
+                    dbus.Interface(ctl.bus.get_object(BLUEZ, ctl.made), DEVICE_IF).Disconnect()
+                except dbus.exceptions.DBusException:
+                    pass
     except Exit as e:
         if e.msg:
             print('refctl: %s' % e.msg, file=sys.stderr)
