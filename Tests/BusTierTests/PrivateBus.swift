@@ -13,7 +13,10 @@
 // Everything a test starts is torn down when the closure returns or throws
 // (processes killed, temp dir removed). Tests may run in parallel: each has
 // its own bus, socket and temp dir; BusSlots bounds how many buses run at
-// once (default: number of CPUs, at least 2; BUS_TIER_PARALLEL overrides).
+// once (default: 2 × CPUs within 4…8; BUS_TIER_PARALLEL overrides).
+// If the test process dies, its buses still end: dbus-daemon runs under
+// timeout(1) (30 min), and the stand-in and bluectl leave with their bus.
+// BUS_TIER_KEEP=1 keeps each bus's temp dir (stand-in log: standin.log).
 
 import Foundation
 import Testing
@@ -33,7 +36,7 @@ struct BusTierError: Error, CustomStringConvertible {
 
 // MARK: - JSON values (busctl --json output, bluectl --json lines)
 
-enum JSONValue: Sendable, Equatable, Decodable, CustomStringConvertible {
+enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     case null
     case bool(Bool)
     case int(Int64)
@@ -42,22 +45,38 @@ enum JSONValue: Sendable, Equatable, Decodable, CustomStringConvertible {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    init(from decoder: Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null; return }
-        if let b = try? c.decode(Bool.self) { self = .bool(b); return }
-        if let i = try? c.decode(Int64.self) { self = .int(i); return }
-        if let d = try? c.decode(Double.self) { self = .double(d); return }
-        if let s = try? c.decode(String.self) { self = .string(s); return }
-        if let a = try? c.decode([JSONValue].self) { self = .array(a); return }
-        self = .object(try c.decode([String: JSONValue].self))
-    }
-
+    /// Parses one JSON text (JSONSerialization: fast enough for 100,000 lines).
     static func parse(_ text: String) throws -> JSONValue {
+        let object: Any
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+            object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
         } catch {
             throw BusTierError("not JSON: \(text.debugDescription): \(error)")
+        }
+        return try JSONValue(foundation: object)
+    }
+
+    private init(foundation value: Any) throws {
+        switch value {
+        case is NSNull:
+            self = .null
+        case let s as String:
+            self = .string(s)
+        case let n as NSNumber:
+            // JSON true/false come as the boolean NSNumber subclass (NSNumber bridges 0/1 to Bool too)
+            if String(describing: type(of: n)).contains("Boolean") {
+                self = .bool(n.boolValue)
+            } else if let i = Int64(exactly: n) {
+                self = .int(i)
+            } else {
+                self = .double(n.doubleValue)
+            }
+        case let a as [Any]:
+            self = .array(try a.map(JSONValue.init(foundation:)))
+        case let o as [String: Any]:
+            self = .object(try o.mapValues(JSONValue.init(foundation:)))
+        default:
+            throw BusTierError("unexpected JSON value \(value)")
         }
     }
 
@@ -268,32 +287,31 @@ struct ProcessResult: Sendable, CustomStringConvertible {
     }
 }
 
-/// Collects everything written to a pipe, on a dedicated thread.
+/// Collects everything written to a pipe (its read end, which it owns and
+/// closes), on a dedicated thread.
 private final class PipeCollector: @unchecked Sendable {
     private let lock = NSLock()
     private var data = Data()
     private var newlines = 0
     private var finished = false
-    private let fd: Int32
 
-    init(_ pipe: Pipe) {
-        fd = pipe.fileHandleForReading.fileDescriptor
-        let fh = pipe.fileHandleForReading
+    init(fd: Int32) {
         let t = Thread { [self] in
             var buf = [UInt8](repeating: 0, count: 65536)
             while true {
                 let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n > 0 {
-                    let lines = buf[0..<n].reduce(0) { $0 + ($1 == 0x0a ? 1 : 0) }
-                    lock.withLock { data.append(contentsOf: buf[0..<n]); newlines += lines }
+                    let chunk = buf[0..<n]
+                    let lines = chunk.withUnsafeBytes { raw in raw.reduce(0) { $0 + ($1 == 0x0a ? 1 : 0) } }
+                    lock.withLock { data.append(contentsOf: chunk); newlines += lines }
                 } else if n < 0 && errno == EINTR {
                     continue
                 } else {
                     break
                 }
             }
+            close(fd)
             lock.withLock { finished = true }
-            try? fh.close()
         }
         t.stackSize = 1 << 18
         t.start()
@@ -304,42 +322,121 @@ private final class PipeCollector: @unchecked Sendable {
     var lineCount: Int { lock.withLock { newlines } }
 }
 
+/// glibc functions Swift's Glibc module does not show (they need _GNU_SOURCE).
+private enum Libc {
+    private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    private static let pipe2: Pipe2? = dlsym(nil, "pipe2").map { unsafeBitCast($0, to: Pipe2.self) }
+    private static let closeFrom: AddCloseFrom? =
+        dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: AddCloseFrom.self) }
+
+    /// pipe2(fds, O_CLOEXEC) (falls back to pipe + FD_CLOEXEC).
+    static func pipeCloexec(_ fds: UnsafeMutablePointer<Int32>) -> Int32 {
+        if let pipe2 { return pipe2(fds, O_CLOEXEC) }
+        guard pipe(fds) == 0 else { return -1 }
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        return 0
+    }
+
+    /// posix_spawn_file_actions_addclosefrom_np (glibc ≥ 2.34), if there.
+    static func addCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ fd: Int32) {
+        _ = closeFrom?(actions, fd)
+    }
+}
+
+/// A child process started with posix_spawn — not Foundation's Process, for
+/// two reasons found here: Process passes on the signal mask of the spawning
+/// thread (Swift's worker threads block SIGINT/SIGTERM/…, so children could
+/// not be interrupted the way a shell's children can), and its reaping
+/// (waitUntilExit/isRunning) was seen to hang with several children started
+/// concurrently. Children here start with an empty signal mask, default
+/// signal dispositions, stdin from /dev/null, no inherited descriptors
+/// beyond 0–2, in their own process group; they are reaped by pid only.
 final class ChildProcess: @unchecked Sendable {
     let command: String
-    private let process = Process()
+    let pid: pid_t
     private let out: PipeCollector
     private let err: PipeCollector
     private let started = ContinuousClock.now
+    private let lock = NSLock()
+    private var waitStatus: Int32?
+    private var endedAt: ContinuousClock.Instant?
 
     /// Starts `executable` with `arguments`; `environment` replaces the
     /// inherited one entirely when given.
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-         currentDirectory: URL? = nil) throws {
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         command = ([executable] + arguments).map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
-        let o = Pipe(), e = Pipe()
-        process.standardOutput = o
-        process.standardError = e
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw BusTierError("cannot start \(command): \(error)")
+        var outPipe: [Int32] = [-1, -1]
+        var errPipe: [Int32] = [-1, -1]
+        guard Libc.pipeCloexec(&outPipe) == 0 else { throw BusTierError("pipe2: \(String(cString: strerror(errno)))") }
+        guard Libc.pipeCloexec(&errPipe) == 0 else {
+            close(outPipe[0]); close(outPipe[1])
+            throw BusTierError("pipe2: \(String(cString: strerror(errno)))")
         }
-        out = PipeCollector(o)
-        err = PipeCollector(e)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        Libc.addCloseFrom(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        sigdelset(&allSignals, SIGKILL)
+        sigdelset(&allSignals, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+
+        let env = environment ?? ProcessInfo.processInfo.environment
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        close(outPipe[1])
+        close(errPipe[1])
+        guard rc == 0 else {
+            close(outPipe[0]); close(errPipe[0])
+            throw BusTierError("cannot start \(command): \(String(cString: strerror(rc)))")
+        }
+        pid = child
+        out = PipeCollector(fd: outPipe[0])
+        err = PipeCollector(fd: errPipe[0])
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
+    /// Reaps the child if it has ended (never blocks).
+    private func poll() -> Int32? {
+        lock.withLock {
+            if let waitStatus { return waitStatus }
+            var status: Int32 = 0
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r < 0 && errno == ECHILD) {
+                waitStatus = r == pid ? status : (127 << 8)
+                endedAt = ContinuousClock.now
+            }
+            return waitStatus
+        }
+    }
+
+    var isRunning: Bool { poll() == nil }
     var stdout: String { out.text }
     var stderr: String { err.text }
 
+    /// Sends `sig` to the child (not its group).
     func signal(_ sig: Int32) {
-        if process.isRunning { kill(process.processIdentifier, sig) }
+        if isRunning { kill(pid, sig) }
     }
 
     /// Waits until stdout satisfies `predicate` (true) or the time is up or the
@@ -364,53 +461,66 @@ final class ChildProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         while true {
             if check() { return true }
-            if !process.isRunning { return check() }
+            if !isRunning {
+                // let the readers catch the last output
+                let drain = ContinuousClock.now + .seconds(1)
+                while !(out.isFinished && err.isFinished) && ContinuousClock.now < drain {
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+                return check()
+            }
             if ContinuousClock.now >= deadline { return false }
             try? await Task.sleep(for: .milliseconds(20))
         }
     }
 
-    /// Waits for the process to end; after `timeout` it is killed (SIGKILL)
-    /// and the result says `timedOut`.
+    /// Waits for the process to end; after `timeout` it is killed (SIGKILL,
+    /// with its process group) and the result says `timedOut`.
     func wait(timeout: Duration) async -> ProcessResult {
         let deadline = ContinuousClock.now + timeout
         var timedOut = false
-        while process.isRunning {
+        while isRunning {
             if ContinuousClock.now >= deadline {
                 timedOut = true
-                kill(process.processIdentifier, SIGKILL)
+                kill(-pid, SIGKILL)
+                kill(pid, SIGKILL)
                 break
             }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        let ended = ContinuousClock.now
-        while process.isRunning { try? await Task.sleep(for: .milliseconds(5)) }
-        // Drain the pipes (a leaked copy of a pipe's write end must not hang us).
+        while isRunning { try? await Task.sleep(for: .milliseconds(5)) }
+        // Drain the pipes (a grandchild holding them must not hang us).
         let drainDeadline = ContinuousClock.now + .seconds(2)
         while !(out.isFinished && err.isFinished) && ContinuousClock.now < drainDeadline {
             try? await Task.sleep(for: .milliseconds(5))
         }
-        let termination: ProcessResult.Termination =
-            process.terminationReason == .uncaughtSignal
-            ? .signaled(process.terminationStatus) : .exited(process.terminationStatus)
+        let status = poll() ?? 0
+        let (ended, _) = lock.withLock { (endedAt ?? ContinuousClock.now, 0) }
+        let termination: ProcessResult.Termination = (status & 0x7f) == 0
+            ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
         return ProcessResult(command: command, termination: termination, timedOut: timedOut,
                              stdout: out.text, stderr: err.text, duration: ended - started)
     }
 
-    /// Kills the process (SIGKILL) if it still runs; does not wait.
+    /// Kills the process and its group (SIGKILL) if it still runs; does not wait.
     func kill9() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if isRunning {
+            kill(-pid, SIGKILL)
+            kill(pid, SIGKILL)
+        }
     }
 
-    /// Synchronous stop for teardown: SIGTERM, then SIGKILL after `grace`.
+    /// Synchronous stop for teardown: SIGTERM, then SIGKILL (with its
+    /// process group) after `grace`; reaps it.
     func stopNow(grace: TimeInterval = 1.0) {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
         let deadline = Date().addingTimeInterval(grace)
-        while process.isRunning && Date() < deadline { usleep(5000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        while isRunning && Date() < deadline { usleep(5000) }
+        if isRunning {
+            kill(-pid, SIGKILL)
+            kill(pid, SIGKILL)
+            while isRunning { usleep(2000) }
         }
     }
 }
@@ -505,7 +615,8 @@ actor BusSlots {
 
     init() {
         let env = ProcessInfo.processInfo.environment["BUS_TIER_PARALLEL"].flatMap { Int($0) }
-        available = max(1, env ?? max(2, ProcessInfo.processInfo.activeProcessorCount))
+        // Bus tests mostly wait (scan timeouts), so more buses than CPUs is fine.
+        available = max(1, env ?? min(8, max(4, 2 * ProcessInfo.processInfo.activeProcessorCount)))
     }
 
     func acquire() async {
@@ -655,10 +766,13 @@ final class PrivateBus: @unchecked Sendable {
         let socket = dir.appendingPathComponent("system_bus_socket").path
         let daemon: ChildProcess
         do {
-            daemon = try ChildProcess(BusTier.dbusDaemon, [
-                "--config-file=\(BusTier.fixture("bus.conf"))", "--nofork", "--nopidfile",
-                "--address=unix:path=\(socket)", "--print-address=1",
-            ], environment: BusTier.baseEnvironment())
+            let argv = [BusTier.dbusDaemon, "--config-file=\(BusTier.fixture("bus.conf"))", "--nofork", "--nopidfile",
+                        "--address=unix:path=\(socket)", "--print-address=1"]
+            // an orphaned bus (test process killed) must not live forever
+            let watchdog = "/usr/bin/timeout"
+            daemon = FileManager.default.isExecutableFile(atPath: watchdog)
+                ? try ChildProcess(watchdog, ["1800"] + argv, environment: BusTier.baseEnvironment())
+                : try ChildProcess(argv[0], Array(argv.dropFirst()), environment: BusTier.baseEnvironment())
         } catch {
             try? FileManager.default.removeItem(at: dir)
             throw error

@@ -452,9 +452,11 @@ struct ScanAdaptersTests {
             let done = ContinuousClock.now
             scan.signal(SIGINT)
             let r = await scan.wait(timeout: .seconds(30))
+            let exited = ContinuousClock.now
             #expect(all, "only \(scan.stdoutLineCount) of \(devices + updates) lines")
             #expect(r.exitCode == 130, "\(r.termination) \(r.stderr)")
             let events = try r.jsonLines()
+            let parsed = ContinuousClock.now
             #expect(events.count == devices + updates)
             #expect(events.filter { $0["event"] == .string("discovered") }.count == devices)
             #expect(events.filter { $0["event"] == .string("updated") }.count == updates)
@@ -469,7 +471,8 @@ struct ScanAdaptersTests {
             ])
             let seconds = Double((done - start).components.seconds) + Double((done - start).components.attoseconds) / 1e18
             print("scan burst: \(devices) devices + \(updates) updates; stand-in queued them in \(emitted - start), "
-                  + "bluectl printed all in \(done - start) (\(Int(Double(devices + updates) / max(seconds, 0.001))) events/s)")
+                  + "bluectl printed all in \(done - start) (\(Int(Double(devices + updates) / max(seconds, 0.001))) events/s); "
+                  + "exit after SIGINT \(exited - done), test's JSON parsing \(parsed - exited)")
         }
     }
 }

@@ -120,6 +120,20 @@ struct StandInTests {
         #expect(r.duration < .seconds(5))
     }
 
+    @Test("children start as a shell would start them: no blocked or ignored signals, no inherited descriptors")
+    func cleanChildren() async throws {
+        let r = try await runProcess("/bin/sh", ["-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status; ls /proc/self/fd"], timeout: .seconds(10))
+        #expect(r.exitCode == 0, "\(r)")
+        // signals 1–31 (glibc keeps its internal real-time signals 32/33 as it likes)
+        func mask(_ name: String) -> UInt64? {
+            r.stdoutLines.first { $0.hasPrefix(name + ":") }.flatMap { UInt64($0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces), radix: 16) }
+        }
+        #expect(mask("SigBlk").map { $0 & 0x7fff_ffff } == 0, "\(r)")
+        #expect(mask("SigIgn").map { $0 & 0x7fff_ffff } == 0, "\(r)")
+        // 0, 1, 2 and the descriptor ls opens for /proc/self/fd
+        #expect(r.stdoutLines.filter { Int($0) != nil }.count <= 4, "\(r)")
+    }
+
     @Test("private bus: dbus-daemon prints its address; teardown removes the socket dir and stops the daemon")
     func privateBusLifecycle() async throws {
         let bus = try await PrivateBus.start(standIn: false)
