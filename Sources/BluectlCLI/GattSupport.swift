@@ -146,7 +146,9 @@ final class DeviceSession: Sendable {
             }
         }
         let scanBudget = deadline.remaining * 0.8
+        Trace.log("find \(text) on \(adapter.name) (scan budget \(scanBudget))")
         let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
+        Trace.log("found \(peripheral.path)")
         state.withLock { $0.peripheral = peripheral }
         return peripheral
     }
@@ -155,6 +157,7 @@ final class DeviceSession: Sendable {
         guard choice != .none else { return }
         // Pairing works without our agent when another default agent exists: don't fail the command.
         guard let agent = try? await PairingAgent.register(central: central, devices: [peripheral.path]) else { return }
+        Trace.log("agent registered at \(agent.path)")
         state.withLock { $0.agent = agent }
     }
 
@@ -197,26 +200,36 @@ func runDeviceCommand(
     try await SignalScope.run {
         let deadline = Deadline(seconds: seconds)
         let (central, adapter) = try await adapterOptions.open()
-        defer { central.close() }
         let session = DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
-        let outcome: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
-            group.addTask {
-                do {
-                    try await body(session, deadline)
-                    return .success(())
-                } catch {
-                    return .failure(error)
-                }
+        // The body runs in a task of its own: at the deadline (or a signal) it
+        // is cancelled and given a few seconds to undo what it started (a
+        // pending Connect is cancelled with Disconnect), never more.
+        let work = Task { () -> Result<Void, any Error> in
+            do {
+                try await body(session, deadline)
+                return .success(())
+            } catch {
+                return .failure(error)
             }
-            group.addTask {
-                try? await Task.sleep(until: deadline.end, clock: .continuous)
-                return Task.isCancelled ? nil : .failure(CentralError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .success(())
         }
-        await uncancellable { await session.cleanUp(disconnect: disconnectAfter) }
+        let finished = await withTaskCancellationHandler {
+            await firstValue(within: deadline.remaining) { await work.value }
+        } onCancel: {
+            work.cancel()
+        }
+        let outcome: Result<Void, any Error>
+        if let finished {
+            outcome = finished
+        } else {
+            work.cancel()
+            _ = await uncancellable { await firstValue(within: .seconds(5)) { await work.value } }
+            outcome = .failure(CentralError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
+        }
+        await uncancellable {
+            _ = await firstValue(within: .seconds(8)) { await session.cleanUp(disconnect: disconnectAfter) }
+        }
+        // close() waits for the bus thread; never let that keep the process alive.
+        _ = await uncancellable { await firstValue(within: .seconds(2)) { central.close() } }
         if case .failure(let error) = outcome, !SignalScope.interrupted {
             throw cliFailure(error, what: what)
         }

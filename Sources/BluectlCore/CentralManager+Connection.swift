@@ -109,6 +109,7 @@ extension CentralManager {
         }
         var machine = ConnectionStateMachine(maxAttempts: retries + 1)
         let initial = machine.handle(.start(alreadyConnected: device["Connected"]?.bool ?? false))
+        Trace.log("connect \(id): start -> \(machine.state) \(initial)")
         if machine.state == .connected { return false }
         let channel = EventChannel<ConnectionStateMachine.Event>()
         defer { channel.close() }
@@ -166,6 +167,7 @@ extension CentralManager {
                 }
                 guard let event = await iterator.next() else { throw CentralError.timeout("connect to \(id)") }
                 pending = machine.handle(event)
+                Trace.log("connect \(id): \(event) -> \(machine.state) \(pending)")
             }
         }
     }

@@ -1,5 +1,6 @@
 import BluectlDBus
 import Synchronization
+import Foundation
 
 /// The inbox of a state-machine driver: bus replies, tree changes and timers
 /// all become events here, handled one at a time in arrival order.
@@ -62,5 +63,24 @@ extension DBusError {
         case .disconnected: return ("org.freedesktop.DBus.Error.Disconnected", "lost the connection to the system bus")
         default: return ("org.freedesktop.DBus.Error.Failed", description)
         }
+    }
+}
+
+/// Diagnostics on stderr when `BLUECTL_DEBUG` is set: every state-machine
+/// event and the actions it produced, with a monotonic time stamp.
+public enum Trace {
+    public static let enabled: Bool = {
+        guard let value = getenv("BLUECTL_DEBUG") else { return false }
+        return String(cString: value) != "" && String(cString: value) != "0"
+    }()
+    private static let start = ContinuousClock.now
+
+    public static func log(_ message: @autoclosure () -> String) {
+        guard enabled else { return }
+        let elapsed = ContinuousClock.now - start
+        let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+        let line = "bluectl[debug] +\(ms)ms \(message())\n"
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
     }
 }

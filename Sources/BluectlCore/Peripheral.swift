@@ -106,6 +106,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             connected: device["Connected"]?.bool ?? false,
             servicesResolved: device["ServicesResolved"]?.bool ?? false,
             serviceObjects: serviceCount(snapshot)))
+        Trace.log("services \(identifier): start -> \(machine.state) \(actions)")
         if machine.isFinished {
             if case .failed(let failure) = machine.state { throw Self.error(failure, identifier) }
             return
@@ -149,6 +150,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                 }
                 guard let event = await iterator.next() else { throw CentralError.timeout("resolve services of \(id)") }
                 pending = machine.handle(event)
+                Trace.log("services \(id): \(event) -> \(machine.state) \(pending)")
             }
         }
     }
@@ -453,6 +455,7 @@ public final class NotificationSession: Sendable {
                 if machine.isFinished { break }
                 guard let event = await iterator.next() else { break }
                 pending = machine.handle(event)
+                if case .value = event {} else { Trace.log("notify \(what): \(event) -> \(machine.state) \(pending)") }
             }
             // A failed session after a StopNotify: wait briefly for its reply.
             channel.close()
