@@ -75,7 +75,7 @@ struct DisconnectCommand: AsyncParsableCommand {
         try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "disconnect \(device)",
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
-            let wasConnected = peripheral.state == .connected
+            let wasConnected = await peripheral.isConnected()
             try await session.central.cancelPeripheralConnection(peripheral, timeout: deadline.remaining)
             if json {
                 var line = JSONLine()

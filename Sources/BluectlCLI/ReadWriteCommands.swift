@@ -177,7 +177,7 @@ struct WriteCommand: AsyncParsableCommand {
             } else {
                 let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
                     ? .withResponse : .withoutResponse)
-                if !chr.supports(type), !chr.flags.isEmpty {
+                if !chr.supports(type), chr.properties.canWriteWithResponse || chr.properties.canWriteWithoutResponse {
                     Output.error("note: \(ValueText.label(chr.uuid)) does not list write-\(type == .withResponse ? "with" : "without")-response (flags: \(chr.flags.joined(separator: ","))); trying anyway")
                 }
                 try await peripheral.writeValue(bytes, for: chr, type: type)

@@ -104,11 +104,11 @@ extension CentralManager {
         let (snapshot, changes) = mirror.changes()
         let path = peripheral.path
         let id = peripheral.identifier
-        guard let device = snapshot.properties(path, BlueZ.deviceInterface) else {
+        guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
             throw CentralError.deviceNotFound(id)
         }
         var machine = ConnectionStateMachine(maxAttempts: retries + 1)
-        let initial = machine.handle(.start(alreadyConnected: device["Connected"]?.bool ?? false))
+        let initial = machine.handle(.start(alreadyConnected: await peripheral.isConnected()))
         Trace.log("connect \(id): start -> \(machine.state) \(initial)")
         if machine.state == .connected { return false }
         let channel = EventChannel<ConnectionStateMachine.Event>()
@@ -145,7 +145,18 @@ extension CentralManager {
                             destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Connect")
                         connection.call(message, timeout: callTimeout) { result in
                             switch result {
-                            case .success: channel.send(.connectSucceeded)
+                            case .success:
+                                channel.send(.connectSucceeded)
+                                // Connected=true may never be signalled (see Peripheral.fetchDeviceProperties): ask.
+                                Task {
+                                    for _ in 0..<40 {
+                                        if await peripheral.isConnected() {
+                                            channel.send(.connectedChanged(true))
+                                            return
+                                        }
+                                        try? await Task.sleep(for: .milliseconds(250))
+                                    }
+                                }
                             case .failure(let error):
                                 let (name, message) = error.nameAndMessage
                                 channel.send(.connectFailed(name: name, message: message))
@@ -187,9 +198,9 @@ extension CentralManager {
 
     /// `Device1.Disconnect`, then waits for `Connected=false` (at most `timeout`).
     public func cancelPeripheralConnection(_ peripheral: Peripheral, timeout: Duration = .seconds(10)) async throws {
-        let (snapshot, changes) = mirror.changes()
+        let (_, changes) = mirror.changes()
         let path = peripheral.path
-        guard snapshot.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true else { return }
+        guard await peripheral.isConnected() else { return }
         peripheral.transition.withLock { $0 = .disconnecting }
         defer { peripheral.transition.withLock { $0 = nil } }
         do {
@@ -199,13 +210,28 @@ extension CentralManager {
         } catch {
             throw CentralError.from(error, operation: "disconnect \(peripheral.identifier)")
         }
-        let mirror = self.mirror
+        // Connected=false from a signal, or from asking bluetoothd (polled: signals can be missing).
         let done = await firstValue(within: timeout) {
-            if mirror.tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool != true { return true }
-            for await _ in changes {
-                if mirror.tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool != true { return true }
+            await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for await change in changes {
+                        if case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _) = change,
+                           changed["Connected"]?.bool == false { return true }
+                        if case .removed(path, let interfaces) = change, interfaces.contains(BlueZ.deviceInterface) { return true }
+                    }
+                    return false
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        if await peripheral.fetchDeviceProperties(timeout: .seconds(2))?["Connected"]?.bool == false { return true }
+                        try? await Task.sleep(for: .milliseconds(300))
+                    }
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
             }
-            return false
         }
         guard done == true else { throw CentralError.timeout("disconnect \(peripheral.identifier)") }
     }

@@ -44,6 +44,23 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         return info?.connected == true ? .connected : .disconnected
     }
 
+    /// `Device1` properties asked from bluetoothd directly (`GetAll`), not
+    /// from the mirror. BlueZ 5.66 does not always emit `Connected=true`:
+    /// when the ATT channel is up before the kernel's Device Connected event,
+    /// `device_add_connection` returns early ("already connected") without
+    /// a PropertiesChanged, so a signal-only view can wait forever.
+    public func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
+        let reply = try? await central.connection.callMethod(
+            destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
+            arguments: [.string(BlueZ.deviceInterface)], timeout: timeout)
+        return reply?.first?.stringKeyedDictionary?.mapValues(\.unwrapped)
+    }
+
+    /// Whether bluetoothd says the device is connected (asked directly).
+    public func isConnected() async -> Bool {
+        await fetchDeviceProperties()?["Connected"]?.bool ?? (info?.connected ?? false)
+    }
+
     /// The GATT database as BlueZ exports it now (empty until services are resolved).
     public var database: GattDatabase { GattDatabase(tree: central.mirror.tree, device: path) }
 
@@ -94,10 +111,10 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     func waitForServicesResolved(timeout: Duration) async throws {
         let (snapshot, changes) = central.mirror.changes()
         let path = self.path
-        let device = snapshot.properties(path, BlueZ.deviceInterface)
-        guard let device else {
+        guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
             throw CentralError.deviceNotFound(identifier)
         }
+        let device = await fetchDeviceProperties() ?? snapshot.properties(path, BlueZ.deviceInterface) ?? [:]
         @Sendable func serviceCount(_ tree: BlueZObjectTree) -> Int {
             tree.paths(with: BlueZ.serviceInterface).filter { $0.isDescendant(of: path) }.count
         }
@@ -134,6 +151,18 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             }
         }
         channel.after(timeout, .timeout)
+        // Signals can be missing (see fetchDeviceProperties): ask bluetoothd every 500 ms too.
+        let poller = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                guard let self, !Task.isCancelled, let p = await self.fetchDeviceProperties(timeout: .seconds(2)) else { continue }
+                if p["Connected"]?.bool == false { channel.send(.connectedChanged(false)) }
+                if p["ServicesResolved"]?.bool == true {
+                    channel.send(.servicesResolvedChanged(true, serviceObjects: serviceCount(mirror.tree)))
+                }
+            }
+        }
+        defer { poller.cancel() }
         let id = identifier
         let started = machine
         try await runDriver(channel, onCancel: .timeout) {
