@@ -30,9 +30,23 @@ _PASSED=0 _FAILED=0 _SKIPPED=0 _SKIPS=()
 _now() { date +%s.%N; }
 _dt() { awk -v a="$1" -v b="$(_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# Killed by the lab's time limit (SIGTERM from `timeout`): the check that was
+# running fails, and the summary line is still printed.
+_CURRENT=
+_on_term() {
+  trap - TERM INT
+  if [ -n "$_CURRENT" ]; then
+    echo "FAIL $_CURRENT: interrupted (the lab's time limit ran out)"; _FAILED=$((_FAILED + 1))
+  fi
+  summary
+  exit 124
+}
+trap _on_term TERM INT
+
 check() {
   local name=$1; shift
   local log=$CHECK_DIR/$name.log t0 rc why
+  _CURRENT=$name
   t0=$(_now)
   rm -f "$CHECK_DIR/$name".*
   (
@@ -49,6 +63,7 @@ check() {
     *) echo "FAIL $name: ${why:-check exited with status $rc}"; _FAILED=$((_FAILED + 1))
        tail -n "${CONTEXT_LINES:-12}" "$log" | sed 's/^/    | /';;
   esac
+  _CURRENT=
 }
 
 fail() { echo "FAIL: $*"; echo "$*" > "$CHECK_DIR/$CHECK_NAME.why"; exit 1; }
