@@ -300,6 +300,25 @@ c_read_own_connection() {
   expect_json 'check(is_hex(lines[0].get("value"), 1), "value %r" % lines[0].get("value"))'
   "${BZ[@]}" wait "$DEV" Connected false 10 || fail "bluectl left its own connection up"
 }
+c_subscribe_disconnect() {
+  need_sub subscribe; need_sub disconnect
+  case $(basename "$BLUECTL") in refctl*) skip "refctl does not report a disconnect";; esac
+  local sub_out=$CHECK_DIR/$CHECK_NAME.sub.out sub_err=$CHECK_DIR/$CHECK_NAME.sub.err pid src
+  note "subscribe in the background; disconnect the device from another process: subscribe must exit 74"
+  timeout -k 5 90 "$BLUECTL" subscribe "$DEV" heart_rate_measurement --json "${DEV_OPTS[@]}" \
+    > "$sub_out" 2> "$sub_err" < /dev/null &
+  pid=$!
+  "${BZ[@]}" wait-notifying "$DEV" "$HR_MEAS" 40 || { kill $pid 2>/dev/null; cat "$sub_err"; fail "subscription never became active"; }
+  sleep 2
+  bl disconnect "$DEV" "${DEV_OPTS[@]}"
+  expect_rc 0
+  wait $pid; src=$?
+  note "subscriber exit $src; stderr: $(head -c 300 "$sub_err")"
+  [ $src = 74 ] || fail "subscribe exited $src after the device disconnected, expected 74"
+  [ -s "$sub_err" ] || fail "no message on stderr"
+  OUT=$sub_out
+  expect_json 'check(len(lines) >= 1, "no notification before the disconnect")'
+}
 c_unknown_device() {
   need_sub read
   bl read 00:11:22:33:44:55 battery_level --json "${DEV_OPTS[@]}"
@@ -334,5 +353,6 @@ run pair c_pair
 run info c_info
 run disconnect c_disconnect
 run read_own_connection c_read_own_connection
+run subscribe_disconnect c_subscribe_disconnect
 run unknown_device c_unknown_device
 summary
