@@ -1,4 +1,4 @@
-#!/usr/bin/python3 -u
+#!/usr/bin/python3 -Iu
 """Independent look at bluetoothd's state for lab checks (python3-dbus): the
 checks assert on bluectl's output AND on what BlueZ says really happened.
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -I
 """Assertions over a command's JSON-lines output, for Tests/Lab/lib.sh.
 
 usage: jcheck.py FILE CODE

@@ -126,7 +126,7 @@ expect_rc() {
 
 expect_json() {
   local msg
-  if ! msg=$("$PY" "$LAB_LIB_DIR/jcheck.py" "$OUT" "$1" 2>&1); then
+  if ! msg=$("$PY" -I "$LAB_LIB_DIR/jcheck.py" "$OUT" "$1" 2>&1); then
     fail "${msg:-JSON check failed}"
   fi
   [ -n "$msg" ] && echo "$msg"
@@ -155,7 +155,7 @@ bl_signal() {
   OUT=$CHECK_DIR/$CHECK_NAME.$_BL_N.out
   ERR=$CHECK_DIR/$CHECK_NAME.$_BL_N.err
   echo "\$ bluectl $*   (SIG$sig after ${delay}s)"
-  "$PY" "$LAB_LIB_DIR/sigrun.py" "$sig" "$delay" 15 "$OUT" "$ERR" "$BLUECTL" "$@"
+  "$PY" -I "$LAB_LIB_DIR/sigrun.py" "$sig" "$delay" 15 "$OUT" "$ERR" "$BLUECTL" "$@"
   RC=$?; KILLED=0
   echo "# exit $RC"
   [ -s "$OUT" ] && { echo "# stdout:"; head -c 4000 "$OUT"; echo; }

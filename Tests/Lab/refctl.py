@@ -1,4 +1,4 @@
-#!/usr/bin/python3 -u
+#!/usr/bin/python3 -Iu
 """refctl: a python3-dbus stand-in for bluectl's CLI contract, used only to
 prove the lab and the lab tier's checks (Tests/Lab/selftest.sh runs
 run-checks.sh with BLUECTL=refctl.py). It is a test double, not a product:

@@ -12,7 +12,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=Tests/Lab/lib.sh
 . "$HERE/lib.sh"
 ONLY=${1:-*}
-BZ=("$PY" "$HERE/bluez.py")
+BZ=("$PY" -I "$HERE/bluez.py")
 
 [ -x "${BLUECTL:-}" ] || { echo "FAIL setup: BLUECTL=${BLUECTL:-} is not executable"; echo "0 passed, 1 failed"; exit 1; }
 
@@ -169,8 +169,9 @@ c_read_plain() {
 read_value() { # UUID -> VALUE (hex) of `read --json`, into $VALUE
   bl read "$DEV" "$1" --json "${DEV_OPTS[@]}"
   expect_rc 0
-  VALUE=$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["value"])' "$OUT") \
-    || fail "read --json output has no value"
+  # (sed, not python: a python start costs seconds on a busy TCG guest)
+  VALUE=$(sed -n 's/.*"value" *: *"\([0-9a-fA-F]*\)".*/\1/p' "$OUT" | head -1)
+  grep -q '"value"' "$OUT" || fail "read --json output has no value"
 }
 c_write_read_back() {
   need_sub write; need_sub read
@@ -214,12 +215,12 @@ for l in vals:
 c_long_read() {
   need_sub read
   read_value "$LAB_LONG"
-  local want; want=$("$PY" -c 'print(bytes(i & 0xff for i in range(300)).hex())')
+  local want; want=$(awk 'BEGIN { for (i = 0; i < 300; i++) printf "%02x", i % 256 }')
   [ "$VALUE" = "$want" ] || fail "long value: got ${#VALUE} hex digits, expected the 300-byte pattern"
 }
 c_long_write() {
   need_sub write; need_sub read
-  local v; v=$("$PY" -c 'print(bytes((255 - i) & 0xff for i in range(300)).hex())')
+  local v; v=$(awk 'BEGIN { for (i = 0; i < 300; i++) printf "%02x", (255 - i + 512) % 256 }')
   bl write "$DEV" "$LAB_LONG" "0x$v" --with-response "${DEV_OPTS[@]}"
   expect_rc 0
   read_value "$LAB_LONG"

@@ -8,7 +8,7 @@
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=Tests/Lab/lib.sh
 . "$HERE/lib.sh"
-BZ=("$PY" "$HERE/bluez.py")
+BZ=("$PY" -I "$HERE/bluez.py")
 
 prop() { # PATH IFACE PROP -> last word of dbus-send's literal reply
   dbus-send --system --print-reply=literal --dest=org.bluez "$1" org.freedesktop.DBus.Properties.Get \

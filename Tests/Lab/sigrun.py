@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -I
 """Run a command, send it a signal after a delay, report its status the way a
 shell would (128+N when the signal killed it). The child starts with default
 SIGINT/SIGTERM handling (a non-interactive shell's background job would

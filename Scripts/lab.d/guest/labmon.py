@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -I
 """Record the kernel's Bluetooth monitor channel (what `btmon -w` records) to
 a btsnoop file, without decoding anything.
 

@@ -104,7 +104,7 @@ wait_until 60 "system bus" test -S /run/dbus/system_bus_socket || bringup_failed
 # HCI trace as a btsnoop file (Scripts/lab decodes it on the host). Not
 # `btmon -w`: btmon 5.66 decodes while recording and crashes on some ATT
 # traffic, truncating the trace. Recorded on tmpfs, copied out at the end.
-$PY -u $G/labmon.py /run/lab/btmon.snoop > $OUT/labmon.log 2>&1 &
+$PY -I -u $G/labmon.py /run/lab/btmon.snoop > $OUT/labmon.log 2>&1 &
 LABMON_PID=$!
 wait_until 30 "HCI monitor recording" grep -q recording $OUT/labmon.log || say "no HCI trace (see labmon.log)"
 # Both controllers must finish their kernel set-up (HCI Reset etc.) and be
@@ -118,7 +118,7 @@ ctl_settled() { # both set up, or a set-up failure reported by the kernel since 
   return 1
 }
 btvirt -h > /dev/null 2>&1; btmgmt --help > /dev/null 2>&1   # page the binaries in first
-for attempt in 1 2 3; do
+for attempt in 1 2 3 4 5; do
   DMESG0=$(dmesg | wc -l); CTL_FAILED=0
   # real-time priority: the kernel gives each HCI command of the set-up 2 s,
   # and a busy guest (or host) must not keep the emulator from answering
@@ -130,7 +130,7 @@ for attempt in 1 2 3; do
   say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -i 'hci[01]:' | head -2 | tr '\n' ' ')- restarting btvirt"
   kill $BTVIRT_PID; wait $BTVIRT_PID 2>/dev/null
   wait_until 60 "controllers removed" test ! -e /sys/class/bluetooth/hci0 || true
-  [ $attempt = 3 ] && bringup_failed "btvirt controllers did not come up" $OUT/btvirt.log
+  [ $attempt = 5 ] && bringup_failed "btvirt controllers did not come up" $OUT/btvirt.log
 done
 PIDS+=($BTVIRT_PID)
 timing controllers "$(up)"
@@ -168,26 +168,26 @@ wait_until 60 "hci0 powered" powered hci0 || bringup_failed "hci0 not powered"
 wait_until 60 "hci1 powered" powered hci1 || bringup_failed "hci1 not powered"
 btmgmt --index 0 info 2>&1 | sed 's/^/[btmgmt hci0] /' | detail
 
-# pairing agent (auto-accept; one default agent serves both adapters)
-bg $OUT/agent.log $PY -u $G/agent.py KeyboardDisplay
-wait_until 60 "agent registered" grep -q "agent registered" $OUT/agent.log \
-  || bringup_failed "agent did not register" $OUT/agent.log
-
 # discoverable => "LE General Discoverable" flag in the advertisement
 adapter_set hci0 DiscoverableTimeout uint32:0 2>&1 | detail
 adapter_set hci0 Discoverable boolean:true 2>&1 | detail
 discoverable() { [ "$(adapter_prop hci0 Discoverable)" = true ]; }
 wait_until 60 "hci0 discoverable" discoverable || true
 
-# GATT: BlueZ's example server, then the project's own peripheral, then the advert
-bg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
-wait_until 60 "example GATT application registered" grep -q "GATT application registered" $OUT/gatt-server.log \
+# The python side starts in parallel (each start is seconds of CPU under TCG):
+# the pairing agent (auto-accept; one default agent serves both adapters),
+# BlueZ's example GATT server, the project's own peripheral, the advertisement.
+bg $OUT/agent.log $PY -I -u $G/agent.py KeyboardDisplay
+bg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
+bg $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
+bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
+wait_until 90 "agent registered" grep -q "agent registered" $OUT/agent.log \
+  || bringup_failed "agent did not register" $OUT/agent.log
+wait_until 90 "example GATT application registered" grep -q "GATT application registered" $OUT/gatt-server.log \
   || bringup_failed "example-gatt-server did not register" $OUT/gatt-server.log
-bg $OUT/periph.log $PY -u $G/periph.py /org/bluez/hci0
-wait_until 60 "project peripheral registered" grep -q "periph: application registered" $OUT/periph.log \
+wait_until 90 "project peripheral registered" grep -q "periph: application registered" $OUT/periph.log \
   || bringup_failed "periph.py did not register" $OUT/periph.log
-bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
-wait_until 60 "advertisement registered" grep -q "Advertisement registered" $OUT/advertisement.log \
+wait_until 90 "advertisement registered" grep -q "Advertisement registered" $OUT/advertisement.log \
   || bringup_failed "example-advertisement did not register" $OUT/advertisement.log
 timing ready "$(up)"
 say "PERIPHERAL READY"

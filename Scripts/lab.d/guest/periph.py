@@ -1,4 +1,4 @@
-#!/usr/bin/python3 -u
+#!/usr/bin/python3 -Iu
 """The lab's own GATT peripheral, registered on the peripheral adapter (hci0)
 next to BlueZ's example-gatt-server. It provides only what the example lacks.
 
