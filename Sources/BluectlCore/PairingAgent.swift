@@ -96,10 +96,21 @@ public final class PairingAgent: Sendable {
     }
 
     public func answer(member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?) -> Answer {
+        let allowedNow = allowed.withLock { $0 }
+        return Self.decide(member: member, interface: interface, arguments: arguments, sender: sender,
+                           bluetoothd: bluetoothd, allowed: allowedNow, capability: capability)
+    }
+
+    /// The policy, pure: only bluetoothd may ask; confirmations and
+    /// authorizations only for the allowed devices; no PIN or passkey input.
+    public static func decide(
+        member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?,
+        allowed: Set<ObjectPath>, capability: Capability
+    ) -> Answer {
         guard interface == nil || interface == "org.bluez.Agent1" else { return .unknownMethod }
         guard let sender, sender == bluetoothd else { return .reject("only bluetoothd may ask this agent") }
         let device = arguments.first?.objectPath
-        let known = device.map { d in allowed.withLock { $0.contains(d) } } ?? false
+        let known = device.map { allowed.contains($0) } ?? false
         switch member {
         case "Release", "Cancel":
             return .accept

@@ -1,0 +1,42 @@
+import BluectlDBus
+import Testing
+@testable import BluectlCore
+
+@Suite struct PairingAgentPolicyTests {
+    let ours = ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00")!
+    let other = ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_01")!
+
+    func decide(_ member: String, _ args: [DBusValue], sender: String? = ":1.1", interface: String? = "org.bluez.Agent1") -> PairingAgent.Answer {
+        PairingAgent.decide(member: member, interface: interface, arguments: args, sender: sender, bluetoothd: ":1.1",
+                            allowed: [ours], capability: .noInputNoOutput)
+    }
+
+    @Test func acceptsJustWorksForItsDevice() {
+        #expect(decide("RequestAuthorization", [.objectPath(ours)]) == .accept)
+        #expect(decide("RequestConfirmation", [.objectPath(ours), .uint32(123456)]) == .accept)
+        #expect(decide("AuthorizeService", [.objectPath(ours), .string("0000180f-0000-1000-8000-00805f9b34fb")]) == .accept)
+        #expect(decide("Release", []) == .accept)
+        #expect(decide("Cancel", []) == .accept)
+    }
+
+    @Test func rejectsOtherDevices() {
+        guard case .reject = decide("RequestAuthorization", [.objectPath(other)]) else { Issue.record("accepted"); return }
+        guard case .reject = decide("AuthorizeService", [.objectPath(other), .string("1800")]) else { Issue.record("accepted"); return }
+        guard case .reject = decide("RequestConfirmation", [.objectPath(other), .uint32(1)]) else { Issue.record("accepted"); return }
+    }
+
+    @Test func rejectsInputItCannotGive() {
+        guard case .reject = decide("RequestPinCode", [.objectPath(ours)]) else { Issue.record("accepted"); return }
+        guard case .reject = decide("RequestPasskey", [.objectPath(ours)]) else { Issue.record("accepted"); return }
+    }
+
+    @Test func rejectsCallersOtherThanBluetoothd() {
+        guard case .reject = decide("RequestAuthorization", [.objectPath(ours)], sender: ":1.99") else { Issue.record("accepted"); return }
+        guard case .reject = decide("RequestAuthorization", [.objectPath(ours)], sender: nil) else { Issue.record("accepted"); return }
+    }
+
+    @Test func unknownMethodsAndInterfaces() {
+        #expect(decide("Frobnicate", [.objectPath(ours)]) == .unknownMethod)
+        #expect(decide("RequestAuthorization", [.objectPath(ours)], interface: "org.example.Other") == .unknownMethod)
+    }
+}
