@@ -90,23 +90,14 @@ struct ScanCommand: AsyncParsableCommand {
 /// Runs `body` until it returns, throws, or `seconds` pass (then it is
 /// cancelled and the result is success: the time limit is a normal end).
 func withTimeLimit(seconds: Double?, _ body: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
-    await withTaskGroup(of: Result<Void, any Error>?.self) { group in
-        group.addTask {
-            do {
-                try await body()
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
+    let outcome: @Sendable () async -> Result<Void, any Error> = {
+        do {
+            try await body()
+            return .success(())
+        } catch {
+            return .failure(error)
         }
-        if let seconds {
-            group.addTask {
-                try? await Task.sleep(for: .seconds(seconds))
-                return Task.isCancelled ? nil : .success(())
-            }
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first ?? .success(())
     }
+    guard let seconds else { return await outcome() }
+    return await firstValue(within: .seconds(seconds), outcome) ?? .success(())
 }
