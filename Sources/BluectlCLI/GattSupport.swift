@@ -6,7 +6,8 @@ import Synchronization
 
 /// Options of every command that works with one device (besides `AdapterOptions`).
 struct DeviceCommandOptions: ParsableArguments {
-    @Option(name: .customLong("timeout"), help: ArgumentHelp(
+    /// Unconditional: "--timeout -1" reaches validation and is rejected by name.
+    @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp(
         "Bound the whole operation (finding, connecting, the operation itself) to this many seconds (default 30).",
         valueName: "SECONDS"))
     var timeoutText: String?
