@@ -162,3 +162,31 @@ bl_signal() {
   [ -s "$ERR" ] && { echo "# stderr:"; head -c 4000 "$ERR"; echo; }
   return 0
 }
+
+# bz: what bluetoothd says (Tests/Lab/bluez.py), with the frequent property
+# waits done by dbus-send (a python start costs seconds on a busy TCG guest):
+#   bz wait ADDR PROP true|false SECS       Device1.PROP of ADDR on $CENTRAL
+#   bz wait-adapter PROP true|false SECS    Adapter1.PROP of $CENTRAL
+#   bz device|wait-notifying|remove|adapter ...   -> bluez.py
+_bz_prop() { # PATH IFACE PROP -> value (last word of dbus-send's literal reply)
+  dbus-send --system --print-reply=literal --dest=org.bluez "$1" org.freedesktop.DBus.Properties.Get \
+    "string:$2" "string:$3" 2>/dev/null | awk '{ print $NF }'
+}
+_bz_wait() { # PATH IFACE PROP VALUE SECS
+  local end=$((SECONDS + ${5%.*})) v
+  while :; do
+    v=$(_bz_prop "$1" "$2" "$3")
+    [ "$v" = "$4" ] && return 0
+    [ $SECONDS -ge $end ] && break
+    sleep 0.2
+  done
+  echo "timeout: $1 $3=${v:-?}, wanted $4 within $5 s" >&2
+  return 1
+}
+bz() {
+  case $1 in
+    wait) _bz_wait "/org/bluez/$CENTRAL/dev_${2//:/_}" org.bluez.Device1 "$3" "$4" "$5";;
+    wait-adapter) _bz_wait "/org/bluez/$CENTRAL" org.bluez.Adapter1 "$2" "$3" "$4";;
+    *) "$PY" -I "$LAB_LIB_DIR/bluez.py" "$@";;
+  esac
+}

@@ -159,7 +159,7 @@ class Ctl:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.stop:
-                raise Exit(self.stop)
+                raise Exit(self.stop, 'device disconnected' if self.stop == 74 else '')
             while self.ctx.pending():
                 self.ctx.iteration(False)
             r = pred()
@@ -462,7 +462,7 @@ def cmd_subscribe(ctl, argv):
                      '%s: %s' % (uuid, hexbytes(changed['Value'])))
 
     def on_dev(iface, changed, invalidated, path=None):
-        if iface == DEVICE_IF and str(path) == p and changed.get('Connected') is False:
+        if iface == DEVICE_IF and str(path) == p and 'Connected' in changed and not changed['Connected']:
             ctl.stop = 74
     ctl.bus.add_signal_receiver(on_props, dbus_interface=PROPS, signal_name='PropertiesChanged',
                                 bus_name=BLUEZ, path_keyword='path')

@@ -22,7 +22,7 @@ PY=/usr/bin/python3
 
 # job defaults, then the host's job file
 LAB_SCRIPT=; LAB_ARGS=(); LAB_TIMEOUT=600; LAB_VERBOSE=0; LAB_QUIET=0; LAB_DEBUG=1
-LAB_GATT_CHANNELS=; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l2
+LAB_GATT_CHANNELS=1; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l2
 LAB_PERIPH_BREDR=off; LAB_ADV_FULL=0; LAB_ADV_PULSE=1.5; LAB_INTERACTIVE=0; BLUECTL=
 # shellcheck disable=SC1091
 . $OUT/.job.env
@@ -95,17 +95,21 @@ say "guest up (kernel $(uname -r)); bringing up the peripheral on hci0"
 # and its random number generator: drbg, jitterentropy, sha512, sha3, ctr)
 # and bluetoothd's AF_ALG. Each autoload runs modprobe from 9p inside the
 # kernel's set-up, slow under TCG: the set-up's HCI Reset then times out.
+# (in the background, while dbus-daemon starts)
 modprobe -a -q bluetooth hci_vhci ecc ecdh_generic cmac ecb ctr drbg jitterentropy_rng \
-  sha512_generic sha512_ssse3 sha3_generic ansi_cprng af_alg algif_hash algif_skcipher bnep 2>&1 | detail
+  sha512_generic sha512_ssse3 sha3_generic ansi_cprng af_alg algif_hash algif_skcipher bnep >> $OUT/lab.log 2>&1 &
+MODPROBE_PID=$!
 mkdir -p /run/dbus /run/lab /var/lib/bluetooth
 dbus-daemon --system --fork --print-pid > /run/lab/dbus.pid 2>> $OUT/lab.log \
   || bringup_failed "dbus-daemon did not start"
-wait_until 60 "system bus" test -S /run/dbus/system_bus_socket || bringup_failed "no system bus socket"
+wait $MODPROBE_PID
+echo "[lab $(up)s] modules loaded" >> $OUT/lab.log
 # HCI trace as a btsnoop file (Scripts/lab decodes it on the host). Not
 # `btmon -w`: btmon 5.66 decodes while recording and crashes on some ATT
 # traffic, truncating the trace. Recorded on tmpfs, copied out at the end.
 $PY -I -u $G/labmon.py /run/lab/btmon.snoop > $OUT/labmon.log 2>&1 &
 LABMON_PID=$!
+wait_until 60 "system bus" test -S /run/dbus/system_bus_socket || bringup_failed "no system bus socket"
 wait_until 30 "HCI monitor recording" grep -q recording $OUT/labmon.log || say "no HCI trace (see labmon.log)"
 # Both controllers must finish their kernel set-up (HCI Reset etc.) and be
 # listed by the management interface. On a starved host a set-up can time out
@@ -157,6 +161,14 @@ PERIPH_ADDR=$(addr_of hci0); CENTRAL_ADDR=$(addr_of hci1)
 timing bluetoothd "$(up)"
 say "bluetoothd up: peripheral hci0=$PERIPH_ADDR, central hci1=$CENTRAL_ADDR"
 
+# The python side starts now, in parallel (each start is seconds of CPU under
+# TCG): the pairing agent (auto-accept; one default agent serves both
+# adapters), BlueZ's example GATT server and the project's own peripheral.
+# The advertisement waits until hci0 is LE-only and discoverable (its flags).
+bg $OUT/agent.log $PY -I -u $G/agent.py KeyboardDisplay
+bg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
+bg $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
+
 # The peripheral is LE-only, or Device1.Connect() on the central tries
 # BR/EDR (org.bluez.Error.NotAvailable br-connection-profile-unavailable).
 # BR/EDR can be switched off only while powered off.
@@ -174,12 +186,6 @@ adapter_set hci0 Discoverable boolean:true 2>&1 | detail
 discoverable() { [ "$(adapter_prop hci0 Discoverable)" = true ]; }
 wait_until 60 "hci0 discoverable" discoverable || true
 
-# The python side starts in parallel (each start is seconds of CPU under TCG):
-# the pairing agent (auto-accept; one default agent serves both adapters),
-# BlueZ's example GATT server, the project's own peripheral, the advertisement.
-bg $OUT/agent.log $PY -I -u $G/agent.py KeyboardDisplay
-bg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
-bg $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
 bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
 wait_until 90 "agent registered" grep -q "agent registered" $OUT/agent.log \
   || bringup_failed "agent did not register" $OUT/agent.log
