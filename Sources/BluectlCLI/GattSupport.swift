@@ -173,6 +173,15 @@ final class DeviceSession: Sendable {
         state.withLock { $0.sessions.append(session) }
     }
 
+    /// The sessions kept so far, no longer stopped at clean-up (the caller stops them).
+    func forgetSessions() -> [NotificationSession] {
+        state.withLock { s in
+            let sessions = s.sessions
+            s.sessions = []
+            return sessions
+        }
+    }
+
     /// StopNotify, disconnect if we connected, unregister the agent. Never throws.
     func cleanUp(disconnect: Bool = true) async {
         let s = state.withLock { s -> State in

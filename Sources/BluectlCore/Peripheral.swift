@@ -414,6 +414,7 @@ public final class NotificationSession: Sendable {
         let channel = EventChannel<NotifyStateMachine.Event>()
         let charPath = characteristic.path
         let devicePath = peripheral.path
+        let mirror = central.mirror
         channel.follow(changes) { change in
             switch change {
             case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
@@ -425,6 +426,12 @@ public final class NotificationSession: Sendable {
             case .removed(let path, let interfaces):
                 if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
                 if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
+                return []
+            case .replaced:
+                // bluetoothd restarted or left the bus: the tree was cleared (and is re-read).
+                let tree = mirror.tree
+                if tree.properties(devicePath, BlueZ.deviceInterface)?["Connected"]?.bool != true { return [.deviceDisconnected] }
+                if tree.properties(charPath, BlueZ.characteristicInterface) == nil { return [.characteristicRemoved] }
                 return []
             default:
                 return []

@@ -795,7 +795,8 @@ final class PrivateBus: @unchecked Sendable {
         return bus
     }
 
-    private func startStandIn(adapters: [AdapterSpec]) async throws {
+    /// Starts the stand-in (again, after `stopStandIn`: as when bluetoothd restarts).
+    func startStandIn(adapters: [AdapterSpec]) async throws {
         let params: [String: Any] = ["adapters": adapters.map {
             ["name": $0.name, "address": $0.address, "alias": $0.alias, "powered": $0.powered] as [String: Any]
         }]

@@ -1717,6 +1717,20 @@ def EmitNotification(self, characteristic, value):
     return dbus.UInt32(obj.notify(_bytes(value)))
 
 
+@dbus.service.method(MOCK_IFACE, in_signature='ouu', out_signature='u')
+def EmitNotifications(self, characteristic, first, count):
+    '''EmitNotifications(characteristic o, first u, count u) → u values sent
+
+    The peripheral notifies count values as fast as it can, each a uint32 LE
+    sequence number first, first+1, … (for loss and order checks).'''
+    obj = mockobject.objects.get(str(characteristic))
+    if not isinstance(obj, GattCharacteristicObject):
+        raise _mock_err('NoSuchAttribute', f'{characteristic} is not an exported characteristic')
+    for seq in range(int(first), int(first) + int(count)):
+        obj.notify(struct.pack('<I', seq & 0xffffffff))
+    return dbus.UInt32(count)
+
+
 @dbus.service.method(MOCK_IFACE, in_signature='oay', out_signature='')
 def SetGattValue(self, attribute, value):
     '''SetGattValue(attribute o, value ay): the peripheral's value changes
