@@ -1,6 +1,7 @@
 import ArgumentParser
 import BluectlCore
 import Foundation
+import Synchronization
 
 /// `bluectl subscribe DEVICE CHARACTERISTIC...`
 struct SubscribeCommand: AsyncParsableCommand {
@@ -51,6 +52,19 @@ struct SubscribeCommand: AsyncParsableCommand {
         """, valueName: "NAME"))
     var restoreID: String?
 
+    @Option(name: .customLong("notify-via"), help: ArgumentHelp("""
+        notify: StartNotify, a D-Bus signal per value (default; BlueZ never drops one). acquire: \
+        AcquireNotify, values over a socket (cheaper; bluetoothd drops values silently when the socket \
+        is full: see --check-sequence).
+        """, valueName: "notify|acquire"))
+    var notifyVia: NotifyVia = .notify
+
+    @Option(name: .customLong("check-sequence"), help: ArgumentHelp("""
+        Values start with a little-endian sequence number of this width: report gaps, late and \
+        repeated values as event lines, and a summary on stderr.
+        """, valueName: "u8|u16|u32"))
+    var checkSequence: SequenceWidth?
+
     @Option(name: .customLong("queue"), help: ArgumentHelp(
         "Values waiting for a slow stdout at most; beyond that they are dropped and counted (default 100000).",
         valueName: "N"))
@@ -88,7 +102,8 @@ struct SubscribeCommand: AsyncParsableCommand {
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
         let output = SubscribeOutput(format: chosenFormat(format, json: json), device: target.device, queueCapacity: queueCapacity)
         let job = SubscribeJob(target: target, selectors: selectors, service: service, options: options,
-                               reconnect: reconnect, count: count, output: output, store: store)
+                               reconnect: reconnect, count: count, output: output, store: store,
+                               notifyVia: notifyVia, sequenceWidth: checkSequence?.width)
         if let restored, let restoreID { job.reportRestored(restored, id: restoreID) }
         // --timeout bounds each set-up; the notifications then run until count/duration/signal.
         var streamOptions = options
@@ -100,13 +115,26 @@ struct SubscribeCommand: AsyncParsableCommand {
             }
         } catch {
             await output.queue.finished()
-            job.save(state: .disconnected, notifying: false, running: false)
+            job.finish()
             throw error
         }
         await output.queue.finished()
-        job.save(state: .disconnected, notifying: false, running: false)
+        job.finish()
         if output.queue.readerGone { throw CLIFailure(.brokenPipe, "") }
     }
+}
+
+enum NotifyVia: String, ExpressibleByArgument, Sendable {
+    case notify, acquire
+}
+
+struct SequenceWidth: ExpressibleByArgument, Sendable {
+    let width: SequenceTracker.Width
+    init?(argument: String) {
+        guard let width = SequenceTracker.Width(name: argument) else { return nil }
+        self.width = width
+    }
+    static var allValueStrings: [String] { ["u8", "u16", "u32"] }
 }
 
 /// The device and characteristics to subscribe to: from the command line,
@@ -150,9 +178,16 @@ final class SubscribeJob: Sendable {
     let count: Int?
     let output: SubscribeOutput
     let store: RestoreStore?
+    let notifyVia: NotifyVia
+    let sequenceWidth: SequenceTracker.Width?
+    /// Per characteristic UUID, across reconnects (a gap over a reconnect is real).
+    let sequences = Mutex<[String: SequenceTracker]>([:])
 
     init(target: SubscriptionTarget, selectors: [AttributeSelector], service: BluetoothUUID?, options: DeviceCommandOptions,
-         reconnect: Bool, count: Int?, output: SubscribeOutput, store: RestoreStore?) {
+         reconnect: Bool, count: Int?, output: SubscribeOutput, store: RestoreStore?,
+         notifyVia: NotifyVia, sequenceWidth: SequenceTracker.Width?) {
+        self.notifyVia = notifyVia
+        self.sequenceWidth = sequenceWidth
         self.target = target
         self.selectors = selectors
         self.service = service
@@ -228,7 +263,7 @@ final class SubscribeJob: Sendable {
 
     private func setUpOnce(_ session: DeviceSession) async throws -> (Peripheral, [NotificationSession]) {
         let deadline = Deadline(seconds: options.timeout)
-        let (device, options, selectors, service) = (target.device, options, selectors, service)
+        let (device, options, selectors, service, notifyVia) = (target.device, options, selectors, service, notifyVia)
         return try await withSetupDeadline(deadline, what: "subscribe set-up") {
             let peripheral = try await session.find(device, deadline: deadline)
             await session.registerAgent(options.agent, for: peripheral)
@@ -240,7 +275,9 @@ final class SubscribeJob: Sendable {
             }
             var sessions: [NotificationSession] = []
             for chr in chars {
-                let s = try await peripheral.subscribe(to: chr)
+                let s = notifyVia == .acquire
+                    ? try await peripheral.acquireNotifications(for: chr)
+                    : try await peripheral.subscribe(to: chr)
                 session.keep(s)
                 sessions.append(s)
             }
@@ -267,6 +304,7 @@ final class SubscribeJob: Sendable {
         defer { feeders.forEach { $0.cancel() } }
         do {
             for try await (chr, value) in merged {
+                if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
                 if output.value(value, characteristic: chr) == .closed { return .readerGone }
                 received += 1
                 if let count, received >= count { return .countReached }
@@ -298,6 +336,37 @@ final class SubscribeJob: Sendable {
         default:
             return false
         }
+    }
+
+    /// Reports what a value's sequence number shows (before the value itself).
+    private func checkSequence(_ value: [UInt8], characteristic chr: GattCharacteristic, width: SequenceTracker.Width) {
+        let key = chr.uuid.uuidString
+        let finding = sequences.withLock { trackers in
+            trackers[key, default: SequenceTracker(width: width)].observe(value)
+        }
+        let uuid: (String, SubscribeOutput.Field) = ("characteristic", .string(key))
+        let label = ValueText.label(chr.uuid)
+        switch finding {
+        case nil: break
+        case .gap(let expected, let got, let missing)?:
+            output.event("gap", [uuid, ("expected", .int(Int(expected))), ("got", .int(Int(got))), ("missing", .int(missing))],
+                         text: "sequence gap in \(label): expected \(expected), got \(got) (\(missing) missing)")
+        case .late(let seq)?:
+            output.event("late", [uuid, ("seq", .int(Int(seq)))], text: "sequence \(seq) of \(label) arrived late")
+        case .repeated(let seq)?:
+            output.event("repeated", [uuid, ("seq", .int(Int(seq)))], text: "sequence \(seq) of \(label) repeated")
+        case .short(let length)?:
+            output.event("short", [uuid, ("length", .int(length))],
+                         text: "a value of \(label) is too short for a sequence number (\(length) bytes)")
+        }
+    }
+
+    /// At exit: the sequence summary and the saved state.
+    func finish() {
+        for (uuid, tracker) in sequences.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            Output.error("sequence check of \(uuid): \(tracker.summary)")
+        }
+        save(state: .disconnected, notifying: false, running: false)
     }
 
     // MARK: - State restoration

@@ -1,4 +1,5 @@
 import BluectlDBus
+import Dispatch
 import Synchronization
 
 /// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
@@ -141,8 +142,16 @@ public final class BlueZMirror: Sendable {
             let id = state.nextListener
             state.nextListener += 1
             state.listeners[id] = continuation
+            // Not under the lock here: onTermination can run inside a task's
+            // cancellation, holding that task's status lock, while the I/O
+            // thread holds our lock and yields to that very task (which takes
+            // the status lock) — a lock-order deadlock, seen in `scan --count`.
+            // Until removed, yields to the finished stream do nothing.
             continuation.onTermination = { [weak self] _ in
-                _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
+                guard let mirror = self else { return }
+                DispatchQueue.global().async {
+                    _ = mirror.state.withLock { $0.listeners.removeValue(forKey: id) }
+                }
             }
             return state.tree
         }

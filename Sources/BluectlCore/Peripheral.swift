@@ -394,8 +394,8 @@ public final class NotificationSession: Sendable {
     private let channel: EventChannel<NotifyStateMachine.Event>
     private let loop: Task<Void, Never>
 
-    private init(characteristic: GattCharacteristic, values: AsyncThrowingStream<[UInt8], any Error>,
-                 channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
+    init(characteristic: GattCharacteristic, values: AsyncThrowingStream<[UInt8], any Error>,
+         channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
         self.characteristic = characteristic
         self.values = values
         self.channel = channel
@@ -408,6 +408,33 @@ public final class NotificationSession: Sendable {
         _ = await firstValue(within: .seconds(5)) { [loop] in await loop.value }
     }
 
+    /// The session events a change of BlueZ's tree means: a `Value` (when
+    /// `values`: with AcquireNotify values come over the socket instead),
+    /// the device disconnecting or going, the characteristic going, and
+    /// bluetoothd restarting or leaving (the tree replaced).
+    static func events(for change: BlueZObjectTree.Change, characteristic charPath: ObjectPath, device devicePath: ObjectPath,
+                       mirror: BlueZMirror, values: Bool) -> [NotifyStateMachine.Event] {
+        switch change {
+        case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
+            if values, let value = changed["Value"]?.bytes { return [.value(value)] }
+            return []
+        case .propertiesChanged(devicePath, BlueZ.deviceInterface, let changed, _):
+            if changed["Connected"]?.bool == false { return [.deviceDisconnected] }
+            return []
+        case .removed(let path, let interfaces):
+            if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
+            if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
+            return []
+        case .replaced:
+            let tree = mirror.tree
+            if tree.properties(devicePath, BlueZ.deviceInterface)?["Connected"]?.bool != true { return [.deviceDisconnected] }
+            if tree.properties(charPath, BlueZ.characteristicInterface) == nil { return [.characteristicRemoved] }
+            return []
+        default:
+            return []
+        }
+    }
+
     static func start(peripheral: Peripheral, characteristic: GattCharacteristic) async throws -> NotificationSession {
         let central = peripheral.central
         let (_, changes) = central.mirror.changes()  // listen first (pitfall 4)
@@ -416,26 +443,7 @@ public final class NotificationSession: Sendable {
         let devicePath = peripheral.path
         let mirror = central.mirror
         channel.follow(changes) { change in
-            switch change {
-            case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
-                if let value = changed["Value"]?.bytes { return [.value(value)] }
-                return []
-            case .propertiesChanged(devicePath, BlueZ.deviceInterface, let changed, _):
-                if changed["Connected"]?.bool == false { return [.deviceDisconnected] }
-                return []
-            case .removed(let path, let interfaces):
-                if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
-                if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
-                return []
-            case .replaced:
-                // bluetoothd restarted or left the bus: the tree was cleared (and is re-read).
-                let tree = mirror.tree
-                if tree.properties(devicePath, BlueZ.deviceInterface)?["Connected"]?.bool != true { return [.deviceDisconnected] }
-                if tree.properties(charPath, BlueZ.characteristicInterface) == nil { return [.characteristicRemoved] }
-                return []
-            default:
-                return []
-            }
+            events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: true)
         }
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let what = Peripheral.label(characteristic.uuid)

@@ -301,3 +301,81 @@ struct SystemdUnitTests {
         #expect(r.exitCode == 0 && r.stderr.isEmpty && r.stdout.isEmpty, "\(r)")
     }
 }
+
+@Suite("Subscribe --notify-via acquire and --check-sequence (bus tier)", .serialized)
+struct AcquireNotifyTests {
+    typealias R = SubscribeReliabilityTests
+
+    @Test("acquire: values come over the socket; a loss bluetoothd causes shows as a gap event and in the summary")
+    func acquireWithLossReported() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            // Connected by someone else: the subscriber leaves the link up, so the socket's release is visible.
+            let connect = try await bus.runBluectl(["connect", heartRateAddress])
+            #expect(connect.exitCode == 0, "\(connect)")
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--json",
+                                          "--notify-via", "acquire", "--check-sequence", "u32", "--count", "17"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) {
+                (try? await bus.property(chr, "org.bluez.GattCharacteristic1", "NotifyAcquired"))?["data"] == .bool(true)
+            })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(10)])
+            try await bus.mock("DropSocketNotifications", [.objectPath(chr), .uint32(3)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(10), .uint32(10)])
+            let r = await p.wait(timeout: .seconds(15))
+            #expect(r.exitCode == 0, "\(r)")
+            let (seqs, events) = try R.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<10) + Array(13..<20))
+            #expect(events.count == 1)
+            #expect(events.first?["event"] == .string("gap"))
+            #expect(events.first?["expected"] == .int(10) && events.first?["got"] == .int(13) && events.first?["missing"] == .int(3))
+            #expect(r.stderr.contains("sequence check of \(R.streamUUID): 17 values, 3 missing, 0 late, 0 repeated"), "\(r)")
+            #expect(!bus.standInLog.contains("StartNotify"), "acquire does not StartNotify")
+            #expect(try await bus.eventually {
+                try await bus.property(chr, "org.bluez.GattCharacteristic1", "NotifyAcquired")["data"] == .bool(false)
+            }, "the socket is closed at exit")
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Connected")["data"] == .bool(true),
+                    "not bluectl's connection: left up")
+        }
+    }
+
+    @Test("acquire: the device disconnecting ends it with 74; StartNotify clients block AcquireNotify (a clear error)")
+    func acquireDisconnect() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--notify-via", "acquire"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) {
+                (try? await bus.property(chr, "org.bluez.GattCharacteristic1", "NotifyAcquired"))?["data"] == .bool(true)
+            })
+            try await bus.dropConnection(heartRatePath)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 74 && r.stderrLines.count == 1, "\(r)")
+            // Someone else has StartNotify on: AcquireNotify is refused by BlueZ (InProgress).
+            let other = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { R.notifyCalls(bus, chr).start == 1 })
+            let refused = try await bus.runBluectl(["subscribe", heartRateAddress, R.streamUUID, "--notify-via", "acquire", "--timeout", "5"])
+            #expect(refused.exitCode == 75 && refused.stderrLines.count == 1, "\(refused)")
+            #expect(refused.stderr.contains("acquire notifications"), "\(refused)")
+            other.signal(SIGINT)
+            #expect(await other.wait(timeout: .seconds(10)).exitCode == 130)
+        }
+    }
+
+    @Test("StartNotify with --check-sequence: a peripheral's own gap is reported where it happened")
+    func notifySequenceGap() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--check-sequence", "u32", "--count", "6"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { R.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(3)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(5), .uint32(2)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(3), .uint32(1)])
+            let r = await p.wait(timeout: .seconds(15))
+            #expect(r.exitCode == 0, "\(r)")
+            let lines = r.stdoutLines
+            #expect(lines.count == 8, "6 values and 2 events: \(lines)")
+            #expect(lines[3].hasSuffix("-- sequence gap in \(R.streamUUID): expected 3, got 5 (2 missing)"), "\(lines)")
+            #expect(lines[6].hasSuffix("-- sequence 3 of \(R.streamUUID) arrived late"), "\(lines)")
+            #expect(r.stderr.contains("6 values, 1 missing, 1 late, 0 repeated"), "\(r)")
+        }
+    }
+}

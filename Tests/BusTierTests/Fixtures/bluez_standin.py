@@ -816,6 +816,7 @@ class GattCharacteristicObject(BluezObject):
         self.d = d
         self.notify_clients = set()     # senders with StartNotify
         self.notify_sock = None         # our end of an AcquireNotify socket
+        self.socket_drops = 0           # values still to drop on that socket (DropSocketNotifications)
         self.notify_watch = None
         self.write_sock = None
         self.write_watch = None
@@ -980,10 +981,15 @@ class GattCharacteristicObject(BluezObject):
         '''The peripheral sends a notification/indication.'''
         self.d.value = data
         receivers = 0
-        if self.notify_sock is not None:
+        if self.notify_sock is not None and self.socket_drops > 0:
+            # as bluetoothd does when the socket is full: the value is gone, silently
+            self.socket_drops -= 1
+        elif self.notify_sock is not None:
             try:
                 self.notify_sock.send(data)
                 receivers += 1
+            except BlockingIOError:
+                pass    # full: bluetoothd drops it silently too
             except OSError:
                 self.release_notify_sock()
         if self.notify_clients:
@@ -1729,6 +1735,17 @@ def EmitNotifications(self, characteristic, first, count):
     for seq in range(int(first), int(first) + int(count)):
         obj.notify(struct.pack('<I', seq & 0xffffffff))
     return dbus.UInt32(count)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ou', out_signature='')
+def DropSocketNotifications(self, characteristic, count):
+    '''DropSocketNotifications(characteristic o, count u): the next count values
+    are not written to the AcquireNotify socket — the silent loss bluetoothd
+    causes when that socket is full or not yet ready.'''
+    obj = mockobject.objects.get(str(characteristic))
+    if not isinstance(obj, GattCharacteristicObject):
+        raise _mock_err('NoSuchAttribute', f'{characteristic} is not an exported characteristic')
+    obj.socket_drops = int(count)
 
 
 @dbus.service.method(MOCK_IFACE, in_signature='oay', out_signature='')
