@@ -227,10 +227,13 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let limit = characteristic.maximumWriteValueLength(for: type)
         guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
         let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
-        _ = try await retryingInProgress(what: "write \(Self.label(characteristic.uuid))") {
-            try await self.central.connection.callMethod(
-                destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
-                member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
+        let what = "write \(Self.label(characteristic.uuid))"
+        _ = try await reportingDisconnect(what) {
+            try await self.retryingInProgress(what: what) {
+                try await self.central.connection.callMethod(
+                    destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
+                    member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
+            }
         }
     }
 
@@ -256,13 +259,32 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         var options: [String: DBusValue] = [:]
         if offset > 0 { options["offset"] = .uint16(UInt16(clamping: offset)) }
         let argument = DBusValue.stringVariantDictionary(options)
-        let reply = try await retryingInProgress(what: what) {
-            try await self.central.connection.callMethod(
-                destination: BlueZ.service, path: objectPath, interface: interface,
-                member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
+        let reply = try await reportingDisconnect(what) {
+            try await self.retryingInProgress(what: what) {
+                try await self.central.connection.callMethod(
+                    destination: BlueZ.service, path: objectPath, interface: interface,
+                    member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
+            }
         }
         guard let bytes = reply.first?.bytes else { throw CentralError.unexpected("ReadValue returned \(reply)") }
         return bytes
+    }
+
+    /// A read or write that BlueZ failed because the device went away in
+    /// the meantime (it answers pending ATT requests "Failed: Not connected"
+    /// before it signals the disconnect) is reported as a disconnect: asks
+    /// bluetoothd whether the device is still there and connected.
+    func reportingDisconnect<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as CentralError {
+            guard case .bluez = error else { throw error }
+            let device = await fetchDeviceProperties(timeout: .seconds(2))
+            if device == nil || device?["Connected"]?.bool == false {
+                throw CentralError.disconnected("\(identifier) \(device == nil ? "disappeared" : "disconnected") during \(what)")
+            }
+            throw error
+        }
     }
 
     /// Whether a failed read/write looks like the peer wants encryption
