@@ -28,10 +28,11 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Option(name: .customLong("service"), help: ArgumentHelp("Only within this service.", valueName: "UUID"))
     var serviceText: String?
 
-    @Option(help: ArgumentHelp("Stop after this many values (all characteristics together).", valueName: "N"))
+    /// Unconditional: "--count -5" reaches validation and is rejected by name.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many values (all characteristics together).", valueName: "N"))
     var count: Int?
 
-    @Option(name: .customLong("duration"), help: ArgumentHelp("Stop after this many seconds of notifications.", valueName: "SECONDS"))
+    @Option(name: .customLong("duration"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds of notifications.", valueName: "SECONDS"))
     var durationText: String?
 
     @Option(help: ArgumentHelp("hex (hex + ASCII), utf8, raw, json or decoded.", valueName: "FORMAT"))
@@ -65,7 +66,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         """, valueName: "u8|u16|u32"))
     var checkSequence: SequenceWidth?
 
-    @Option(name: .customLong("queue"), help: ArgumentHelp(
+    @Option(name: .customLong("queue"), parsing: .unconditional, help: ArgumentHelp(
         "Values waiting for a slow stdout at most; beyond that they are dropped and counted (default 100000).",
         valueName: "N"))
     var queueCapacity: Int = 100_000
