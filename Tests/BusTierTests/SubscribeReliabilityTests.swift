@@ -189,6 +189,39 @@ struct SubscribeReliabilityTests {
         }
     }
 
+    @Test("a rogue client's Value, Connected=false and InterfacesRemoved signals change nothing in subscribe's output")
+    func rogueSignalsIgnored() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json", "--count", "2"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(1)])
+            #expect(await p.waitForStdoutLines(1, timeout: .seconds(10)))
+            let rogue = try await bus.runPython(pythonPrelude + #"""
+                CHR, DEV = sys.argv[1:3]
+                P, OM = 'org.freedesktop.DBus.Properties', 'org.freedesktop.DBus.ObjectManager'
+                def emit(path, iface, member, sig, *args):
+                    m = dbus.lowlevel.SignalMessage(path, iface, member)
+                    m.append(*args, signature=sig)
+                    bus.send_message(m)
+                emit(CHR, P, 'PropertiesChanged', 'sa{sv}as', 'org.bluez.GattCharacteristic1',
+                     {'Value': dbus.ByteArray(b'\xde\xad\xbe\xef')}, [])
+                emit(DEV, P, 'PropertiesChanged', 'sa{sv}as', 'org.bluez.Device1', {'Connected': dbus.Boolean(False)}, [])
+                emit('/', OM, 'InterfacesRemoved', 'oas', CHR, ['org.bluez.GattCharacteristic1'])
+                emit('/', OM, 'InterfacesRemoved', 'oas', DEV, ['org.bluez.Device1'])
+                bus.flush()
+                print(bus.get_unique_name())
+                """#, [chr, heartRatePath])
+            #expect(rogue.exitCode == 0, "\(rogue)")
+            // A real value afterwards: still subscribed, the rogue's value never printed.
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(1), .uint32(1)])
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try Self.parse(r.stdoutLines).seqs == [0, 1])
+            #expect(!r.stdout.contains("deadbeef"))
+        }
+    }
+
     @Test("without --reconnect a dropped link ends subscribe with exit 74 and a message")
     func noReconnectExits74() async throws {
         try await withPrivateBus { bus in
