@@ -48,6 +48,9 @@ extension NotificationSession {
             channel.close()
             throw CentralError.unexpected("AcquireNotify: cannot keep the socket (\(String(cString: strerror(errno))))")
         }
+        // bluetoothd makes the pair with SOCK_NONBLOCK; our reader blocks in read().
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let deviceID = peripheral.identifier
         let socketClosed = Mutex(false)
@@ -58,6 +61,11 @@ extension NotificationSession {
                 if n > 0 {
                     continuation.yield(Array(buffer[0..<n]))
                 } else if n < 0, errno == EINTR {
+                    continue
+                } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                    // Still non-blocking (fcntl refused): wait for data instead.
+                    var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&p, 1, -1)
                     continue
                 } else {
                     // EOF: bluetoothd closed it (disconnect, or released), or we shut it down.

@@ -960,8 +960,11 @@ class GattCharacteristicObject(BluezObject):
             raise _err(ERR + 'NotSupported', 'Operation is not supported')
         if self.notify_sock is not None or self.notify_clients:
             raise _err(ERR + 'InProgress', 'Operation already in progress')
+        # bluetoothd: socketpair(SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC):
+        # the client's end arrives non-blocking too
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
+        theirs.setblocking(False)
         self.notify_sock = ours
         self.notify_watch = GLib.io_add_watch(ours.fileno(), GLib.PRIORITY_DEFAULT,
                                               GLib.IO_HUP | GLib.IO_ERR | GLib.IO_IN,
@@ -1005,6 +1008,7 @@ class GattCharacteristicObject(BluezObject):
             raise _err(ERR + 'InProgress', 'Operation already in progress')
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
+        theirs.setblocking(False)    # as bluetoothd's SOCK_NONBLOCK pair
         self.write_sock = ours
         self.write_watch = GLib.io_add_watch(ours.fileno(), GLib.PRIORITY_DEFAULT,
                                              GLib.IO_HUP | GLib.IO_ERR | GLib.IO_IN,
