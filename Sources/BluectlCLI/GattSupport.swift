@@ -207,15 +207,37 @@ final class DeviceSession: Sendable {
     }
 
     /// StopNotify, disconnect if we connected, unregister the agent. Never throws.
-    func cleanUp(disconnect: Bool = true) async {
+    /// In order (StopNotify before Disconnect, so that BlueZ does not re-arm
+    /// notifications on a later connection: NOTES.md, pitfall 6). After a
+    /// signal (`hurry`) each step is bounded: the process must end within
+    /// 2 s, and bluetoothd finishes what was sent even if we are gone.
+    func cleanUp(disconnect: Bool = true, hurry: Bool = false) async {
         let s = state.withLock { s -> State in
             let copy = s
             s.sessions = []
             s.agent = nil
             return copy
         }
+        let peripheral = disconnect && s.madeConnection ? s.peripheral : nil
+        if hurry {
+            // StopNotify goes out first; bluetoothd handles one client's calls
+            // in order, so its reply need not be awaited for long.
+            let sessions = s.sessions
+            _ = await firstValue(within: .milliseconds(500)) {
+                await withTaskGroup(of: Void.self) { group in
+                    for session in sessions { group.addTask { await session.stop() } }
+                }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                if let peripheral {
+                    group.addTask { try? await self.central.cancelPeripheralConnection(peripheral, timeout: .milliseconds(800)) }
+                }
+                if let agent = s.agent { group.addTask { await agent.unregister(timeout: .milliseconds(800)) } }
+            }
+            return
+        }
         for session in s.sessions { await session.stop() }
-        if disconnect, s.madeConnection, let peripheral = s.peripheral {
+        if let peripheral {
             try? await central.cancelPeripheralConnection(peripheral, timeout: .seconds(5))
         }
         await s.agent?.unregister()
@@ -279,10 +301,13 @@ func runDeviceCommand(
         }
         let refusal = session.agentRefusal
         await uncancellable {
-            _ = await firstValue(within: .seconds(8)) { await session.cleanUp(disconnect: disconnectAfter) }
+            let hurry = SignalScope.interrupted
+            _ = await firstValue(within: hurry ? .milliseconds(1500) : .seconds(8)) {
+                await session.cleanUp(disconnect: disconnectAfter, hurry: hurry)
+            }
         }
         // close() waits for the bus thread; never let that keep the process alive.
-        _ = await uncancellable { await firstValue(within: .seconds(2)) { central.close() } }
+        _ = await uncancellable { await firstValue(within: SignalScope.interrupted ? .milliseconds(200) : .seconds(2)) { central.close() } }
         if case .failure(let error) = outcome, !SignalScope.interrupted {
             var failure = cliFailure(error, what: what)
             if failure.status == .noPermission, let refusal { failure.message += "; bluectl's agent refused: \(refusal)" }

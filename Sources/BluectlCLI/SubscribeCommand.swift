@@ -112,15 +112,22 @@ struct SubscribeCommand: AsyncParsableCommand {
         do {
             try await runDeviceCommand(adapterOptions: adapterOptions, options: streamOptions,
                                        what: "subscribe to \(target.characteristics.joined(separator: " ")) of \(target.device)") { session, _ in
-                try await job.run(session, duration: duration)
+                // Output first, then the clean-up (StopNotify, Disconnect) after this returns.
+                do {
+                    try await job.run(session, duration: duration)
+                } catch {
+                    await job.drain()
+                    throw error
+                }
+                await job.drain()
             }
         } catch {
-            await output.queue.finished()
-            job.finish()
+            await job.drain()
+            job.save(state: .disconnected, notifying: false, running: false)
             throw error
         }
-        await output.queue.finished()
-        job.finish()
+        await job.drain()
+        job.save(state: .disconnected, notifying: false, running: false)
         if output.queue.readerGone { throw CLIFailure(.brokenPipe, "") }
     }
 }
@@ -362,13 +369,19 @@ final class SubscribeJob: Sendable {
         }
     }
 
-    /// At exit: the sequence summary and the saved state.
-    func finish() {
+    /// Writes what is queued (after a signal: for at most 0.3 s of the 2 s
+    /// allowed, a stuck stdout must not keep the clean-up from running),
+    /// then the sequence summary. Once; later calls return at once.
+    func drain() async {
+        guard drained.exchange(true, ordering: .acquiringAndReleasing) == false else { return }
+        let limit: Duration = SignalScope.interrupted ? .milliseconds(300) : .seconds(31_536_000)
+        let queue = output.queue
+        _ = await uncancellable { await firstValue(within: limit) { await queue.finished() } }
         for (uuid, tracker) in sequences.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             Output.error("sequence check of \(uuid): \(tracker.summary)")
         }
-        save(state: .disconnected, notifying: false, running: false)
     }
+    private let drained = Atomic<Bool>(false)
 
     // MARK: - State restoration
 
