@@ -21,8 +21,10 @@ public final class OutputQueue: Sendable {
     }
 
     private struct State {
-        var lines: [[UInt8]] = []
-        var bytes = 0
+        /// Queued lines, back to back (one buffer: no allocation per line).
+        var pending: [UInt8] = []
+        /// Lines in `pending` (the capacity counts lines).
+        var lines = 0
         /// Dropped since the last report.
         var unreported = 0
         var droppedTotal = 0
@@ -53,30 +55,34 @@ public final class OutputQueue: Sendable {
     /// Queues `text` plus a newline.
     @discardableResult
     public func line(_ text: String) -> Outcome {
-        var bytes = Array(text.utf8)
-        bytes.append(0x0a)
-        return enqueue(bytes)
+        var text = text
+        return text.withUTF8 { bytes in append(bytes, newline: true) }
     }
 
-    /// Queues bytes as they are.
+    /// Queues bytes as they are (one entry).
     @discardableResult
     public func enqueue(_ bytes: [UInt8]) -> Outcome {
+        bytes.withUnsafeBufferPointer { append($0, newline: false) }
+    }
+
+    private func append(_ bytes: UnsafeBufferPointer<UInt8>, newline: Bool) -> Outcome {
         let (outcome, report) = state.withLock { s -> (Outcome, Int?) in
             if s.closed { return (.closed, nil) }
-            guard s.lines.count < capacity else {
+            guard s.lines < capacity else {
                 s.unreported += 1
                 s.droppedTotal += 1
                 return (.dropped, s.unreported == 1 ? 0 : nil)
             }
             var report: Int?
             if s.unreported > 0, let gap = gapLine(s.unreported) {
-                s.lines.append(gap)
-                s.bytes += gap.count
+                s.pending.append(contentsOf: gap)
+                s.lines += 1
                 report = s.unreported
                 s.unreported = 0
             }
-            s.lines.append(bytes)
-            s.bytes += bytes.count
+            s.pending.append(contentsOf: bytes)
+            if newline { s.pending.append(0x0a) }
+            s.lines += 1
             return (.queued, report)
         }
         switch (outcome, report) {
@@ -102,12 +108,12 @@ public final class OutputQueue: Sendable {
     public func finish() {
         let waiting = state.withLock { s -> Bool in
             if !s.closed, s.unreported > 0, let gap = gapLine(s.unreported) {
-                s.lines.append(gap)
-                s.bytes += gap.count
+                s.pending.append(contentsOf: gap)
+                s.lines += 1
                 s.unreported = 0
             }
             s.closed = true
-            return !s.lines.isEmpty || s.writing
+            return !s.pending.isEmpty || s.writing
         }
         wakeWriter.signal()
         if waiting { drained.wait() }
@@ -127,36 +133,39 @@ public final class OutputQueue: Sendable {
     }
 
     private func writerLoop() {
+        // Two buffers change places: the writer writes one while lines go
+        // into the other, and both keep their capacity.
+        var batch: [UInt8] = []
         while true {
             wakeWriter.wait()
             while true {
-                let batch = state.withLock { s -> [[UInt8]]? in
-                    guard !s.lines.isEmpty, s.writeError == nil else {
+                let got = state.withLock { s -> Bool in
+                    guard !s.pending.isEmpty, s.writeError == nil else {
                         s.writing = false
-                        return nil
+                        return false
                     }
-                    let batch = s.lines
-                    s.lines = []
-                    s.bytes = 0
+                    swap(&batch, &s.pending)
+                    s.lines = 0
                     s.writing = true
-                    return batch
+                    return true
                 }
-                guard let batch else { break }
-                var joined: [UInt8] = []
-                joined.reserveCapacity(batch.reduce(0) { $0 + $1.count })
-                for line in batch { joined.append(contentsOf: line) }
-                let ok = joined.withUnsafeBytes { Output.writeAll(fd, $0) }
+                guard got else { break }
+                let ok = batch.withUnsafeBytes { Output.writeAll(fd, $0) }
+                let code = errno
+                // Keep a small buffer's room; give a burst's back.
+                if batch.capacity > 1 << 20 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
                 if !ok {
                     state.withLock { s in
-                        s.writeError = errno
+                        s.writeError = code
                         s.closed = true
-                        s.lines = []
+                        s.pending = []
+                        s.lines = 0
                         s.writing = false
                     }
                     break
                 }
             }
-            let done = state.withLock { $0.closed && $0.lines.isEmpty && !$0.writing }
+            let done = state.withLock { $0.closed && $0.pending.isEmpty && !$0.writing }
             if done {
                 drained.signal()
                 return

@@ -178,3 +178,12 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+
+@Suite("DBusValue layout")
+struct DBusValueLayoutTests {
+    @Test("scalars and strings are stored inline: a value takes 24 bytes, not a pointer to a box")
+    func inlineLayout() {
+        // A scanned device holds ~20 properties; boxing each value (indirect enum) doubled the mirror's memory.
+        #expect(MemoryLayout<DBusValue>.stride == 24)
+    }
+}
