@@ -35,6 +35,15 @@ struct ScanCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per line.")
     var json = false
 
+    @Option(name: .customLong("restore-id"), help: ArgumentHelp("""
+        Keep this scan's filter under $XDG_STATE_HOME/bluectl/NAME.json; a later scan with the same NAME \
+        and no filter options first reports the saved filter, then scans with it.
+        """, valueName: "NAME"))
+    var restoreID: String?
+
+    /// Whether any filter option was given (else a saved one may be restored).
+    var hasFilterOptions: Bool { !serviceTexts.isEmpty || name != nil || rssi != nil || duplicates || transport != "le" }
+
     func validate() throws {
         _ = try services()
         if let rssi, !(-127...20).contains(rssi) {
@@ -42,9 +51,43 @@ struct ScanCommand: AsyncParsableCommand {
         }
         if let timeoutText { _ = try parseSeconds(timeoutText, option: "--timeout") }
         if let count, count < 1 { throw ValidationError("invalid --count \"\(count)\": expected 1 or more") }
+        if let restoreID {
+            do { _ = try RestoreStore(identifier: restoreID) } catch { throw ValidationError("\(error)") }
+        }
         if !["le", "bredr", "auto"].contains(transport) {
             throw ValidationError("invalid --transport \"\(TextSafety.escapedForMessage(transport))\": expected le, bredr or auto")
         }
+    }
+
+    static func state(_ options: ScanOptions, adapter: String?, running: Bool) -> CentralRestoreState {
+        CentralRestoreState(
+            command: "scan", adapter: adapter,
+            scan: .init(services: options.services.map(\.uuidString), rssi: options.rssi, name: options.nameContains,
+                        duplicates: options.duplicates, transport: options.transport),
+            running: running)
+    }
+
+    /// "restored NAME (saved …): filter …" as a text or JSON line.
+    static func restoredLine(_ saved: CentralRestoreState, filter: CentralRestoreState.ScanFilter, id: String,
+                             used: Bool, json: Bool) -> String {
+        var parts: [String] = filter.services.map { "service \($0)" }
+        if let name = filter.name { parts.append("name contains \"\(name)\"") }
+        if let rssi = filter.rssi { parts.append("rssi >= \(rssi)") }
+        if filter.duplicates { parts.append("duplicates") }
+        parts.append("transport \(filter.transport)")
+        let how = saved.running ? "was still running (pid \(saved.pid), killed or crashed)" : "ended normally"
+        if json {
+            var line = JSONLine()
+            line.add("event", "restored")
+            line.add("restore_id", id)
+            line.add("saved", saved.saved)
+            line.add("was_running", saved.running)
+            line.add("filter", strings: parts)
+            line.add("used", used)
+            return line.render()
+        }
+        return "-- restored \(id) (saved \(saved.saved); \(how)): \(parts.joined(separator: ", "))"
+            + (used ? "" : " (not used: filter options given)")
     }
 
     func services() throws -> [BluetoothUUID] {
@@ -64,8 +107,29 @@ struct ScanCommand: AsyncParsableCommand {
         options.duplicates = duplicates
         options.nameContains = name
         options.transport = transport
+        let store = try restoreID.map { try RestoreStore(identifier: $0) }
+        var restoredLine: String?
+        if let store, let restoreID {
+            let saved: CentralRestoreState?
+            do { saved = try store.load() } catch { throw CLIFailure(.dataError, "\(error)") }
+            if let saved, let filter = saved.scan {
+                guard saved.command == "scan" else {
+                    throw CLIFailure(.usage, "--restore-id \(restoreID) holds the state of `bluectl \(saved.command)`, not of scan")
+                }
+                if !hasFilterOptions {
+                    options.services = filter.services.compactMap { try? BluetoothUUID($0, kind: .service) }
+                    options.rssi = filter.rssi
+                    options.nameContains = filter.name
+                    options.duplicates = filter.duplicates
+                    options.transport = filter.transport
+                }
+                restoredLine = Self.restoredLine(saved, filter: filter, id: restoreID, used: !hasFilterOptions, json: json)
+            }
+            try store.save(Self.state(options, adapter: adapterOptions.adapter, running: true))
+        }
         let timeout = try timeoutText.map { try parseSeconds($0, option: "--timeout") }
         let (json, count, adapterOptions, scanOptions) = (self.json, self.count, self.adapterOptions, options)
+        let (restored, saveStore) = (restoredLine, store)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
@@ -76,6 +140,7 @@ struct ScanCommand: AsyncParsableCommand {
                 if json { return Array("{\"event\":\"dropped\",\"count\":\(dropped)}\n".utf8) }
                 return Array("-- \(text)\n".utf8)
             }
+            if let restored { queue.line(restored) }
             let outcome: Result<Void, any Error> = await withTimeLimit(seconds: timeout) {
                 var distinct = Set<String>()
                 for try await discovery in session.discoveries {
@@ -89,6 +154,7 @@ struct ScanCommand: AsyncParsableCommand {
             }
             _ = await uncancellable { try? await session.stop() }
             await queue.finished()
+            if let saveStore { try? saveStore.save(Self.state(scanOptions, adapter: adapter.name, running: false)) }
             if queue.readerGone { throw CLIFailure(.brokenPipe, "") }
             try outcome.get()
         }

@@ -412,3 +412,35 @@ struct AcquireNotifyTests {
         }
     }
 }
+
+@Suite("scan --restore-id (bus tier)")
+struct ScanRestoreTests {
+    @Test("the filter is saved; a later scan with only the id reports and uses it; filter options given win")
+    func restoresFilter() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", heartRateAddress, heartRate)
+            let env = ["XDG_STATE_HOME": bus.directory.appendingPathComponent("state").path]
+            let first = try bus.startBluectl(["scan", "--json", "--restore-id", "s1", "--service", "180d", "--rssi", "-90",
+                                              "--name", "Heart", "--timeout", "30"], environment: env)
+            #expect(await first.waitForStdoutLines(1, timeout: .seconds(10)), "\(first.stderr)")
+            first.kill9()
+            _ = await first.wait(timeout: .seconds(5))
+            let again = try await bus.runBluectl(["scan", "--json", "--restore-id", "s1", "--count", "1"], environment: env)
+            #expect(again.exitCode == 0, "\(again)")
+            let lines = try again.jsonLines()
+            #expect(lines.first?["event"] == .string("restored"), "\(again.stdout)")
+            #expect(lines.first?["was_running"] == .bool(true))
+            #expect(lines.first?["used"] == .bool(true))
+            #expect(lines.first?["filter"]?.strings == ["service 0000180d-0000-1000-8000-00805f9b34fb", "name contains \"Heart\"",
+                                                       "rssi >= -90", "transport le"])
+            let filter = try await bus.lastDiscoveryFilter()
+            #expect(filter["RSSI"]?["data"] == .int(-90), "the saved filter went to BlueZ: \(filter)")
+            #expect(lines.dropFirst().first?["address"] == .string(heartRateAddress))
+            // Filter options on the command line win (and are saved instead).
+            let other = try await bus.runBluectl(["scan", "--json", "--restore-id", "s1", "--rssi", "-100", "--count", "1"], environment: env)
+            let o = try other.jsonLines()
+            #expect(o.first?["used"] == .bool(false), "\(other.stdout)")
+            #expect(try await bus.lastDiscoveryFilter()["RSSI"]?["data"] == .int(-100))
+        }
+    }
+}
