@@ -66,6 +66,7 @@ public final class OutputQueue: Sendable {
     }
 
     private func append(_ bytes: UnsafeBufferPointer<UInt8>, newline: Bool) -> Outcome {
+        var wake = false
         let (outcome, report) = state.withLock { s -> (Outcome, Int?) in
             if s.closed { return (.closed, nil) }
             guard s.lines < capacity else {
@@ -73,6 +74,9 @@ public final class OutputQueue: Sendable {
                 s.droppedTotal += 1
                 return (.dropped, s.unreported == 1 ? 0 : nil)
             }
+            // A writer that is writing comes back for more by itself: wake
+            // it only from idle (a futex wake per line cost more than the write).
+            wake = s.pending.isEmpty && !s.writing
             var report: Int?
             if s.unreported > 0, let gap = gapLine(s.unreported) {
                 s.pending.append(contentsOf: gap)
@@ -92,7 +96,7 @@ public final class OutputQueue: Sendable {
             Output.error("output resumed after \(n) dropped \(n == 1 ? "value" : "values")")
         default: break
         }
-        if outcome == .queued { wakeWriter.signal() }
+        if wake { wakeWriter.signal() }
         return outcome
     }
 

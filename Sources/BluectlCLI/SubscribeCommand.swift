@@ -297,13 +297,35 @@ final class SubscribeJob: Sendable {
     /// queue until the count is reached, the reader goes away, or a
     /// session fails (device disconnected, bluetoothd gone…).
     private func stream(_ sessions: [NotificationSession], received: inout Int) async -> StreamEnd {
+        /// One value: check, queue, count; nil to go on.
+        func handle(_ value: [UInt8], _ chr: GattCharacteristic, _ received: inout Int) -> StreamEnd? {
+            if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
+            if output.value(value, characteristic: chr) == .closed { return .readerGone }
+            received += 1
+            if let count, received >= count { return .countReached }
+            return nil
+        }
+        func ended(_ s: NotificationSession) -> any Error {
+            CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended")
+        }
+        // One characteristic (the usual case): straight from its session, no merging task in between.
+        if sessions.count == 1, let only = sessions.first {
+            do {
+                for try await value in only.values {
+                    if let end = handle(value, only.characteristic, &received) { return end }
+                }
+                return .lost(Task.isCancelled ? CancellationError() : ended(only))
+            } catch {
+                return .lost(error)
+            }
+        }
         let (merged, input) = AsyncThrowingStream<(GattCharacteristic, [UInt8]), any Error>.makeStream()
         var feeders: [Task<Void, Never>] = []
         for s in sessions {
             feeders.append(Task {
                 do {
                     for try await value in s.values { input.yield((s.characteristic, value)) }
-                    input.finish(throwing: CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
+                    input.finish(throwing: ended(s))
                 } catch {
                     input.finish(throwing: error)
                 }
@@ -312,10 +334,7 @@ final class SubscribeJob: Sendable {
         defer { feeders.forEach { $0.cancel() } }
         do {
             for try await (chr, value) in merged {
-                if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
-                if output.value(value, characteristic: chr) == .closed { return .readerGone }
-                received += 1
-                if let count, received >= count { return .countReached }
+                if let end = handle(value, chr, &received) { return end }
             }
             return .lost(CancellationError())
         } catch {

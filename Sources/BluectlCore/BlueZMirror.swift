@@ -16,7 +16,7 @@ public final class BlueZMirror: Sendable {
 
     private struct State: ~Copyable {
         var tree = BlueZObjectTree()
-        var listeners: [UInt64: AsyncStream<BlueZObjectTree.Change>.Continuation] = [:]
+        var listeners: [UInt64: Listener] = [:]
         var nextListener: UInt64 = 1
         var owner: String?
         var accessError: DBusError?
@@ -24,6 +24,13 @@ public final class BlueZMirror: Sendable {
         var busLost = false
     }
     private let state = Mutex(State())
+
+    /// A `changes()` stream and the changes it wants (tested on the I/O thread,
+    /// so that a high-rate change nobody listens for wakes no task).
+    private struct Listener {
+        var continuation: AsyncStream<BlueZObjectTree.Change>.Continuation
+        var wants: @Sendable (BlueZObjectTree.Change) -> Bool
+    }
 
     private init(connection: DBusConnection, callTimeout: Duration) {
         self.connection = connection
@@ -46,7 +53,7 @@ public final class BlueZMirror: Sendable {
         connection.onDisconnect { [weak self] in
             let listeners = self?.state.withLock { state -> [AsyncStream<BlueZObjectTree.Change>.Continuation] in
                 state.busLost = true
-                return state.listeners.values.map { $0 }
+                return state.listeners.values.map(\.continuation)
             } ?? []
             for listener in listeners { listener.finish() }
         }
@@ -118,7 +125,7 @@ public final class BlueZMirror: Sendable {
     private func mutate(_ body: (inout BlueZObjectTree) -> BlueZObjectTree.Change?) {
         state.withLock { state in
             guard let change = body(&state.tree) else { return }
-            for listener in state.listeners.values { listener.yield(change) }
+            for listener in state.listeners.values where listener.wants(change) { listener.continuation.yield(change) }
         }
     }
 
@@ -132,7 +139,9 @@ public final class BlueZMirror: Sendable {
 
     /// A snapshot and every change after it. The stream ends when the
     /// returned token's `cancel()` runs or the consumer stops iterating.
-    public func changes() -> (BlueZObjectTree, AsyncStream<BlueZObjectTree.Change>) {
+    public func changes(
+        where wants: @escaping @Sendable (BlueZObjectTree.Change) -> Bool = { _ in true }
+    ) -> (BlueZObjectTree, AsyncStream<BlueZObjectTree.Change>) {
         let (stream, continuation) = AsyncStream<BlueZObjectTree.Change>.makeStream()
         let snapshot = state.withLock { state -> BlueZObjectTree in
             if state.busLost {
@@ -141,7 +150,7 @@ public final class BlueZMirror: Sendable {
             }
             let id = state.nextListener
             state.nextListener += 1
-            state.listeners[id] = continuation
+            state.listeners[id] = Listener(continuation: continuation, wants: wants)
             // Not under the lock here: onTermination can run inside a task's
             // cancellation, holding that task's status lock, while the I/O
             // thread holds our lock and yields to that very task (which takes

@@ -457,17 +457,48 @@ public final class NotificationSession: Sendable {
         }
     }
 
+    /// Values take a short path: a signal handler on the bus thread yields
+    /// them straight into `values` (one hand-over to the consumer), open
+    /// only while notifying — from StartNotify's reply, handled on the same
+    /// thread in bus order, to StopNotify or failure. The mirror's stream
+    /// carries only the rare events (disconnect, removal, bluetoothd gone).
+    /// The `Value` a characteristic's PropertiesChanged carries, if any.
+    static func value(in message: DBusMessage) -> [UInt8]? {
+        let arguments = message.arguments
+        guard arguments.count >= 2, arguments[0].string == BlueZ.characteristicInterface,
+              case .dictionary(_, _, let entries) = arguments[1] else { return nil }
+        for entry in entries where entry.key.string == "Value" { return entry.value.unwrapped.bytes }
+        return nil
+    }
+
     static func start(peripheral: Peripheral, characteristic: GattCharacteristic) async throws -> NotificationSession {
         let central = peripheral.central
-        let (_, changes) = central.mirror.changes()  // listen first (pitfall 4)
-        let channel = EventChannel<NotifyStateMachine.Event>()
         let charPath = characteristic.path
         let devicePath = peripheral.path
         let mirror = central.mirror
+        // listen first (pitfall 4): the tree's events, then the values
+        let (_, changes) = mirror.changes { change in
+            if case .propertiesChanged(charPath, _, _, _) = change { return false }
+            return true
+        }
+        let channel = EventChannel<NotifyStateMachine.Event>()
         channel.follow(changes) { change in
-            events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: true)
+            events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: false)
         }
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        let open = Mutex(false)
+        let valueFilter = SignalFilter(
+            sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", path: charPath)
+        let token: DBusConnection.SubscriptionToken
+        do {
+            token = try await central.connection.subscribe(valueFilter, timeout: central.callTimeout) { message in
+                guard open.withLock({ $0 }), let bytes = Self.value(in: message) else { return }
+                valuesContinuation.yield(bytes)
+            }
+        } catch {
+            channel.close()
+            throw CentralError.from(error, operation: "listen for values of \(Peripheral.label(characteristic.uuid))")
+        }
         let what = Peripheral.label(characteristic.uuid)
         let deviceID = peripheral.identifier
         let started = StartSignal()
@@ -489,7 +520,9 @@ public final class NotificationSession: Sendable {
                     case .callStartNotify:
                         call("StartNotify") { result in
                             switch result {
-                            case .success: channel.send(.startSucceeded)
+                            case .success:
+                                open.withLock { $0 = true }
+                                channel.send(.startSucceeded)
                             case .failure(let error):
                                 let (name, message) = error.nameAndMessage
                                 channel.send(.startFailed(name: name, message: message))
@@ -500,10 +533,12 @@ public final class NotificationSession: Sendable {
                     case .deliver(let bytes):
                         valuesContinuation.yield(bytes)
                     case .callStopNotify:
+                        open.withLock { $0 = false }
                         guard !stopSent else { break }
                         stopSent = true
                         call("StopNotify") { _ in channel.send(.stopFinished) }
                     case .finish:
+                        open.withLock { $0 = false }
                         valuesContinuation.finish()
                         started.resolve(CancellationError())
                     case .fail(let failure):
@@ -514,6 +549,7 @@ public final class NotificationSession: Sendable {
                         case .bluez(let name, let message):
                             error = CentralError(DBusError.remote(name: name, message: message), operation: "start notifications of \(what)")
                         }
+                        open.withLock { $0 = false }
                         valuesContinuation.finish(throwing: error)
                         started.resolve(error)
                     }
@@ -524,9 +560,11 @@ public final class NotificationSession: Sendable {
                 if case .value = event {} else { Trace.log("notify \(what): \(event) -> \(machine.state) \(pending)") }
             }
             // A failed session after a StopNotify: wait briefly for its reply.
+            open.withLock { $0 = false }
             channel.close()
             valuesContinuation.finish()
             started.resolve(CancellationError())
+            await central.connection.unsubscribe(token)
         }
         let session = NotificationSession(characteristic: characteristic, values: values, channel: channel, loop: loop)
         do {

@@ -426,6 +426,9 @@ c_soak_stream_100k() {
   need_sub subscribe; need_sub write
   local n=100000 sub_out=/tmp/$CHECK_NAME.out sub_err=$CHECK_DIR/$CHECK_NAME.err pid src
   note "100,000 sequence-numbered notifications (StartNotify) into a file: none missing, none doubled, in order"
+  # A boot of its own: find and connect first, so the subscriber and the stream reads never scan at once.
+  bl connect "$DEV" "${DEV_OPTS[@]}"
+  expect_rc 0
   timeout -k 5 900 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --count $n --check-sequence u32 "${DEV_OPTS[@]}" \
     > "$sub_out" 2> "$sub_err" < /dev/null &
   pid=$!
