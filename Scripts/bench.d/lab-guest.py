@@ -1,0 +1,526 @@
+#!/usr/bin/python3 -u
+"""The lab half of Scripts/bench, run inside ONE lab boot (Scripts/lab run --fast).
+
+bluectl and its peers side by side against the same bluetoothd:
+  reads    one-shot read of a characteristic of an already-connected device,
+           process start -> value printed (and -> exit), CPU of the process
+  notify   a burst of N sequence-numbered 20-byte notifications from the lab's
+           stream (Scripts/lab.d/guest/periph.py): received, loss, order, rate
+           between the first and the last value, consumer CPU per value
+Writes $LAB_OUT/bench.json (read by Scripts/bench.d/bench.py on the host) and the
+consumers' output under $LAB_OUT/bench/.
+
+usage: lab-guest.py [--reads N] [--notify N[,N...]] [--notify-reps R] [--big N]
+                    [--cbin DIR] [--venv PYTHON] [--only reads|notify]
+Tools missing in this environment become rows marked "not available".
+"""
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+import dbus
+
+BLUEZ = "org.bluez"
+PROPS = "org.freedesktop.DBus.Properties"
+DEV_IF, CHR_IF = "org.bluez.Device1", "org.bluez.GattCharacteristic1"
+STREAM = "b1ec7100-0000-4000-8000-000000000001"
+CONTROL = "b1ec7100-0000-4000-8000-000000000002"
+BATTERY = "00002a19-0000-1000-8000-00805f9b34fb"
+
+ENV = os.environ
+BLUECTL, CENTRAL, PERIPH_ADDR = ENV.get("BLUECTL", ""), ENV.get("CENTRAL", "hci1"), ENV["PERIPH_ADDR"]
+REPO, OUT = ENV.get("REPO", "."), ENV.get("LAB_OUT", "/tmp")
+WORK = os.path.join(OUT, "bench")
+os.makedirs(WORK, exist_ok=True)
+PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+PY = "/usr/bin/python3"
+T0 = time.monotonic()
+
+
+def opt(name, default):
+    if name in sys.argv:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
+
+
+READS = int(opt("--reads", "12"))
+NOTIFY_NS = [int(x) for x in opt("--notify", "3000").split(",") if x]
+NOTIFY_REPS = int(opt("--notify-reps", "2"))
+BIG = int(opt("--big", "0"))
+CBIN = os.path.join(REPO, opt("--cbin", ".lab/bench-bin"))
+VENV_PY = os.path.join(REPO, opt("--venv", ".lab/venv-bleak/bin/python"))
+ONLY = opt("--only", "")
+BTCTL = shutil.which("bluetoothctl")
+STDBUF = shutil.which("stdbuf")
+BUSCTL = shutil.which("busctl")
+
+
+def log(*a):
+    print("[bench %7.1fs]" % (time.monotonic() - T0), *a, flush=True)
+
+
+bus = dbus.SystemBus()
+DEV_PATH = "/org/bluez/%s/dev_%s" % (CENTRAL, PERIPH_ADDR.replace(":", "_"))
+RESULTS = {"env": {}, "reads": [], "notify": [], "notes": [], "reconnects": 0}
+
+
+def prop(path, iface, name, default=None):
+    try:
+        return dbus.Interface(bus.get_object(BLUEZ, path), PROPS).Get(iface, name)
+    except dbus.exceptions.DBusException:
+        return default
+
+
+def wait(cond, timeout, what, step=0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    log("timeout (%ss) waiting for %s" % (timeout, what))
+    return False
+
+
+def chr_paths():
+    objs = dbus.Interface(bus.get_object(BLUEZ, "/"), "org.freedesktop.DBus.ObjectManager").GetManagedObjects()
+    found = {}
+    for path, ifaces in objs.items():
+        if str(path).startswith(DEV_PATH + "/") and CHR_IF in ifaces:
+            found[str(ifaces[CHR_IF]["UUID"]).lower()] = str(path)
+    return found
+
+
+PATHS = {}
+
+
+def connected():
+    return bool(prop(DEV_PATH, DEV_IF, "Connected", False)) and bool(prop(DEV_PATH, DEV_IF, "ServicesResolved", False))
+
+
+def ensure_connected(first=False):
+    global PATHS
+    if not connected():
+        if not first:
+            RESULTS["reconnects"] += 1
+        for attempt in range(3):
+            try:
+                dbus.Interface(bus.get_object(BLUEZ, DEV_PATH), DEV_IF).Connect(timeout=60)
+            except dbus.exceptions.DBusException as e:
+                log("Connect: %s" % e.get_dbus_name())
+            if wait(connected, 30, "Connected + ServicesResolved"):
+                break
+        else:
+            raise SystemExit("bench: cannot connect to %s" % PERIPH_ADDR)
+    PATHS = chr_paths()
+
+
+def sh(argv, timeout=60):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def proc_cpu(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return None
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x01|\x02|\r")
+
+
+def strip(text):
+    return ANSI.sub("", text)
+
+
+# ------------------------------------------------------------------ reads
+def run_read(argv, btctl=False):
+    """Fork/exec argv with stdout on a pipe: seconds to the first output line (the
+    value), seconds to exit, CPU seconds (getrusage of the child), exit status."""
+    r, w = os.pipe()
+    stdin_r = stdin_w = None
+    if btctl:
+        stdin_r, stdin_w = os.pipe()
+    err = open(os.path.join(WORK, "reads.stderr"), "a")
+    err.write("$ %s\n" % " ".join(argv))
+    err.flush()
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 1)
+        os.dup2(err.fileno(), 2)
+        if btctl:
+            os.dup2(stdin_r, 0)
+        else:
+            fd = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(fd, 0)
+        os.execv(argv[0], argv)
+    os.close(w)
+    if btctl:
+        os.close(stdin_r)
+    buf, t_value, t_ready, sent, ready_how = b"", None, None, False, None
+    end = t0 + 90
+    value = None
+    while True:
+        left = end - time.perf_counter()
+        if left <= 0:
+            os.kill(pid, signal.SIGKILL)
+            break
+        ready, _, _ = select.select([r], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        if btctl:
+            text = strip(buf.decode("utf-8", "replace"))
+            how = None if sent else btctl_ready(text, time.perf_counter() - t0, PATHS[BATTERY])
+            if how:
+                t_ready = time.perf_counter()
+                ready_how = how
+                os.write(stdin_w, ("menu gatt\nselect-attribute %s\nread\n" % PATHS[BATTERY]).encode())
+                sent = True
+                mark = len(text)
+            if sent and t_value is None:
+                m = re.search(r"Attempting to read[^\n]*\n(?:[^\n]*\n)*?\s+((?:[0-9a-f]{2} )+)", text[mark:])
+                if m:
+                    t_value = time.perf_counter()
+                    value = m.group(1).replace(" ", "")
+                    os.write(stdin_w, b"quit\n")
+        elif t_value is None and b"\n" in buf:
+            t_value = time.perf_counter()
+            value = buf.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    _, status, ru = os.wait4(pid, 0)
+    t_exit = time.perf_counter()
+    os.close(r)
+    if stdin_w is not None:
+        os.close(stdin_w)
+    err.close()
+    rc = os.waitstatus_to_exitcode(status)
+    res = {"value_s": None if t_value is None else t_value - t0, "exit_s": t_exit - t0,
+           "cpu_s": ru.ru_utime + ru.ru_stime, "rc": rc, "value": value,
+           "ready_s": None if t_ready is None else t_ready - t0, "ready_how": ready_how}
+    if t_value is None or (rc != 0 and not btctl):
+        res["out"] = buf[-2000:].decode("utf-8", "replace")
+    return res
+
+
+def btctl_ready(text, since, path):
+    """bluetoothctl has loaded the objects once it has listed our characteristic; if
+    it never lists it, 10 s after its agent is registered (recorded as a fallback)."""
+    if path in text:
+        return "listed"
+    if since > 10 and "Agent registered" in text:
+        return "fallback"
+    return None
+
+
+def read_tools():
+    tools = []
+    dev = PERIPH_ADDR
+    if BLUECTL:
+        tools.append(("bluectl read", lambda: [BLUECTL, "read", dev, "2a19", "--adapter", CENTRAL], {}))
+    if os.access(os.path.join(CBIN, "readvalue"), os.X_OK):
+        tools.append(("C libdbus (readvalue.c)", lambda: [os.path.join(CBIN, "readvalue"), PATHS[BATTERY]], {}))
+    else:
+        RESULTS["notes"].append("C libdbus read: not available (%s/readvalue missing)" % CBIN)
+    if BUSCTL:
+        tools.append(("busctl call", lambda: [BUSCTL, "call", BLUEZ, PATHS[BATTERY], CHR_IF, "ReadValue", "a{sv}", "0"], {}))
+    tools.append(("python3-dbus", lambda: [PY, os.path.join(PEERS, "py_read.py"), PATHS[BATTERY]], {}))
+    if BTCTL and STDBUF:
+        tools.append(("bluetoothctl", lambda: [STDBUF, "-oL", BTCTL], {"btctl": True}))
+    if os.access(VENV_PY, os.X_OK):
+        tools.append(("Bleak (D-Bus path)", lambda: [VENV_PY, os.path.join(PEERS, "bleak_read.py"), dev, DEV_PATH,
+                                                      BATTERY], {"bleak": True}))
+    else:
+        RESULTS["notes"].append("Bleak: not available (%s missing)" % VENV_PY)
+    return tools
+
+
+def bench_reads():
+    tools = read_tools()
+    samples = {name: [] for name, _, _ in tools}
+    # one warm-up run each (page cache over 9p, bluetoothd's first ReadValue), not counted;
+    # then READS rounds, the tools interleaved so that drift hits all alike
+    for rnd in range(READS + 1):
+        for name, argv, kw in tools:
+            ensure_connected()
+            res = run_read(argv(), btctl=kw.get("btctl", False))
+            res["round"] = rnd
+            if rnd == 0:
+                log("warm-up %-24s value %.3fs exit %.3fs cpu %.3fs rc %s value %r" % (
+                    name, res["value_s"] or -1, res["exit_s"], res["cpu_s"], res["rc"], res["value"]))
+            else:
+                samples[name].append(res)
+            if res["value_s"] is None:
+                log("%s: no value (rc %s): %s" % (name, res["rc"], res.get("out", "")[-500:]))
+            if kw.get("bleak"):
+                wait(lambda: not prop(DEV_PATH, DEV_IF, "Connected", False), 5, "Bleak's disconnect", 0.05)
+        log("round %d done" % rnd)
+    for name, _, _ in tools:
+        RESULTS["reads"].append({"tool": name, "runs": samples[name]})
+
+
+# ------------------------------------------------------------------ notifications
+def stream_idle():
+    p = PATHS.get(STREAM)
+    return p and not prop(p, CHR_IF, "Notifying", False) and not prop(p, CHR_IF, "NotifyAcquired", False)
+
+
+def control_state():
+    try:
+        v = bytes(dbus.Interface(bus.get_object(BLUEZ, PATHS[CONTROL]), CHR_IF).ReadValue({}, timeout=30))
+        req, sent, running, notifying = struct.unpack("<IIBB", v[:10])
+        return {"requested": req, "sent": sent, "running": running, "notifying": notifying}
+    except dbus.exceptions.DBusException as e:
+        return {"error": e.get_dbus_name()}
+
+
+def parse_lines_hex(data):
+    return [bytes.fromhex(l) for l in data.decode().split()]
+
+
+def parse_raw(data):
+    return [data[i:i + 20] for i in range(0, len(data), 20)]
+
+
+def parse_json(data):
+    return [bytes.fromhex(json.loads(l)["value"]) for l in data.decode().splitlines() if '"value"' in l]
+
+
+def parse_btctl(data):
+    vals, cur, collecting = [], [], False
+    for line in strip(data.decode("utf-8", "replace")).split("\n"):
+        if "Value:" in line and "Attribute" in line:
+            if collecting and cur:
+                vals.append(bytes(cur))
+            cur, collecting = [], True
+            continue
+        if collecting:
+            m = re.match(r"\s+((?:[0-9a-f]{2} ){1,16})", line)
+            if m:
+                cur += [int(x, 16) for x in m.group(1).split()]
+                if len(cur) >= 20:
+                    vals.append(bytes(cur[:20]))
+                    cur, collecting = [], False
+            elif cur:
+                vals.append(bytes(cur))
+                cur, collecting = [], False
+    if collecting and cur:
+        vals.append(bytes(cur))
+    return vals
+
+
+def check_values(values, n):
+    seqs, corrupt = [], 0
+    for v in values:
+        if len(v) != 20:
+            corrupt += 1
+            continue
+        s = int.from_bytes(v[:4], "little")
+        if v[4:] != bytes((s + i) & 0xff for i in range(4, 20)):
+            corrupt += 1
+            continue
+        seqs.append(s)
+    uniq = set(seqs)
+    missing = len(set(range(n)) - uniq)
+    out_of_order = sum(1 for a, b in zip(seqs, seqs[1:]) if b < a)
+    return {"received": len(values), "valid": len(seqs), "unique": len(uniq), "missing": missing,
+            "duplicates": len(seqs) - len(uniq), "corrupt": corrupt, "out_of_order": out_of_order}
+
+
+def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""):
+    ensure_connected()
+    if not wait(stream_idle, 30, "stream not notifying before %s" % name):
+        RESULTS["notes"].append("%s: stream still notifying from the previous consumer" % name)
+    out_path = os.path.join(WORK, "notify-%s-%d%s.out" % (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), n, tag))
+    out = open(out_path, "wb")
+    err = open(out_path[:-4] + ".err", "wb")
+    t_start = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.PIPE if btctl else subprocess.DEVNULL)
+    res = {"tool": name, "n": n, "argv": " ".join(argv)}
+    if btctl:
+        def btready():
+            with open(out_path, "rb") as f:
+                res["ready_how"] = btctl_ready(strip(f.read().decode("utf-8", "replace")),
+                                               time.perf_counter() - t_start, PATHS[STREAM])
+            return res["ready_how"]
+        if not wait(btready, 60, "bluetoothctl ready", 0.05):
+            res["error"] = "bluetoothctl never ready"
+        p.stdin.write(("menu gatt\nselect-attribute %s\nnotify on\n" % PATHS[STREAM]).encode())
+        p.stdin.flush()
+    stream = PATHS[STREAM]
+    ok = wait(lambda: bool(prop(stream, CHR_IF, ready_prop, False)) or p.poll() is not None, 60,
+              "%s: %s" % (name, ready_prop), 0.05)
+    res["setup_s"] = time.perf_counter() - t_start
+    if not ok or p.poll() is not None:
+        res["error"] = res.get("error") or "subscription never active (exit %s)" % p.poll()
+        p.kill()
+        p.wait()
+        out.close()
+        err.close()
+        res["stderr"] = open(out_path[:-4] + ".err", "rb").read()[-1000:].decode("utf-8", "replace")
+        log("%s N=%d: %s" % (name, n, res["error"]))
+        return res
+    cpu0 = proc_cpu(p.pid)
+    size0 = os.fstat(out.fileno()).st_size
+    t_trig = time.perf_counter()
+    dbus.Interface(bus.get_object(BLUEZ, PATHS[CONTROL]), CHR_IF).WriteValue(
+        dbus.Array(struct.pack("<I", n), signature="y"), {}, timeout=30)
+    t_first = t_last = None
+    last_size = size0
+    exited = None
+    idle_limit = 4.0
+    while True:
+        time.sleep(0.02)
+        now = time.perf_counter()
+        size = os.fstat(out.fileno()).st_size
+        if size != last_size:
+            if t_first is None:
+                t_first = now
+            t_last, last_size = now, size
+        wpid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if wpid:
+            exited = (status, ru)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            size = os.fstat(out.fileno()).st_size
+            if size != last_size:
+                t_last, last_size = time.perf_counter(), size
+                t_first = t_first or t_last
+            break
+        if t_first is None and now - t_trig > 30:
+            break
+        if t_first is not None and now - t_last > idle_limit:
+            break
+    if exited:
+        cpu1 = exited[1].ru_utime + exited[1].ru_stime
+        res["rc"] = p.returncode
+    else:
+        cpu1 = proc_cpu(p.pid)
+        if btctl:
+            try:
+                p.stdin.write(b"quit\n")
+                p.stdin.flush()
+            except OSError:
+                pass
+        else:
+            p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        res["rc"] = "stopped by bench (%s)" % p.returncode
+    out.close()
+    err.close()
+    with open(out_path, "rb") as f:
+        data = f.read()
+    try:
+        values = parse(data)
+    except (ValueError, KeyError) as e:
+        values = []
+        res["error"] = "unparsable output: %s" % e
+    res.update(check_values(values, n))
+    res["window_s"] = (t_last - t_first) if t_first and t_last else None
+    res["first_after_trigger_s"] = (t_first - t_trig) if t_first else None
+    res["rate"] = (res["valid"] - 1) / res["window_s"] if res["window_s"] else None
+    res["cpu_s"] = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    res["cpu_per_value_us"] = res["cpu_s"] / res["valid"] * 1e6 if res["cpu_s"] is not None and res["valid"] else None
+    res["peripheral"] = control_state()
+    with open(out_path[:-4] + ".err", "rb") as f:
+        res["stderr"] = f.read()[-600:].decode("utf-8", "replace")
+    log("%-30s N=%-6d got %5d/%d missing %d ooo %d rate %s/s cpu %s us/value setup %.2fs periph %s" % (
+        name, n, res["valid"], n, res["missing"], res["out_of_order"],
+        "%.0f" % res["rate"] if res["rate"] else "?",
+        "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"], res["peripheral"]))
+    if btctl or "bleak" in name.lower():
+        wait(lambda: not prop(DEV_PATH, DEV_IF, "Connected", False), 3, "disconnect after %s" % name, 0.05)
+    return res
+
+
+def notify_consumers(n):
+    dev = PERIPH_ADDR
+    S = PATHS[STREAM]
+    c = []
+    if BLUECTL:
+        base = [BLUECTL, "subscribe", dev, STREAM, "--adapter", CENTRAL, "--count", str(n)]
+        c.append(("bluectl subscribe --format raw", base + ["--format", "raw"], parse_raw, "Notifying", False))
+        c.append(("bluectl subscribe --json", base + ["--json"], parse_json, "Notifying", False))
+        if RESULTS["env"].get("notify_via"):
+            c.append(("bluectl --notify-via acquire (raw)", base + ["--format", "raw", "--notify-via", "acquire"],
+                      parse_raw, "NotifyAcquired", False))
+    if os.access(os.path.join(CBIN, "notify"), os.X_OK):
+        c.append(("C libdbus StartNotify (notify.c)", [os.path.join(CBIN, "notify"), S, str(n)], parse_lines_hex,
+                  "Notifying", False))
+    c.append(("python3-dbus StartNotify", [PY, os.path.join(PEERS, "py_notify.py"), "start", S, str(n)],
+              parse_lines_hex, "Notifying", False))
+    c.append(("python3-dbus AcquireNotify", [PY, os.path.join(PEERS, "py_notify.py"), "acquire", S, str(n)],
+              parse_lines_hex, "NotifyAcquired", False))
+    if os.access(VENV_PY, os.X_OK):
+        c.append(("Bleak StartNotify (default)", [VENV_PY, os.path.join(PEERS, "bleak_notify.py"), "start", dev,
+                                                  DEV_PATH, STREAM, str(n)], parse_lines_hex, "Notifying", False))
+        c.append(("Bleak AcquireNotify", [VENV_PY, os.path.join(PEERS, "bleak_notify.py"), "acquire", dev,
+                                          DEV_PATH, STREAM, str(n)], parse_lines_hex, "NotifyAcquired", False))
+    if BTCTL and STDBUF:
+        c.append(("bluetoothctl notify on", [STDBUF, "-oL", BTCTL], parse_btctl, "Notifying", True))
+    return c
+
+
+def bench_notify():
+    for n in NOTIFY_NS:
+        for rep in range(NOTIFY_REPS):
+            for name, argv, parse, ready, btctl in notify_consumers(n):
+                RESULTS["notify"].append(dict(run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep),
+                                              rep=rep))
+    if BIG:
+        # the long run: bluectl and the python3-dbus StartNotify reference only
+        for name, argv, parse, ready, btctl in notify_consumers(BIG):
+            if name in ("bluectl subscribe --format raw", "python3-dbus StartNotify", "C libdbus StartNotify (notify.c)"):
+                RESULTS["notify"].append(dict(run_notify(name, argv, BIG, parse, ready, btctl), rep=0))
+    if not RESULTS["env"].get("notify_via"):
+        RESULTS["notes"].append("bluectl --notify-via acquire: not available (bluectl subscribe --help lists no --notify-via)")
+
+
+def main():
+    env = RESULTS["env"]
+    env["gatt_channels"] = ENV.get("LAB_GATT_CHANNELS", "")
+    env["bluectl"] = sh([BLUECTL, "--version"]).stdout.strip() if BLUECTL else "missing"
+    env["notify_via"] = bool(BLUECTL) and "--notify-via" in sh([BLUECTL, "subscribe", "--help"]).stdout
+    env["bluetoothctl"] = sh([BTCTL, "--version"]).stdout.strip() if BTCTL else "missing"
+    env["python"] = sys.version.split()[0]
+    env["dbus-python"] = dbus.__version__
+    if os.access(VENV_PY, os.X_OK):
+        env["bleak"] = sh([VENV_PY, "-c", "import importlib.metadata as m; print(m.version('bleak'), "
+                                          "m.version('dbus-fast'))"]).stdout.strip()
+    log("env: %s" % env)
+    # connect once (with bluectl when there is one: it is also what a user would do)
+    if BLUECTL:
+        t = time.perf_counter()
+        r = sh([BLUECTL, "connect", PERIPH_ADDR, "--adapter", CENTRAL, "--timeout", "60"], timeout=90)
+        RESULTS["connect"] = {"rc": r.returncode, "s": time.perf_counter() - t, "stderr": r.stderr[-500:]}
+        log("bluectl connect: exit %d in %.2fs %s" % (r.returncode, time.perf_counter() - t, r.stderr.strip()[-200:]))
+    ensure_connected(first=True)
+    log("characteristics: %s" % PATHS)
+    try:
+        if ONLY in ("", "reads"):
+            bench_reads()
+        if ONLY in ("", "notify"):
+            bench_notify()
+    finally:
+        RESULTS["elapsed_s"] = time.monotonic() - T0
+        with open(os.path.join(OUT, "bench.json"), "w") as f:
+            json.dump(RESULTS, f, indent=1)
+        log("wrote %s" % os.path.join(OUT, "bench.json"))
+
+
+main()

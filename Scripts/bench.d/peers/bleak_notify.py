@@ -1,0 +1,28 @@
+"""Bleak notification consumer, handed the device's D-Bus path: one hex line per value
+(flushed), exits after COUNT. Bleak 3 uses StartNotify by default; `acquire` asks for
+AcquireNotify (bluez={"use_start_notify": False}).
+usage: bleak_notify.py start|acquire ADDRESS DEVICE-PATH UUID COUNT"""
+import asyncio
+import sys
+
+from bleak import BleakClient
+from bleak.backends.device import BLEDevice
+
+
+async def main(mode, address, path, uuid, want):
+    done = asyncio.Event()
+    got = 0
+
+    def value(_, data):
+        nonlocal got
+        sys.stdout.write(data.hex() + "\n")
+        sys.stdout.flush()
+        got += 1
+        if got >= want:
+            done.set()
+    async with BleakClient(BLEDevice(address, None, {"path": path, "props": {}})) as client:
+        await client.start_notify(uuid, value, bluez={"use_start_notify": mode == "start"})
+        await done.wait()
+        await client.stop_notify(uuid)
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
