@@ -176,7 +176,7 @@ def lab(reads=12, notify="3000", reps=3, big=20000, only=""):
     if only:
         args += ["--only", only]
     print(f"(one lab boot; logs in {os.path.relpath(out, REPO)})", flush=True)
-    rc = subprocess.run(args, env=env, cwd=REPO, stdout=subprocess.DEVNULL).returncode
+    rc = subprocess.run(args, env=env, cwd=REPO, stdout=sys.stderr).returncode
     path = os.path.join(out, "bench.json")
     if not os.path.exists(path):
         sys.exit(f"bench: the lab run failed (status {rc}); see {out}/check.log and lab.log")

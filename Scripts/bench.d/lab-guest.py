@@ -168,7 +168,7 @@ def run_read(argv, btctl=False):
     if btctl:
         os.close(stdin_r)
     buf, t_value, t_ready, sent, ready_how = b"", None, None, False, None
-    end = t0 + 90
+    end = t0 + (30 if btctl else 90)
     value = None
     while True:
         left = end - time.perf_counter()
@@ -217,10 +217,10 @@ def run_read(argv, btctl=False):
 
 def btctl_ready(text, since, path):
     """bluetoothctl has loaded the objects once it has listed our characteristic; if
-    it never lists it, 10 s after its agent is registered (recorded as a fallback)."""
+    it never lists it, after 10 s (recorded as a fallback)."""
     if path in text:
         return "listed"
-    if since > 10 and "Agent registered" in text:
+    if since > 10:
         return "fallback"
     return None
 
@@ -252,14 +252,22 @@ def bench_reads():
     samples = {name: [] for name, _, _ in tools}
     # one warm-up run each (page cache over 9p, bluetoothd's first ReadValue), not counted;
     # then READS rounds, the tools interleaved so that drift hits all alike
+    dropped = set()
     for rnd in range(READS + 1):
         for name, argv, kw in tools:
+            if name in dropped:
+                continue
             ensure_connected()
             res = run_read(argv(), btctl=kw.get("btctl", False))
             res["round"] = rnd
             if rnd == 0:
-                log("warm-up %-24s value %.3fs exit %.3fs cpu %.3fs rc %s value %r" % (
-                    name, res["value_s"] or -1, res["exit_s"], res["cpu_s"], res["rc"], res["value"]))
+                log("warm-up %-24s value %.3fs exit %.3fs cpu %.3fs rc %s value %r ready %s" % (
+                    name, res["value_s"] or -1, res["exit_s"], res["cpu_s"], res["rc"], res["value"],
+                    res.get("ready_how")))
+                if res["value_s"] is None:
+                    dropped.add(name)
+                    RESULTS["notes"].append("%s read: no value in the warm-up run, left out (output: %r)" % (
+                        name, res.get("out", "")[-300:]))
             else:
                 samples[name].append(res)
             if res["value_s"] is None:
@@ -269,6 +277,35 @@ def bench_reads():
         log("round %d done" % rnd)
     for name, _, _ in tools:
         RESULTS["reads"].append({"tool": name, "runs": samples[name]})
+
+
+def diagnose_read():
+    """Not counted: where bluectl read spends its time. BLUECTL_DEBUG=1 traces, one run
+    under strace (syscalls with timestamps), one under dbus-monitor (its D-Bus traffic)."""
+    if not BLUECTL:
+        return
+    ensure_connected()
+    argv = [BLUECTL, "read", PERIPH_ADDR, "2a19", "--adapter", CENTRAL]
+    with open(os.path.join(WORK, "diag-read-debug.txt"), "w") as f:
+        for _ in range(3):
+            t = time.perf_counter()
+            r = subprocess.run(argv, env=dict(ENV, BLUECTL_DEBUG="1"), capture_output=True, text=True, timeout=60)
+            f.write("# exit %d after %.3fs\n%s%s\n" % (r.returncode, time.perf_counter() - t, r.stdout, r.stderr))
+    strace = shutil.which("strace")
+    if strace:
+        sh([strace, "-f", "-tt", "-T", "-o", os.path.join(WORK, "diag-read-strace.txt"), "-e",
+            "trace=execve,connect,sendmsg,recvmsg,poll,ppoll,epoll_wait,write,read,clone,clone3,futex,exit_group"]
+           + argv)
+    mon = shutil.which("dbus-monitor")
+    if mon:
+        with open(os.path.join(WORK, "diag-read-dbus-monitor.txt"), "w") as f:
+            m = subprocess.Popen([mon, "--system"], stdout=f, stderr=subprocess.STDOUT)
+            time.sleep(1.0)
+            f.flush()
+            sh(argv)
+            time.sleep(1.0)
+            m.terminate()
+            m.wait()
 
 
 # ------------------------------------------------------------------ notifications
@@ -477,11 +514,18 @@ def notify_consumers(n):
 
 
 def bench_notify():
+    dropped = set()
     for n in NOTIFY_NS:
         for rep in range(NOTIFY_REPS):
             for name, argv, parse, ready, btctl in notify_consumers(n):
-                RESULTS["notify"].append(dict(run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep),
-                                              rep=rep))
+                if name in dropped:
+                    continue
+                r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
+                RESULTS["notify"].append(dict(r, rep=rep))
+                if not r.get("valid"):
+                    dropped.add(name)
+                    RESULTS["notes"].append("%s: nothing received (%s), left out of further runs" % (
+                        name, r.get("error", "?")))
     if BIG:
         # the long run: bluectl and the python3-dbus StartNotify reference only
         for name, argv, parse, ready, btctl in notify_consumers(BIG):
@@ -514,6 +558,7 @@ def main():
     try:
         if ONLY in ("", "reads"):
             bench_reads()
+            diagnose_read()
         if ONLY in ("", "notify"):
             bench_notify()
     finally:
