@@ -205,7 +205,7 @@ def lab_report(res, out):
     L.append(f"Lab: one boot (TCG), bluetoothd/bluetoothctl {env.get('bluetoothctl')}, [GATT] Channels = "
              f"{env.get('gatt_channels') or 'default'}, {env.get('bluectl')}, Python {env.get('python')}, dbus-python "
              f"{env.get('dbus-python')}, Bleak/dbus-fast {env.get('bleak', 'n/a')}; "
-             f"{res.get('reconnects', 0)} reconnects (Bleak disconnects on exit); guest script "
+             f"{res.get('reconnects', 0)} reconnects (bluetoothctl's runs need one each); guest script "
              f"{res.get('elapsed_s', 0):.0f} s. Logs: {os.path.relpath(out, REPO)}")
     if res.get("reads"):
         L.append("")

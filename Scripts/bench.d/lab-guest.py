@@ -79,13 +79,14 @@ def prop(path, iface, name, default=None):
         return default
 
 
-def wait(cond, timeout, what, step=0.1):
+def wait(cond, timeout, what, step=0.1, quiet=False):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
             return True
         time.sleep(step)
-    log("timeout (%ss) waiting for %s" % (timeout, what))
+    if not quiet:
+        log("timeout (%ss) waiting for %s" % (timeout, what))
     return False
 
 
@@ -110,6 +111,7 @@ def ensure_connected(first=False):
     if not connected():
         if not first:
             RESULTS["reconnects"] += 1
+        time.sleep(1)  # let a disconnect settle (quick reconnect cycles have crashed this lab's kernel)
         for attempt in range(3):
             try:
                 dbus.Interface(bus.get_object(BLUEZ, DEV_PATH), DEV_IF).Connect(timeout=60)
@@ -143,13 +145,10 @@ def strip(text):
 
 
 # ------------------------------------------------------------------ reads
-def run_read(argv, btctl=False):
+def run_read(argv):
     """Fork/exec argv with stdout on a pipe: seconds to the first output line (the
     value), seconds to exit, CPU seconds (getrusage of the child), exit status."""
     r, w = os.pipe()
-    stdin_r = stdin_w = None
-    if btctl:
-        stdin_r, stdin_w = os.pipe()
     err = open(os.path.join(WORK, "reads.stderr"), "a")
     err.write("$ %s\n" % " ".join(argv))
     err.flush()
@@ -158,71 +157,35 @@ def run_read(argv, btctl=False):
     if pid == 0:
         os.dup2(w, 1)
         os.dup2(err.fileno(), 2)
-        if btctl:
-            os.dup2(stdin_r, 0)
-        else:
-            fd = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(fd, 0)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.execv(argv[0], argv)
     os.close(w)
-    if btctl:
-        os.close(stdin_r)
-    buf, t_value, t_ready, sent, ready_how = b"", None, None, False, None
-    end = t0 + (30 if btctl else 90)
-    value = None
+    buf, t_value, value = b"", None, None
+    end = t0 + 90
     while True:
         left = end - time.perf_counter()
         if left <= 0:
             os.kill(pid, signal.SIGKILL)
             break
-        ready, _, _ = select.select([r], [], [], left)
-        if not ready:
+        if not select.select([r], [], [], left)[0]:
             continue
         chunk = os.read(r, 65536)
         if not chunk:
             break
         buf += chunk
-        if btctl:
-            text = strip(buf.decode("utf-8", "replace"))
-            how = None if sent else btctl_ready(text, time.perf_counter() - t0, PATHS[BATTERY])
-            if how:
-                t_ready = time.perf_counter()
-                ready_how = how
-                os.write(stdin_w, ("menu gatt\nselect-attribute %s\nread\n" % PATHS[BATTERY]).encode())
-                sent = True
-                mark = len(text)
-            if sent and t_value is None:
-                m = re.search(r"Attempting to read[^\n]*\n(?:[^\n]*\n)*?\s+((?:[0-9a-f]{2} )+)", text[mark:])
-                if m:
-                    t_value = time.perf_counter()
-                    value = m.group(1).replace(" ", "")
-                    os.write(stdin_w, b"quit\n")
-        elif t_value is None and b"\n" in buf:
+        if t_value is None and b"\n" in buf:
             t_value = time.perf_counter()
             value = buf.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
     _, status, ru = os.wait4(pid, 0)
     t_exit = time.perf_counter()
     os.close(r)
-    if stdin_w is not None:
-        os.close(stdin_w)
     err.close()
     rc = os.waitstatus_to_exitcode(status)
     res = {"value_s": None if t_value is None else t_value - t0, "exit_s": t_exit - t0,
-           "cpu_s": ru.ru_utime + ru.ru_stime, "rc": rc, "value": value,
-           "ready_s": None if t_ready is None else t_ready - t0, "ready_how": ready_how}
-    if t_value is None or (rc != 0 and not btctl):
+           "cpu_s": ru.ru_utime + ru.ru_stime, "rc": rc, "value": value}
+    if t_value is None or rc != 0:
         res["out"] = buf[-2000:].decode("utf-8", "replace")
     return res
-
-
-def btctl_ready(text, since, path):
-    """bluetoothctl has loaded the objects once it has listed our characteristic; if
-    it never lists it, after 10 s (recorded as a fallback)."""
-    if path in text:
-        return "listed"
-    if since > 10:
-        return "fallback"
-    return None
 
 
 def read_tools():
@@ -237,8 +200,10 @@ def read_tools():
     if BUSCTL:
         tools.append(("busctl call", lambda: [BUSCTL, "call", BLUEZ, PATHS[BATTERY], CHR_IF, "ReadValue", "a{sv}", "0"], {}))
     tools.append(("python3-dbus", lambda: [PY, os.path.join(PEERS, "py_read.py"), PATHS[BATTERY]], {}))
-    if BTCTL and STDBUF:
-        tools.append(("bluetoothctl", lambda: [STDBUF, "-oL", BTCTL], {"btctl": True}))
+    RESULTS["notes"].append(
+        "bluetoothctl read: not measurable on a device that is already connected to the second adapter: "
+        "bluetoothctl 5.66 tracks GATT objects only of its default controller's devices (the first adapter, hci0 "
+        "here; a later `select` does not add those already there) and select-attribute needs a device it saw connect")
     if os.access(VENV_PY, os.X_OK):
         tools.append(("Bleak (D-Bus path)", lambda: [VENV_PY, os.path.join(PEERS, "bleak_read.py"), dev, DEV_PATH,
                                                       BATTERY], {"bleak": True}))
@@ -249,7 +214,10 @@ def read_tools():
 
 def bench_reads():
     tools = read_tools()
-    samples = {name: [] for name, _, _ in tools}
+    samples = {}
+    for name, _, _ in tools:  # filled in as the runs come (a crash keeps what was measured)
+        RESULTS["reads"].append({"tool": name, "runs": []})
+        samples[name] = RESULTS["reads"][-1]["runs"]
     # one warm-up run each (page cache over 9p, bluetoothd's first ReadValue), not counted;
     # then READS rounds, the tools interleaved so that drift hits all alike
     dropped = set()
@@ -258,12 +226,12 @@ def bench_reads():
             if name in dropped:
                 continue
             ensure_connected()
-            res = run_read(argv(), btctl=kw.get("btctl", False))
+            res = run_read(argv())
             res["round"] = rnd
+            log("%s %-24s value %.3fs exit %.3fs cpu %.3fs rc %s value %r" % (
+                "warm-up" if rnd == 0 else "round %d" % rnd, name, res["value_s"] or -1, res["exit_s"],
+                res["cpu_s"], res["rc"], res["value"]))
             if rnd == 0:
-                log("warm-up %-24s value %.3fs exit %.3fs cpu %.3fs rc %s value %r ready %s" % (
-                    name, res["value_s"] or -1, res["exit_s"], res["cpu_s"], res["rc"], res["value"],
-                    res.get("ready_how")))
                 if res["value_s"] is None:
                     dropped.add(name)
                     RESULTS["notes"].append("%s read: no value in the warm-up run, left out (output: %r)" % (
@@ -272,11 +240,7 @@ def bench_reads():
                 samples[name].append(res)
             if res["value_s"] is None:
                 log("%s: no value (rc %s): %s" % (name, res["rc"], res.get("out", "")[-500:]))
-            if kw.get("bleak"):
-                wait(lambda: not prop(DEV_PATH, DEV_IF, "Connected", False), 5, "Bleak's disconnect", 0.05)
         log("round %d done" % rnd)
-    for name, _, _ in tools:
-        RESULTS["reads"].append({"tool": name, "runs": samples[name]})
 
 
 def diagnose_read():
@@ -376,6 +340,33 @@ def check_values(values, n):
             "duplicates": len(seqs) - len(uniq), "corrupt": corrupt, "out_of_order": out_of_order}
 
 
+def btctl_output(path):
+    with open(path, "rb") as f:
+        return strip(f.read().decode("utf-8", "replace"))
+
+
+def btctl_setup(p, out_path):
+    """Make bluetoothctl track the device: select the central (resent until it answers:
+    bluetoothctl drops what it reads before it has loaded the objects), connect from
+    inside it, then turn notifications on once it has listed the stream characteristic."""
+    def send(text):
+        p.stdin.write(text.encode())
+        p.stdin.flush()
+    central = ENV.get("CENTRAL_ADDR", "")
+    selected = re.compile(r"Controller %s .*\[default\]" % re.escape(central))
+    end = time.monotonic() + 60
+    while not selected.search(btctl_output(out_path)):
+        if time.monotonic() > end or p.poll() is not None:
+            return "bluetoothctl never selected the central %s" % central
+        send("select %s\n" % central)
+        wait(lambda: selected.search(btctl_output(out_path)), 1, "", 0.05, quiet=True)
+    send("connect %s\n" % PERIPH_ADDR)
+    if not wait(lambda: PATHS[STREAM] in btctl_output(out_path), 60, "bluetoothctl listing the stream", 0.1):
+        return "bluetoothctl never listed the stream characteristic"
+    send("menu gatt\nselect-attribute %s\nnotify on\n" % PATHS[STREAM])
+    return None
+
+
 def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""):
     ensure_connected()
     if not wait(stream_idle, 30, "stream not notifying before %s" % name):
@@ -383,19 +374,19 @@ def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""
     out_path = os.path.join(WORK, "notify-%s-%d%s.out" % (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), n, tag))
     out = open(out_path, "wb")
     err = open(out_path[:-4] + ".err", "wb")
-    t_start = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.PIPE if btctl else subprocess.DEVNULL)
     res = {"tool": name, "n": n, "argv": " ".join(argv)}
     if btctl:
-        def btready():
-            with open(out_path, "rb") as f:
-                res["ready_how"] = btctl_ready(strip(f.read().decode("utf-8", "replace")),
-                                               time.perf_counter() - t_start, PATHS[STREAM])
-            return res["ready_how"]
-        if not wait(btready, 60, "bluetoothctl ready", 0.05):
-            res["error"] = "bluetoothctl never ready"
-        p.stdin.write(("menu gatt\nselect-attribute %s\nnotify on\n" % PATHS[STREAM]).encode())
-        p.stdin.flush()
+        # bluetoothctl 5.66 tracks GATT objects only of its default controller's devices
+        # (hci0, the first, here): it must `select` the central and see the device connect
+        dbus.Interface(bus.get_object(BLUEZ, DEV_PATH), DEV_IF).Disconnect(timeout=30)
+        wait(lambda: not prop(DEV_PATH, DEV_IF, "Connected", False), 10, "disconnect before bluetoothctl")
+        time.sleep(1)
+    t_start = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.PIPE if btctl else subprocess.DEVNULL)
+    if btctl:
+        err_msg = btctl_setup(p, out_path)
+        if err_msg:
+            res["error"] = err_msg
     stream = PATHS[STREAM]
     ok = wait(lambda: bool(prop(stream, CHR_IF, ready_prop, False)) or p.poll() is not None, 60,
               "%s: %s" % (name, ready_prop), 0.05)
@@ -480,8 +471,6 @@ def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""
         name, n, res["valid"], n, res["missing"], res["out_of_order"],
         "%.0f" % res["rate"] if res["rate"] else "?",
         "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"], res["peripheral"]))
-    if btctl or "bleak" in name.lower():
-        wait(lambda: not prop(DEV_PATH, DEV_IF, "Connected", False), 3, "disconnect after %s" % name, 0.05)
     return res
 
 
@@ -514,23 +503,27 @@ def notify_consumers(n):
 
 
 def bench_notify():
+    # bluetoothctl last: it needs the device disconnected and connected again (see btctl_setup),
+    # and reconnect cycles have crashed this lab's kernel (hci_chan_del) and bluetoothd before
+    plan = []
+    for btctl_pass in (False, True):
+        for n in NOTIFY_NS:
+            for rep in range(NOTIFY_REPS):
+                plan += [(c, n, rep) for c in notify_consumers(n) if c[4] == btctl_pass]
+        if BIG and not btctl_pass:
+            # the long run: bluectl and the C and python3-dbus StartNotify references
+            plan += [(c, BIG, 0) for c in notify_consumers(BIG) if c[0] in (
+                "bluectl subscribe --format raw", "python3-dbus StartNotify", "C libdbus StartNotify (notify.c)")]
     dropped = set()
-    for n in NOTIFY_NS:
-        for rep in range(NOTIFY_REPS):
-            for name, argv, parse, ready, btctl in notify_consumers(n):
-                if name in dropped:
-                    continue
-                r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
-                RESULTS["notify"].append(dict(r, rep=rep))
-                if not r.get("valid"):
-                    dropped.add(name)
-                    RESULTS["notes"].append("%s: nothing received (%s), left out of further runs" % (
-                        name, r.get("error", "?")))
-    if BIG:
-        # the long run: bluectl and the python3-dbus StartNotify reference only
-        for name, argv, parse, ready, btctl in notify_consumers(BIG):
-            if name in ("bluectl subscribe --format raw", "python3-dbus StartNotify", "C libdbus StartNotify (notify.c)"):
-                RESULTS["notify"].append(dict(run_notify(name, argv, BIG, parse, ready, btctl), rep=0))
+    for (name, argv, parse, ready, btctl), n, rep in plan:
+        if name in dropped:
+            continue
+        r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
+        RESULTS["notify"].append(dict(r, rep=rep))
+        if not r.get("valid"):
+            dropped.add(name)
+            RESULTS["notes"].append("%s: nothing received (%s), left out of further runs" % (
+                name, r.get("error", "?")))
     if not RESULTS["env"].get("notify_via"):
         RESULTS["notes"].append("bluectl --notify-via acquire: not available (bluectl subscribe --help lists no --notify-via)")
 

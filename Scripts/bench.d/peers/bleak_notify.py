@@ -20,9 +20,11 @@ async def main(mode, address, path, uuid, want):
         got += 1
         if got >= want:
             done.set()
-    async with BleakClient(BLEDevice(address, None, {"path": path, "props": {}})) as client:
-        await client.start_notify(uuid, value, bluez={"use_start_notify": mode == "start"})
-        await done.wait()
-        await client.stop_notify(uuid)
+    # no `async with`: that would disconnect the device on exit, though another process connected it
+    client = BleakClient(BLEDevice(address, None, {"path": path, "props": {}}))
+    await client.connect()  # already connected: Bleak skips Device1.Connect
+    await client.start_notify(uuid, value, bluez={"use_start_notify": mode == "start"})
+    await done.wait()
+    await client.stop_notify(uuid)
 
 asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
