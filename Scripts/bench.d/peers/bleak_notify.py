@@ -3,6 +3,7 @@
 AcquireNotify (bluez={"use_start_notify": False}).
 usage: bleak_notify.py start|acquire ADDRESS DEVICE-PATH UUID COUNT"""
 import asyncio
+import os
 import sys
 
 from bleak import BleakClient
@@ -26,5 +27,8 @@ async def main(mode, address, path, uuid, want):
     await client.start_notify(uuid, value, bluez={"use_start_notify": mode == "start"})
     await done.wait()
     await client.stop_notify(uuid)
+    # Bleak sends Device1.Disconnect when asyncio.run tears its loop down (even for a
+    # connection another process made): leave without that, the device stays connected
+    os._exit(0)
 
 asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
