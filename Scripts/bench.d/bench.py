@@ -233,6 +233,9 @@ def lab_report(res, out):
                      f"{_fmt(r['cpu'])} | {_fmt(r['cpu90'])} | "
                      f"{_fmt(r['val'] / floor if floor and r['val'] else None, '', 2)} | "
                      f"{_fmt(r['cpu'] / cfloor if cfloor and r['cpu'] else None, '', 2)} |")
+        L.append("")
+        L.append("Rows in parentheses break bluectl's time down (not peers): `--version` is process start-up "
+                 "alone, `adapters` adds the bus connection and reading BlueZ's object tree.")
         b = rows.get("bluectl read")
         if b and floor and b["val"]:
             ratio = b["val"] / floor
@@ -283,7 +286,7 @@ def lab_report(res, out):
             b = summary.get(("bluectl subscribe --format raw", n))
             if not b:
                 continue
-            peers = {t: s for (t, m), s in summary.items() if m == n and not t.startswith("bluectl")}
+            peers = {t: s for (t, m), s in summary.items() if m == n and not t.startswith(("bluectl", "("))}
             start_peers = {t: s for t, s in peers.items() if "Acquire" not in t and s["rate"]}
             if not start_peers:
                 continue

@@ -200,6 +200,9 @@ def read_tools():
     if BUSCTL:
         tools.append(("busctl call", lambda: [BUSCTL, "call", BLUEZ, PATHS[BATTERY], CHR_IF, "ReadValue", "a{sv}", "0"], {}))
     tools.append(("python3-dbus", lambda: [PY, os.path.join(PEERS, "py_read.py"), PATHS[BATTERY]], {}))
+    if BLUECTL:  # breakdown of bluectl's time (not peers): process start-up alone, then + bus + object tree
+        tools.append(("(bluectl --version)", lambda: [BLUECTL, "--version"], {}))
+        tools.append(("(bluectl adapters)", lambda: [BLUECTL, "adapters"], {}))
     RESULTS["notes"].append(
         "bluetoothctl read: not measurable on a device that is already connected to the second adapter: "
         "bluetoothctl 5.66 tracks GATT objects only of its default controller's devices (the first adapter, hci0 "
@@ -243,6 +246,28 @@ def bench_reads():
         log("round %d done" % rnd)
 
 
+def perf_report(perf, data, out):
+    with open(out, "w") as f:
+        for args in (["--no-children", "--sort", "dso"], ["--no-children", "--sort", "symbol", "-g", "none"],
+                     ["--children", "--sort", "symbol", "-g", "none"]):
+            f.write("### perf report %s\n" % " ".join(args))
+            r = sh([perf, "report", "-i", data, "--stdio", "--percent-limit", "0.5"] + args, timeout=300)
+            f.write(r.stdout[:60000] + r.stderr[-2000:] + "\n")
+
+
+def diagnose_subscribe(n=2000):
+    """Not counted: a profile of bluectl subscribe during a burst (perf, cpu-clock)."""
+    perf = shutil.which("perf")
+    if not (BLUECTL and perf):
+        return
+    data = os.path.join(WORK, "perf-subscribe.data")
+    argv = [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", data, "--", BLUECTL, "subscribe",
+            PERIPH_ADDR, STREAM, "--adapter", CENTRAL, "--count", str(n), "--format", "raw"]
+    r = run_notify("(bluectl subscribe under perf)", argv, n, parse_raw)
+    RESULTS["notify"].append(dict(r, rep=0, diagnostic=True))
+    perf_report(perf, data, os.path.join(WORK, "diag-subscribe-perf.txt"))
+
+
 def diagnose_read():
     """Not counted: where bluectl read spends its time. BLUECTL_DEBUG=1 traces, one run
     under strace (syscalls with timestamps), one under dbus-monitor (its D-Bus traffic)."""
@@ -260,6 +285,11 @@ def diagnose_read():
         sh([strace, "-f", "-tt", "-T", "-o", os.path.join(WORK, "diag-read-strace.txt"), "-e",
             "trace=execve,connect,sendmsg,recvmsg,poll,ppoll,epoll_wait,write,read,clone,clone3,futex,exit_group"]
            + argv)
+    perf = shutil.which("perf")
+    if perf:
+        data = os.path.join(WORK, "perf-read.data")
+        sh([perf, "record", "-q", "-F", "2000", "-e", "cpu-clock", "-g", "-o", data, "--"] + argv)
+        perf_report(perf, data, os.path.join(WORK, "diag-read-perf.txt"))
     mon = shutil.which("dbus-monitor")
     if mon:
         with open(os.path.join(WORK, "diag-read-dbus-monitor.txt"), "w") as f:
@@ -554,6 +584,7 @@ def main():
             diagnose_read()
         if ONLY in ("", "notify"):
             bench_notify()
+            diagnose_subscribe()
     finally:
         RESULTS["elapsed_s"] = time.monotonic() - T0
         with open(os.path.join(OUT, "bench.json"), "w") as f:
