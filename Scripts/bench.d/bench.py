@@ -163,7 +163,7 @@ def lab_prepare():
         subprocess.run([py, "-m", "pip", "install", "-q", "bleak"], check=True)
 
 
-def lab(reads=12, notify="3000", reps=3, big=20000, only=""):
+def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
     lab_prepare()
     out = os.path.join(LAB_DIR, "bench", time.strftime("lab-%Y%m%d-%H%M%S"))
     os.makedirs(out)
@@ -321,7 +321,7 @@ for item in WHAT:
     if item == "lab":
         e = os.environ
         lab(reads=int(e.get("BENCH_READS", "12")), notify=e.get("BENCH_NOTIFY", "3000"),
-            reps=int(e.get("BENCH_REPS", "3")), big=int(e.get("BENCH_BIG", "20000")), only=e.get("BENCH_ONLY", ""))
+            reps=int(e.get("BENCH_REPS", "3")), big=int(e.get("BENCH_BIG", "10000")), only=e.get("BENCH_ONLY", ""))
     else:
         {"startup": startup, "scan": scan}[item]()
 if FAILED_TARGETS:

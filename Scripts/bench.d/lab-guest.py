@@ -532,20 +532,33 @@ def notify_consumers(n):
     return c
 
 
+def consumer_stage(c):
+    return "btctl" if c[4] else "acquire" if c[3] == "NotifyAcquired" else "start"
+
+
 def bench_notify():
     # bluetoothctl last: it needs the device disconnected and connected again (see btctl_setup),
     # and reconnect cycles have crashed this lab's kernel (hci_chan_del) and bluetoothd before
+    # AcquireNotify consumers and bluetoothctl last: bluetoothd 5.66 has segfaulted here when an
+    # AcquireNotify socket was closed at once, and bluetoothctl needs a reconnect (see btctl_setup),
+    # a kind of cycle that has crashed this lab's kernel (hci_chan_del) and bluetoothd before
     plan = []
-    for btctl_pass in (False, True):
+    for stage in ("start", "acquire", "btctl"):
         for n in NOTIFY_NS:
             for rep in range(NOTIFY_REPS):
-                plan += [(c, n, rep) for c in notify_consumers(n) if c[4] == btctl_pass]
-        if BIG and not btctl_pass:
+                plan += [(c, n, rep) for c in notify_consumers(n) if consumer_stage(c) == stage]
+        if BIG and stage == "start":
             # the long run: bluectl and the C and python3-dbus StartNotify references
             plan += [(c, BIG, 0) for c in notify_consumers(BIG) if c[0] in (
                 "bluectl subscribe --format raw", "python3-dbus StartNotify", "C libdbus StartNotify (notify.c)")]
+        if stage == "start":
+            plan.append(("diagnose", None, None))
     dropped = set()
-    for (name, argv, parse, ready, btctl), n, rep in plan:
+    for consumer, n, rep in plan:
+        if consumer == "diagnose":
+            diagnose_subscribe()
+            continue
+        name, argv, parse, ready, btctl = consumer
         if name in dropped:
             continue
         r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
@@ -584,7 +597,6 @@ def main():
             diagnose_read()
         if ONLY in ("", "notify"):
             bench_notify()
-            diagnose_subscribe()
     finally:
         RESULTS["elapsed_s"] = time.monotonic() - T0
         with open(os.path.join(OUT, "bench.json"), "w") as f:

@@ -42,6 +42,7 @@ else:
     chrc = dbus.Interface(bus.get_object("org.bluez", path), CHR)
     fd, mtu = chrc.AcquireNotify({})
     fd = fd.take()
+    os.set_blocking(fd, True)  # bluetoothd hands out a non-blocking socket
     got = 0
     try:
         while got < want:
