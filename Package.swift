@@ -2,7 +2,7 @@
 // bluectl: a Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
 // BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped) →
-// BluectlCLI (commands) → bluectl (the executable).
+// BluectlCLI (commands; CSystemd for sd_notify) → bluectl (the executable).
 import PackageDescription
 
 let package = Package(
@@ -22,6 +22,11 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
         .target(name: "BluectlCore", dependencies: ["BluectlDBus"]),
@@ -29,6 +34,7 @@ let package = Package(
             name: "BluectlCLI",
             dependencies: [
                 "BluectlCore",
+                "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

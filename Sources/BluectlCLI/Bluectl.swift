@@ -33,10 +33,10 @@ public struct Bluectl: AsyncParsableCommand {
             }
             exit(withError: nil)
         } catch let failure as CLIFailure {
-            if !failure.message.isEmpty { Output.error(failure.message) }
+            if !failure.message.isEmpty { Output.error(TextSafety.oneLine(failure.message)) }
             _exit(failure.status.rawValue)
         } catch let error as CentralError {
-            Output.error(error.description)
+            Output.error(TextSafety.oneLine(error.description))
             _exit(ExitStatus(error).rawValue)
         } catch {
             let code = exitCode(for: error)

@@ -24,6 +24,8 @@ public enum ExitStatus: Int32, Sendable {
     /// The --timeout ran out.
     case timeout = 124
     case interrupted = 130
+    /// The reader of stdout went away (`bluectl subscribe … | head -1`): a quiet exit, like SIGPIPE's.
+    case brokenPipe = 141
     case terminated = 143
 
     public init(_ error: CentralError) {

@@ -12,11 +12,13 @@ struct DeviceCommandOptions: ParsableArguments {
         valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Extra connection attempts after le-connection-abort-by-local or InProgress.", valueName: "N"))
+    /// Unconditional: "--retries -1" is rejected by name, not as a missing value.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Extra connection attempts after le-connection-abort-by-local or InProgress.", valueName: "N"))
     var retries: Int = 2
 
     @Option(help: ArgumentHelp(
-        "Pairing agent while running: no-input-no-output (just works) or none.", valueName: "AGENT"))
+        "Pairing agent while running: no-input-no-output (just works), keyboard-display (asks on the terminal) or none.",
+        valueName: "AGENT"))
     var agent: AgentChoice = .noInputNoOutput
 
     func validate() throws {
@@ -29,6 +31,8 @@ struct DeviceCommandOptions: ParsableArguments {
 
 enum AgentChoice: String, ExpressibleByArgument, Sendable {
     case noInputNoOutput = "no-input-no-output"
+    /// Passkeys, PINs and confirmations asked on the controlling terminal.
+    case keyboardDisplay = "keyboard-display"
     case none
 }
 
@@ -131,10 +135,22 @@ final class DeviceSession: Sendable {
     }
 
     var peripheral: Peripheral? { state.withLock { $0.peripheral } }
+    /// Why bluectl's agent refused a pairing question (while it is registered).
+    var agentRefusal: String? { state.withLock { $0.agent }?.lastRefusal }
     var madeConnection: Bool { state.withLock { $0.madeConnection } }
 
     /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
     func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+        try checkDeviceText(text)
+        if text.hasPrefix("/") {
+            // A path names an object BlueZ has or has not: nothing to scan for.
+            guard let known = try central.knownDevice(text, adapter: adapter)
+                ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first else {
+                throw CentralError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
+            }
+            state.withLock { $0.peripheral = known }
+            return known
+        }
         if !adapterGiven, try central.knownDevice(text, adapter: adapter) == nil {
             for other in central.adapters where other.powered && other.path != adapter.path {
                 if let peripheral = try central.knownDevice(text, adapter: other) {
@@ -157,7 +173,15 @@ final class DeviceSession: Sendable {
     func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) async {
         guard choice != .none else { return }
         // Pairing works without our agent when another default agent exists: don't fail the command.
-        guard let agent = try? await PairingAgent.register(central: central, devices: [peripheral.path]) else { return }
+        let agent: PairingAgent?
+        switch choice {
+        case .keyboardDisplay:
+            agent = try? await PairingAgent.register(central: central, devices: [peripheral.path], capability: .keyboardDisplay,
+                                                     prompter: { TerminalPrompter.ask($0, device: $1) })
+        default:
+            agent = try? await PairingAgent.register(central: central, devices: [peripheral.path])
+        }
+        guard let agent else { return }
         Trace.log("agent registered at \(agent.path)")
         state.withLock { $0.agent = agent }
     }
@@ -173,19 +197,68 @@ final class DeviceSession: Sendable {
         state.withLock { $0.sessions.append(session) }
     }
 
+    /// The sessions kept so far, no longer stopped at clean-up (the caller stops them).
+    func forgetSessions() -> [NotificationSession] {
+        state.withLock { s in
+            let sessions = s.sessions
+            s.sessions = []
+            return sessions
+        }
+    }
+
     /// StopNotify, disconnect if we connected, unregister the agent. Never throws.
-    func cleanUp(disconnect: Bool = true) async {
+    /// In order (StopNotify before Disconnect, so that BlueZ does not re-arm
+    /// notifications on a later connection: NOTES.md, pitfall 6). After a
+    /// signal (`hurry`) each step is bounded: the process must end within
+    /// 2 s, and bluetoothd finishes what was sent even if we are gone.
+    func cleanUp(disconnect: Bool = true, hurry: Bool = false) async {
         let s = state.withLock { s -> State in
             let copy = s
             s.sessions = []
             s.agent = nil
             return copy
         }
+        let peripheral = disconnect && s.madeConnection ? s.peripheral : nil
+        if hurry {
+            // StopNotify goes out first; bluetoothd handles one client's calls
+            // in order, so its reply need not be awaited for long.
+            let sessions = s.sessions
+            _ = await firstValue(within: .milliseconds(500)) {
+                await withTaskGroup(of: Void.self) { group in
+                    for session in sessions { group.addTask { await session.stop() } }
+                }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                if let peripheral {
+                    group.addTask { try? await self.central.cancelPeripheralConnection(peripheral, timeout: .milliseconds(800)) }
+                }
+                if let agent = s.agent { group.addTask { await agent.unregister(timeout: .milliseconds(800)) } }
+            }
+            return
+        }
         for session in s.sessions { await session.stop() }
-        if disconnect, s.madeConnection, let peripheral = s.peripheral {
+        if let peripheral {
             try? await central.cancelPeripheralConnection(peripheral, timeout: .seconds(5))
         }
         await s.agent?.unregister()
+    }
+}
+
+/// Refuses DEVICE texts that cannot name a device: empty, an invalid object
+/// path, or something shaped like an address that is not one
+/// ("AA:BB:CC:DD:EE", "GG:…") — instead of scanning for it as a name.
+func checkDeviceText(_ text: String) throws {
+    let shown = TextSafety.escapedForMessage(text)
+    if text.trimmingCharacters(in: .whitespaces).isEmpty {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": empty; expected an address (AA:BB:CC:DD:EE:FF), a D-Bus path or a name")
+    }
+    if text.hasPrefix("/"), ObjectPath(text) == nil {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a valid D-Bus object path")
+    }
+    let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+    let addressShaped = parts.count >= 3 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
+    if addressShaped, BluetoothAddress(text) == nil {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a Bluetooth address (expected six hex bytes, AA:BB:CC:DD:EE:FF)")
     }
 }
 
@@ -226,13 +299,19 @@ func runDeviceCommand(
             _ = await uncancellable { await firstValue(within: .seconds(5)) { await work.value } }
             outcome = .failure(CentralError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
         }
+        let refusal = session.agentRefusal
         await uncancellable {
-            _ = await firstValue(within: .seconds(8)) { await session.cleanUp(disconnect: disconnectAfter) }
+            let hurry = SignalScope.interrupted
+            _ = await firstValue(within: hurry ? .milliseconds(1500) : .seconds(8)) {
+                await session.cleanUp(disconnect: disconnectAfter, hurry: hurry)
+            }
         }
         // close() waits for the bus thread; never let that keep the process alive.
-        _ = await uncancellable { await firstValue(within: .seconds(2)) { central.close() } }
+        _ = await uncancellable { await firstValue(within: SignalScope.interrupted ? .milliseconds(200) : .seconds(2)) { central.close() } }
         if case .failure(let error) = outcome, !SignalScope.interrupted {
-            throw cliFailure(error, what: what)
+            var failure = cliFailure(error, what: what)
+            if failure.status == .noPermission, let refusal { failure.message += "; bluectl's agent refused: \(refusal)" }
+            throw failure
         }
     }
 }

@@ -30,7 +30,8 @@ struct ReadCommand: AsyncParsableCommand {
     @Option(name: .customLong("descriptor"), help: ArgumentHelp("Read this descriptor of the characteristic instead.", valueName: "UUID"))
     var descriptorText: String?
 
-    @Option(help: ArgumentHelp("Start reading at this byte offset.", valueName: "N"))
+    /// Unconditional: "--offset -1" is rejected by name, not as a missing value.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Start reading at this byte offset.", valueName: "N"))
     var offset: Int = 0
 
     @Option(help: ArgumentHelp("hex (hex + ASCII), utf8, raw, json or decoded (default: hex + ASCII on a terminal, plain hex otherwise).", valueName: "FORMAT"))
@@ -149,10 +150,31 @@ struct WriteCommand: AsyncParsableCommand {
         if let utf8 { return Array(utf8.utf8) }
         guard let file else { return [] }
         if file == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
-        guard let data = FileManager.default.contents(atPath: file) else {
-            throw CLIFailure(.usage, "cannot read --file \"\(TextSafety.escapedForMessage(file))\"")
+        switch Self.readFile(file) {
+        case .success(let bytes): return bytes
+        case .failure(let reason):
+            throw CLIFailure(.usage, "cannot read --file \"\(TextSafety.escapedForMessage(file))\": \(reason.text)")
         }
-        return Array(data)
+    }
+
+    struct FileError: Error { var text: String }
+
+    /// The whole file, or why not (strerror: "No such file or directory", "Is a directory"…).
+    static func readFile(_ path: String) -> Result<[UInt8], FileError> {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(FileError(text: String(cString: strerror(errno)))) }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(FileError(text: String(cString: strerror(errno))))
+            }
+            if n == 0 { return .success(out) }
+            out += buffer[0..<n]
+        }
     }
 
     func run() async throws {

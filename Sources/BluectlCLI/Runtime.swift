@@ -15,16 +15,7 @@ public enum Output {
 
     /// write(2) until done; false on EPIPE or any other error.
     static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
-        var offset = 0
-        while offset < buffer.count {
-            let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += n
-        }
-        return true
+        FileDescriptorIO.writeAll(fd, buffer)
     }
 
     public static func error(_ text: String) {

@@ -70,18 +70,26 @@ struct ScanCommand: AsyncParsableCommand {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             let session = try await central.startScan(adapter: adapter, options: scanOptions)
+            // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
+            let queue = OutputQueue(capacity: 100_000) { dropped in
+                let text = "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow"
+                if json { return Array("{\"event\":\"dropped\",\"count\":\(dropped)}\n".utf8) }
+                return Array("-- \(text)\n".utf8)
+            }
             let outcome: Result<Void, any Error> = await withTimeLimit(seconds: timeout) {
                 var distinct = Set<String>()
                 for try await discovery in session.discoveries {
                     let line = json
                         ? DeviceOutput.json(discovery.device, adapter: adapter.name, event: discovery.kind.rawValue).render()
                         : DeviceOutput.text(discovery.device, event: discovery.kind.rawValue)
-                    guard Output.line(line) else { return }  // stdout closed: stop quietly
+                    guard queue.line(line) != .closed else { return }  // stdout closed: stop quietly
                     distinct.insert(discovery.device.address)
                     if let count, distinct.count >= count { return }
                 }
             }
             _ = await uncancellable { try? await session.stop() }
+            await queue.finished()
+            if queue.readerGone { throw CLIFailure(.brokenPipe, "") }
             try outcome.get()
         }
     }

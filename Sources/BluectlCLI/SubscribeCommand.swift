@@ -1,5 +1,7 @@
 import ArgumentParser
 import BluectlCore
+import Foundation
+import Synchronization
 
 /// `bluectl subscribe DEVICE CHARACTERISTIC...`
 struct SubscribeCommand: AsyncParsableCommand {
@@ -7,27 +9,30 @@ struct SubscribeCommand: AsyncParsableCommand {
         commandName: "subscribe",
         abstract: "Print every notification or indication of one or more characteristics as it arrives.",
         discussion: """
-            One line per value, flushed (time, characteristic, value). Runs until --count values, \
-            --duration, Ctrl-C or SIGTERM; StopNotify is called on every exit. Exits 74 with a \
-            message if the device disconnects. --timeout bounds finding and connecting.
+            One line per value (time, characteristic, value), written in arrival order. Runs until \
+            --count values, --duration, Ctrl-C or SIGTERM; StopNotify is called on every exit. Exits 74 \
+            with a message if the device disconnects, unless --reconnect. --timeout bounds finding, \
+            connecting and subscribing (each attempt, with --reconnect). A reader that stops reading \
+            (`| head -1`) ends bluectl quietly with status 141 after the same clean-up.
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name.")
-    var device: String
+    @Argument(help: "Address, D-Bus path, or name (may be left out with a saved --restore-id).")
+    var device: String?
 
     @Argument(help: "UUIDs, SIG names, D-Bus paths or handle:N.")
-    var characteristics: [String]
+    var characteristics: [String] = []
 
     @Option(name: .customLong("service"), help: ArgumentHelp("Only within this service.", valueName: "UUID"))
     var serviceText: String?
 
-    @Option(help: ArgumentHelp("Stop after this many values (all characteristics together).", valueName: "N"))
+    /// Unconditional: "--count -5" reaches validation and is rejected by name.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many values (all characteristics together).", valueName: "N"))
     var count: Int?
 
-    @Option(name: .customLong("duration"), help: ArgumentHelp("Stop after this many seconds of notifications.", valueName: "SECONDS"))
+    @Option(name: .customLong("duration"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds of notifications.", valueName: "SECONDS"))
     var durationText: String?
 
     @Option(help: ArgumentHelp("hex (hex + ASCII), utf8, raw, json or decoded.", valueName: "FORMAT"))
@@ -36,93 +41,377 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per value: time, device, characteristic, value (hex), decoded when known.")
     var json = false
 
+    @Flag(help: """
+        Survive the device going away, bluetoothd restarting and the adapter powering off: reconnect, \
+        subscribe again, and report the gap as event lines (disconnected, reconnected).
+        """)
+    var reconnect = false
+
+    @Option(name: .customLong("restore-id"), help: ArgumentHelp("""
+        Keep what this subscription is doing under $XDG_STATE_HOME/bluectl/NAME.json; a later run with \
+        the same NAME (DEVICE and CHARACTERISTIC may then be left out) first reports what it restored.
+        """, valueName: "NAME"))
+    var restoreID: String?
+
+    @Option(name: .customLong("notify-via"), help: ArgumentHelp("""
+        notify: StartNotify, a D-Bus signal per value (default; BlueZ never drops one). acquire: \
+        AcquireNotify, values over a socket (cheaper; bluetoothd drops values silently when the socket \
+        is full: see --check-sequence).
+        """, valueName: "notify|acquire"))
+    var notifyVia: NotifyVia = .notify
+
+    @Option(name: .customLong("check-sequence"), help: ArgumentHelp("""
+        Values start with a little-endian sequence number of this width: report gaps, late and \
+        repeated values as event lines, and a summary on stderr.
+        """, valueName: "u8|u16|u32"))
+    var checkSequence: SequenceWidth?
+
+    @Option(name: .customLong("queue"), parsing: .unconditional, help: ArgumentHelp(
+        "Values waiting for a slow stdout at most; beyond that they are dropped and counted (default 100000).",
+        valueName: "N"))
+    var queueCapacity: Int = 100_000
+
     func validate() throws {
-        if characteristics.isEmpty { throw ValidationError("give at least one CHARACTERISTIC") }
+        if device != nil, characteristics.isEmpty { throw ValidationError("give at least one CHARACTERISTIC") }
+        if device == nil, restoreID == nil { throw ValidationError("give DEVICE and CHARACTERISTIC (or --restore-id NAME with saved state)") }
         for text in characteristics { _ = try parseSelector(text, kind: .characteristic, what: "CHARACTERISTIC") }
         if let serviceText { _ = try parseServiceUUID(serviceText, option: "--service") }
         if let count, count < 1 { throw ValidationError("invalid --count \"\(count)\": expected 1 or more") }
         if let durationText { _ = try parseSeconds(durationText, option: "--duration") }
+        if !(1...10_000_000).contains(queueCapacity) {
+            throw ValidationError("invalid --queue \"\(queueCapacity)\": expected 1 to 10000000")
+        }
+        if let restoreID {
+            do { _ = try RestoreStore(identifier: restoreID) } catch { throw ValidationError("\(error)") }
+        }
     }
 
     func run() async throws {
-        let selectors = try characteristics.map { try parseSelector($0, kind: .characteristic, what: "CHARACTERISTIC") }
-        let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
+        let store = try restoreID.map { try RestoreStore(identifier: $0) }
+        let restored: CentralRestoreState?
+        do {
+            restored = try store?.load()
+        } catch {
+            throw CLIFailure(.dataError, "\(error)")
+        }
+        let target = try SubscriptionTarget(device: device, characteristics: characteristics, service: serviceText,
+                                            adapter: adapterOptions.adapter, restored: restored, restoreID: restoreID)
+        var adapterOptions = self.adapterOptions
+        if adapterOptions.adapter == nil { adapterOptions.adapter = target.adapter }
+        let selectors = try target.characteristics.map { try parseSelector($0, kind: .characteristic, what: "CHARACTERISTIC") }
+        let service = try target.service.map { try parseServiceUUID($0, option: "--service") }
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
-        let (device, options, count) = (self.device, self.options, self.count)
-        let format = chosenFormat(self.format, json: json)
-        // --timeout bounds the set-up; the notifications then run until count/duration/signal.
-        var setupOptions = options
-        setupOptions.timeoutText = nil
-        let setupSeconds = options.timeout
-        try await runDeviceCommand(adapterOptions: adapterOptions, options: setupOptions.withTimeout(31_536_000),
-                                   what: "subscribe to \(characteristics.joined(separator: " ")) of \(device)") { session, _ in
-            let deadline = Deadline(seconds: setupSeconds)
-            let setup: (Peripheral, [NotificationSession]) = try await withSetupDeadline(deadline, what: "subscribe set-up") {
-                let peripheral = try await session.find(device, deadline: deadline)
-                await session.registerAgent(options.agent, for: peripheral)
-                try await session.connect(peripheral, options: options, deadline: deadline)
-                var chars: [GattCharacteristic] = []
-                for selector in selectors {
-                    let chr = try peripheral.characteristic(selector, service: service)
-                    if !chars.contains(where: { $0.path == chr.path }) { chars.append(chr) }
+        let output = SubscribeOutput(format: chosenFormat(format, json: json), device: target.device, queueCapacity: queueCapacity)
+        let job = SubscribeJob(target: target, selectors: selectors, service: service, options: options,
+                               reconnect: reconnect, count: count, output: output, store: store,
+                               notifyVia: notifyVia, sequenceWidth: checkSequence?.width)
+        if let restored, let restoreID { job.reportRestored(restored, id: restoreID) }
+        // --timeout bounds each set-up; the notifications then run until count/duration/signal.
+        var streamOptions = options
+        streamOptions.timeoutText = String(31_536_000)
+        do {
+            try await runDeviceCommand(adapterOptions: adapterOptions, options: streamOptions,
+                                       what: "subscribe to \(target.characteristics.joined(separator: " ")) of \(target.device)") { session, _ in
+                // Output first, then the clean-up (StopNotify, Disconnect) after this returns.
+                do {
+                    try await job.run(session, duration: duration)
+                } catch {
+                    await job.drain()
+                    throw error
                 }
-                var sessions: [NotificationSession] = []
-                for chr in chars {
-                    let s = try await peripheral.subscribe(to: chr)
-                    session.keep(s)
-                    sessions.append(s)
-                }
-                return (peripheral, sessions)
+                await job.drain()
             }
-            let (peripheral, sessions) = setup
-            let outcome = await withTimeLimit(seconds: duration) {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    let (merged, input) = AsyncThrowingStream<(GattCharacteristic, [UInt8]), any Error>.makeStream()
-                    for s in sessions {
-                        group.addTask {
-                            do {
-                                for try await value in s.values { input.yield((s.characteristic, value)) }
-                                input.finish(throwing: CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
-                            } catch {
-                                input.finish(throwing: error)
-                            }
-                        }
-                    }
-                    var received = 0
-                    for try await (chr, value) in merged {
-                        guard Self.print(value, chr: chr, device: peripheral.identifier, format: format) else { break }
-                        received += 1
-                        if let count, received >= count { break }
-                    }
-                    group.cancelAll()
-                }
-            }
-            try outcome.get()
+        } catch {
+            await job.drain()
+            job.save(state: .disconnected, notifying: false, running: false)
+            throw error
         }
-    }
-
-    static func print(_ value: [UInt8], chr: GattCharacteristic, device: String, format: ValueFormat?) -> Bool {
-        switch format {
-        case .json:
-            var line = JSONLine()
-            line.add("time", ValueText.timestamp())
-            line.add("device", device)
-            line.add("characteristic", chr.uuid.uuidString)
-            ValueText.addValue(value, uuid: chr.uuid, to: &line)
-            return Output.line(line.render())
-        case .raw:
-            return ValueText.writeRaw(value)
-        default:
-            return Output.line("\(ValueText.timestamp())  \(ValueText.label(chr.uuid))  \(ValueText.text(value, uuid: chr.uuid, format: format))")
-        }
+        await job.drain()
+        job.save(state: .disconnected, notifying: false, running: false)
+        if output.queue.readerGone { throw CLIFailure(.brokenPipe, "") }
     }
 }
 
-extension DeviceCommandOptions {
-    func withTimeout(_ seconds: Double) -> DeviceCommandOptions {
-        var copy = self
-        copy.timeoutText = String(seconds)
-        return copy
+enum NotifyVia: String, ExpressibleByArgument, Sendable {
+    case notify, acquire
+}
+
+struct SequenceWidth: ExpressibleByArgument, Sendable {
+    let width: SequenceTracker.Width
+    init?(argument: String) {
+        guard let width = SequenceTracker.Width(name: argument) else { return nil }
+        self.width = width
+    }
+    static var allValueStrings: [String] { ["u8", "u16", "u32"] }
+}
+
+/// The device and characteristics to subscribe to: from the command line,
+/// or from the saved state of a `--restore-id`.
+struct SubscriptionTarget: Sendable {
+    var device: String
+    var characteristics: [String]
+    var service: String?
+    var adapter: String?
+
+    init(device: String?, characteristics: [String], service: String?, adapter: String?,
+         restored: CentralRestoreState?, restoreID: String?) throws {
+        if let device {
+            self.device = device
+            self.characteristics = characteristics
+            self.service = service
+            self.adapter = adapter
+            return
+        }
+        guard let restored, let first = restored.subscriptions.first else {
+            throw CLIFailure(.notFound, "no saved subscription for --restore-id \(restoreID ?? ""): give DEVICE and CHARACTERISTIC")
+        }
+        guard restored.command == "subscribe" else {
+            throw CLIFailure(.usage, "--restore-id \(restoreID ?? "") holds the state of `bluectl \(restored.command)`, not of subscribe")
+        }
+        self.device = first.device
+        self.characteristics = restored.subscriptions.filter { $0.device == first.device }.map(\.characteristic)
+        self.service = first.service
+        self.adapter = adapter ?? restored.adapter
+    }
+}
+
+/// One run of `subscribe`: set up (find, connect, StartNotify), stream the
+/// values, and with `--reconnect` set up again after every loss.
+final class SubscribeJob: Sendable {
+    let target: SubscriptionTarget
+    let selectors: [AttributeSelector]
+    let service: BluetoothUUID?
+    let options: DeviceCommandOptions
+    let reconnect: Bool
+    let count: Int?
+    let output: SubscribeOutput
+    let store: RestoreStore?
+    let notifyVia: NotifyVia
+    let sequenceWidth: SequenceTracker.Width?
+    /// Per characteristic UUID, across reconnects (a gap over a reconnect is real).
+    let sequences = Mutex<[String: SequenceTracker]>([:])
+
+    init(target: SubscriptionTarget, selectors: [AttributeSelector], service: BluetoothUUID?, options: DeviceCommandOptions,
+         reconnect: Bool, count: Int?, output: SubscribeOutput, store: RestoreStore?,
+         notifyVia: NotifyVia, sequenceWidth: SequenceTracker.Width?) {
+        self.notifyVia = notifyVia
+        self.sequenceWidth = sequenceWidth
+        self.target = target
+        self.selectors = selectors
+        self.service = service
+        self.options = options
+        self.reconnect = reconnect
+        self.count = count
+        self.output = output
+        self.store = store
+    }
+
+    /// How a stretch of streaming ended.
+    enum StreamEnd {
+        case countReached
+        case readerGone
+        case lost(any Error)
+    }
+
+    func run(_ session: DeviceSession, duration: Double?) async throws {
+        save(state: .connecting, notifying: false)
+        let established = try await setUp(session, first: true)
+        save(state: .connected, notifying: true, address: established.0.identifier)
+        ServiceNotifier.ready(status: "subscribed to \(target.characteristics.joined(separator: ", ")) of \(established.0.identifier)")
+        let watchdog = ServiceNotifier.startWatchdog(connection: session.central.connection)
+        defer { watchdog?.cancel() }
+        let outcome = await withTimeLimit(seconds: duration) { [self] in
+            var (peripheral, sessions) = established
+            var received = 0
+            while true {
+                switch await stream(sessions, received: &received) {
+                case .countReached, .readerGone:
+                    return
+                case .lost(let error):
+                    guard reconnect, Self.isRecoverable(error, first: false) else { throw error }
+                    let lostAt = ContinuousClock.now
+                    let reason = cliFailure(error, what: "notifications").message
+                    output.event("disconnected", [("reason", .string(reason))], text: "\(reason); reconnecting")
+                    ServiceNotifier.status("reconnecting to \(peripheral.identifier): \(reason)")
+                    save(state: .disconnected, notifying: false, address: peripheral.identifier)
+                    for old in session.forgetSessions() { await old.stop() }
+                    (peripheral, sessions) = try await setUp(session, first: false)
+                    let gap = (ContinuousClock.now - lostAt).components
+                    let seconds = ((Double(gap.seconds) + Double(gap.attoseconds) / 1e18) * 10).rounded() / 10
+                    output.event("reconnected", [("gap_seconds", .double(seconds))],
+                                 text: "reconnected after \(seconds) s; notifications resumed")
+                    ServiceNotifier.status("subscribed to \(target.characteristics.joined(separator: ", ")) of \(peripheral.identifier)")
+                    save(state: .connected, notifying: true, address: peripheral.identifier)
+                }
+            }
+        }
+        try outcome.get()
+    }
+
+    /// Find, connect, StartNotify — each attempt within --timeout; with
+    /// --reconnect, attempts go on (0.5 s, 1 s, 2 s … 5 s apart) while the
+    /// failure is one that can pass (device away, adapter off, bluetoothd
+    /// restarting).
+    private func setUp(_ session: DeviceSession, first: Bool) async throws -> (Peripheral, [NotificationSession]) {
+        var delay = 0.5
+        var attempt = 1
+        while true {
+            do {
+                return try await setUpOnce(session)
+            } catch {
+                guard reconnect, !Task.isCancelled, Self.isRecoverable(error, first: first) else { throw error }
+                let reason = cliFailure(error, what: "subscribe set-up").message
+                Output.error("attempt \(attempt) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(delay) s")
+                try await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+                delay = min(delay * 2, 5)
+                attempt += 1
+            }
+        }
+    }
+
+    private func setUpOnce(_ session: DeviceSession) async throws -> (Peripheral, [NotificationSession]) {
+        let deadline = Deadline(seconds: options.timeout)
+        let (device, options, selectors, service, notifyVia) = (target.device, options, selectors, service, notifyVia)
+        return try await withSetupDeadline(deadline, what: "subscribe set-up") {
+            let peripheral = try await session.find(device, deadline: deadline)
+            await session.registerAgent(options.agent, for: peripheral)
+            try await session.connect(peripheral, options: options, deadline: deadline)
+            var chars: [GattCharacteristic] = []
+            for selector in selectors {
+                let chr = try peripheral.characteristic(selector, service: service)
+                if !chars.contains(where: { $0.path == chr.path }) { chars.append(chr) }
+            }
+            var sessions: [NotificationSession] = []
+            for chr in chars {
+                let s = notifyVia == .acquire
+                    ? try await peripheral.acquireNotifications(for: chr)
+                    : try await peripheral.subscribe(to: chr)
+                session.keep(s)
+                sessions.append(s)
+            }
+            return (peripheral, sessions)
+        }
+    }
+
+    /// Values of all sessions, merged in arrival order, into the output
+    /// queue until the count is reached, the reader goes away, or a
+    /// session fails (device disconnected, bluetoothd gone…).
+    private func stream(_ sessions: [NotificationSession], received: inout Int) async -> StreamEnd {
+        let (merged, input) = AsyncThrowingStream<(GattCharacteristic, [UInt8]), any Error>.makeStream()
+        var feeders: [Task<Void, Never>] = []
+        for s in sessions {
+            feeders.append(Task {
+                do {
+                    for try await value in s.values { input.yield((s.characteristic, value)) }
+                    input.finish(throwing: CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
+                } catch {
+                    input.finish(throwing: error)
+                }
+            })
+        }
+        defer { feeders.forEach { $0.cancel() } }
+        do {
+            for try await (chr, value) in merged {
+                if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
+                if output.value(value, characteristic: chr) == .closed { return .readerGone }
+                received += 1
+                if let count, received >= count { return .countReached }
+            }
+            return .lost(CancellationError())
+        } catch {
+            return .lost(error)
+        }
+    }
+
+    /// Failures that can pass while waiting: the device away or gone from
+    /// BlueZ's tree, the adapter off or missing, bluetoothd restarting, a
+    /// timed-out attempt. Usage errors and refusals never pass. After the
+    /// first success, a characteristic not found (yet) is also retried:
+    /// the same device came back, its database may still be resolving.
+    static func isRecoverable(_ error: any Error, first: Bool) -> Bool {
+        switch error {
+        case let error as CentralError:
+            switch error {
+            case .disconnected, .timeout, .deviceNotFound, .adapterPoweredOff, .adapterNotFound, .noAdapter,
+                 .bluetoothdNotRunning, .inProgress, .bluez:
+                return true
+            case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest:
+                return false
+            }
+        case let error as GattError:
+            if case .notFound = error { return !first }
+            return false
+        default:
+            return false
+        }
+    }
+
+    /// Reports what a value's sequence number shows (before the value itself).
+    private func checkSequence(_ value: [UInt8], characteristic chr: GattCharacteristic, width: SequenceTracker.Width) {
+        let key = chr.uuid.uuidString
+        let finding = sequences.withLock { trackers in
+            trackers[key, default: SequenceTracker(width: width)].observe(value)
+        }
+        let uuid: (String, SubscribeOutput.Field) = ("characteristic", .string(key))
+        let label = ValueText.label(chr.uuid)
+        switch finding {
+        case nil: break
+        case .gap(let expected, let got, let missing)?:
+            output.event("gap", [uuid, ("expected", .int(Int(expected))), ("got", .int(Int(got))), ("missing", .int(missing))],
+                         text: "sequence gap in \(label): expected \(expected), got \(got) (\(missing) missing)")
+        case .late(let seq)?:
+            output.event("late", [uuid, ("seq", .int(Int(seq)))], text: "sequence \(seq) of \(label) arrived late")
+        case .repeated(let seq)?:
+            output.event("repeated", [uuid, ("seq", .int(Int(seq)))], text: "sequence \(seq) of \(label) repeated")
+        case .short(let length)?:
+            output.event("short", [uuid, ("length", .int(length))],
+                         text: "a value of \(label) is too short for a sequence number (\(length) bytes)")
+        }
+    }
+
+    /// Writes what is queued (after a signal: for at most 0.3 s of the 2 s
+    /// allowed, a stuck stdout must not keep the clean-up from running),
+    /// then the sequence summary. Once; later calls return at once.
+    func drain() async {
+        guard drained.exchange(true, ordering: .acquiringAndReleasing) == false else { return }
+        let limit: Duration = SignalScope.interrupted ? .milliseconds(300) : .seconds(31_536_000)
+        let queue = output.queue
+        _ = await uncancellable { await firstValue(within: limit) { await queue.finished() } }
+        for (uuid, tracker) in sequences.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            Output.error("sequence check of \(uuid): \(tracker.summary)")
+        }
+    }
+    private let drained = Atomic<Bool>(false)
+
+    // MARK: - State restoration
+
+    func reportRestored(_ state: CentralRestoreState, id: String) {
+        let subscriptions = state.subscriptions.map { "\($0.characteristic) of \($0.device)" }
+        let peripherals = state.peripherals.map { "\($0.address ?? $0.device) \($0.state)" }
+        let how = state.running ? "was still running (pid \(state.pid), killed or crashed)" : "ended normally"
+        output.event("restored", [
+            ("restore_id", .string(id)), ("saved", .string(state.saved)), ("was_running", .bool(state.running)),
+            ("pid", .int(Int(state.pid))), ("subscriptions", .strings(subscriptions)), ("peripherals", .strings(peripherals)),
+        ], text: "restored \(id) (saved \(state.saved); \(how)): subscribed to \(subscriptions.joined(separator: ", "))"
+            + (peripherals.isEmpty ? "" : "; \(peripherals.joined(separator: ", "))"))
+    }
+
+    /// Saves what the central is doing now (when a --restore-id is given).
+    /// A failure to save is reported, not fatal: the subscription goes on.
+    func save(state: PeripheralState, notifying: Bool, address: String? = nil, running: Bool = true) {
+        guard let store else { return }
+        let saved = CentralRestoreState(
+            command: "subscribe", adapter: target.adapter,
+            peripherals: [.init(device: target.device, address: address, state: state.rawValue)],
+            subscriptions: target.characteristics.map {
+                .init(device: target.device, characteristic: $0, service: target.service, notifying: notifying)
+            },
+            running: running)
+        do {
+            try store.save(saved)
+        } catch {
+            Output.error("\(error)")
+        }
     }
 }
 

@@ -26,6 +26,26 @@ public enum TextSafety {
         return out
     }
 
+    /// A whole message as one line: line breaks and tabs become spaces, other
+    /// C0/C1 controls and DEL are escaped (text already escaped stays as it is).
+    /// BlueZ's error messages are not ours: a multi-line one must not break
+    /// the one-line-per-error contract.
+    public static func oneLine(_ s: String) -> String {
+        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) && !s.unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) }) {
+            return s
+        }
+        var out = ""
+        for scalar in s.unicodeScalars {
+            switch scalar.value {
+            case 0x0A, 0x0D, 0x09: if !out.hasSuffix(" ") { out.append(" ") }
+            case 0x00..<0x20, 0x7F, 0x80...0x9F: appendCodePoint(scalar, to: &out)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        while out.hasSuffix(" ") { out.removeLast() }
+        return out
+    }
+
     /// `s` for echoing in a one-line error message, typically between double quotes: escaped as
     /// `terminalSafe` does, `"` escaped as `\"` too, and so is a first scalar that would merge
     /// with a character before it (a combining mark) or a last one that would merge with one

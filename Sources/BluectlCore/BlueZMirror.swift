@@ -1,4 +1,5 @@
 import BluectlDBus
+import Dispatch
 import Synchronization
 
 /// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
@@ -19,6 +20,8 @@ public final class BlueZMirror: Sendable {
         var nextListener: UInt64 = 1
         var owner: String?
         var accessError: DBusError?
+        /// The bus connection is gone: no change will ever come.
+        var busLost = false
     }
     private let state = Mutex(State())
 
@@ -38,6 +41,15 @@ public final class BlueZMirror: Sendable {
     private func subscribe() async throws {
         let owner = try await connection.trackOwner(of: BlueZ.service, timeout: callTimeout)
         state.withLock { $0.owner = owner }
+        // One handler for all listeners (not one per `changes()` call: a
+        // long-running subscriber calls it again on every reconnect).
+        connection.onDisconnect { [weak self] in
+            let listeners = self?.state.withLock { state -> [AsyncStream<BlueZObjectTree.Change>.Continuation] in
+                state.busLost = true
+                return state.listeners.values.map { $0 }
+            } ?? []
+            for listener in listeners { listener.finish() }
+        }
         connection.onOwnerChange { [weak self] name, newOwner in
             guard let self, name == BlueZ.service else { return }
             self.ownerChanged(to: newOwner)
@@ -123,15 +135,26 @@ public final class BlueZMirror: Sendable {
     public func changes() -> (BlueZObjectTree, AsyncStream<BlueZObjectTree.Change>) {
         let (stream, continuation) = AsyncStream<BlueZObjectTree.Change>.makeStream()
         let snapshot = state.withLock { state -> BlueZObjectTree in
+            if state.busLost {
+                continuation.finish()
+                return state.tree
+            }
             let id = state.nextListener
             state.nextListener += 1
             state.listeners[id] = continuation
+            // Not under the lock here: onTermination can run inside a task's
+            // cancellation, holding that task's status lock, while the I/O
+            // thread holds our lock and yields to that very task (which takes
+            // the status lock) — a lock-order deadlock, seen in `scan --count`.
+            // Until removed, yields to the finished stream do nothing.
             continuation.onTermination = { [weak self] _ in
-                _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
+                guard let mirror = self else { return }
+                DispatchQueue.global().async {
+                    _ = mirror.state.withLock { $0.listeners.removeValue(forKey: id) }
+                }
             }
             return state.tree
         }
-        connection.onDisconnect { continuation.finish() }
         return (snapshot, stream)
     }
 }

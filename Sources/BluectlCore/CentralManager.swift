@@ -1,4 +1,5 @@
 import BluectlDBus
+import Synchronization
 
 /// The central: CoreBluetooth's CBCentralManager on BlueZ. One bus
 /// connection, one mirror of BlueZ's tree, shared by everything it does.
@@ -162,16 +163,76 @@ public struct ScanSession: Sendable {
     }
 }
 
-/// Runs `body` with a deadline: its value, or nil when time ran out first.
+/// Runs `body` with a deadline: its value, or nil when time ran out first
+/// (or the caller was cancelled). Returns at the deadline even when `body`
+/// ignores cancellation (a thread blocked in write(2), a call that never
+/// answers): `body` is cancelled and left to finish on its own — a task
+/// group would wait for it.
 public func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
-    await withTaskGroup(of: T?.self) { group in
-        group.addTask { await body() }
-        group.addTask {
-            try? await Task.sleep(for: timeout)
-            return nil
+    let race = FirstResult<T?>()
+    return await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
+            race.start(continuation)
+            let work = Task {
+                let value = await body()
+                race.resolve(value)
+            }
+            race.onTimeoutOrCancel { work.cancel() }
+            Task {
+                try? await Task.sleep(for: timeout)
+                race.resolve(nil)
+            }
         }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
+    } onCancel: {
+        race.resolve(nil)
+    }
+}
+
+/// The first of several results, handed to one waiting continuation.
+final class FirstResult<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, Never>?
+        /// A result that came before `start` (zero or one element).
+        var early: [T] = []
+        var hasEarly: Bool { !early.isEmpty }
+        var done = false
+        var loser: (@Sendable () -> Void)?
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, Never>) {
+        let early = state.withLock { s -> [T] in
+            if s.hasEarly { s.done = true; return s.early }
+            s.continuation = continuation
+            return []
+        }
+        if let value = early.first { continuation.resume(returning: value) }
+    }
+
+    /// Runs when a result other than the work's own wins (to cancel the work).
+    func onTimeoutOrCancel(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { s -> Bool in
+            if s.done || s.hasEarly { return true }
+            s.loser = action
+            return false
+        }
+        if now { action() }
+    }
+
+    func resolve(_ value: T) {
+        let (continuation, loser) = state.withLock { s -> (CheckedContinuation<T, Never>?, (@Sendable () -> Void)?) in
+            guard !s.done, !s.hasEarly else { return (nil, nil) }
+            guard let c = s.continuation else {
+                s.early = [value]
+                return (nil, nil)
+            }
+            s.done = true
+            s.continuation = nil
+            let l = s.loser
+            s.loser = nil
+            return (c, l)
+        }
+        continuation?.resume(returning: value)
+        loser?()
     }
 }

@@ -123,7 +123,7 @@ public struct DeviceInfo: Sendable, Equatable {
     }
 
     /// "AA:BB:…" from ".../dev_AA_BB_…" when the Address property is missing.
-    static func addressFromPath(_ path: ObjectPath) -> String {
+    public static func addressFromPath(_ path: ObjectPath) -> String {
         let last = path.lastComponent
         guard last.hasPrefix("dev_") else { return last }
         return last.dropFirst(4).replacingOccurrences(of: "_", with: ":")

@@ -20,23 +20,58 @@ import Synchronization
 /// It accepts only what it was set up for: requests from bluetoothd (the
 /// current owner of org.bluez) about the devices in `devices`. Anything else
 /// (another device, a PIN or passkey it cannot enter) is answered
-/// `org.bluez.Error.Rejected`.
+/// `org.bluez.Error.Rejected`. With `.keyboardDisplay`, the questions about
+/// those devices go to a `Prompter` (bluectl: the controlling terminal),
+/// off the bus thread; what it does not accept is rejected.
 public final class PairingAgent: Sendable {
     public enum Capability: String, Sendable {
         case noInputNoOutput = "NoInputNoOutput"
         case displayYesNo = "DisplayYesNo"
+        case keyboardDisplay = "KeyboardDisplay"
     }
+
+    /// A question for the user (keyboard-display).
+    public enum Question: Equatable, Sendable {
+        /// "Does the device show this passkey?" (RequestConfirmation)
+        case confirmPasskey(UInt32)
+        /// Type the passkey the device shows (RequestPasskey).
+        case enterPasskey
+        /// Type the PIN (RequestPinCode).
+        case enterPinCode
+        /// Show this passkey; it is typed on the device (DisplayPasskey, `entered` keys so far).
+        case displayPasskey(UInt32, entered: UInt16)
+        /// Show this PIN (DisplayPinCode).
+        case displayPinCode(String)
+        /// May the device pair (RequestAuthorization)?
+        case authorizePairing
+        /// May the device use this service (AuthorizeService)?
+        case authorizeService(String)
+    }
+
+    /// The user's answer.
+    public enum Reply: Equatable, Sendable {
+        case accept
+        case passkey(UInt32)
+        case pinCode(String)
+        case reject(String)
+    }
+
+    /// Asks the user; may block (it runs on a thread of its own).
+    public typealias Prompter = @Sendable (_ question: Question, _ device: ObjectPath) -> Reply
 
     public let path: ObjectPath
     public let capability: Capability
     private let connection: DBusConnection
     private let allowed: Mutex<Set<ObjectPath>>
     private let log: Mutex<[String]>
+    private let prompter: Prompter?
 
-    private init(connection: DBusConnection, path: ObjectPath, capability: Capability, devices: Set<ObjectPath>) {
+    private init(connection: DBusConnection, path: ObjectPath, capability: Capability, devices: Set<ObjectPath>,
+                 prompter: Prompter?) {
         self.connection = connection
         self.path = path
         self.capability = capability
+        self.prompter = prompter
         allowed = Mutex(devices)
         log = Mutex([])
     }
@@ -44,10 +79,11 @@ public final class PairingAgent: Sendable {
     /// Exports the agent and registers it with bluetoothd.
     public static func register(
         central: CentralManager, devices: Set<ObjectPath>, capability: Capability = .noInputNoOutput,
-        makeDefault: Bool = false
+        makeDefault: Bool = false, prompter: Prompter? = nil
     ) async throws -> PairingAgent {
         let path = ObjectPath("/org/bluectl/agent\(getpid())") ?? ObjectPath(verified: "/org/bluectl/agent")
-        let agent = PairingAgent(connection: central.connection, path: path, capability: capability, devices: devices)
+        let agent = PairingAgent(connection: central.connection, path: path, capability: capability, devices: devices,
+                                 prompter: prompter)
         central.connection.export(path) { [weak agent] message, connection in
             guard let agent else {
                 try? connection.send(.error(to: message, name: "org.bluez.Error.Rejected", message: "agent gone"))
@@ -80,6 +116,10 @@ public final class PairingAgent: Sendable {
     /// What the agent was asked and answered (for diagnostics).
     public var requests: [String] { log.withLock { $0 } }
 
+    /// Why the agent last refused a question, if it did.
+    public var lastRefusal: String? { refusal.withLock { $0 } }
+    private let refusal = Mutex<String?>(nil)
+
     /// UnregisterAgent and stop serving the object.
     public func unregister(timeout: Duration = .seconds(3)) async {
         _ = try? await connection.callMethod(
@@ -93,6 +133,8 @@ public final class PairingAgent: Sendable {
         case accept
         case reject(String)
         case unknownMethod
+        /// Ask the user (keyboard-display only).
+        case ask(Question)
     }
 
     public func answer(member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?) -> Answer {
@@ -111,6 +153,10 @@ public final class PairingAgent: Sendable {
         guard let sender, sender == bluetoothd else { return .reject("only bluetoothd may ask this agent") }
         let device = arguments.first?.objectPath
         let known = device.map { allowed.contains($0) } ?? false
+        if capability == .keyboardDisplay, let member, member != "Release", member != "Cancel" {
+            guard let question = question(member: member, arguments: arguments) else { return .unknownMethod }
+            return known ? .ask(question) : .reject("not a device this bluectl run is working with")
+        }
         switch member {
         case "Release", "Cancel":
             return .accept
@@ -125,6 +171,40 @@ public final class PairingAgent: Sendable {
         }
     }
 
+    /// The question an Agent1 call asks (nil: not an Agent1 question, or malformed arguments).
+    static func question(member: String, arguments: [DBusValue]) -> Question? {
+        let second = arguments.dropFirst().first
+        switch member {
+        case "RequestConfirmation": return second?.integer.flatMap(UInt32.init(exactly:)).map { .confirmPasskey($0) }
+        case "RequestPasskey": return .enterPasskey
+        case "RequestPinCode": return .enterPinCode
+        case "DisplayPasskey":
+            guard let passkey = second?.integer.flatMap(UInt32.init(exactly:)) else { return nil }
+            let entered = arguments.dropFirst(2).first?.integer.flatMap(UInt16.init(exactly:)) ?? 0
+            return .displayPasskey(passkey, entered: entered)
+        case "DisplayPinCode": return second?.string.map { .displayPinCode($0) }
+        case "RequestAuthorization": return .authorizePairing
+        case "AuthorizeService": return second?.string.map { .authorizeService($0) }
+        default: return nil
+        }
+    }
+
+    /// Replies to `message` with the user's answer (`question` decides what a reply carries).
+    static func reply(_ reply: Reply, question: Question, to message: DBusMessage) -> DBusMessage {
+        switch (reply, question) {
+        case (.reject(let why), _):
+            return .error(to: message, name: "org.bluez.Error.Rejected", message: why)
+        case (.passkey(let passkey), .enterPasskey):
+            return .methodReturn(to: message, arguments: [.uint32(passkey)])
+        case (.pinCode(let pin), .enterPinCode):
+            return .methodReturn(to: message, arguments: [.string(pin)])
+        case (.accept, .enterPasskey), (.accept, .enterPinCode), (.passkey, _), (.pinCode, _):
+            return .error(to: message, name: "org.bluez.Error.Rejected", message: "no answer given")
+        case (.accept, _):
+            return .methodReturn(to: message)
+        }
+    }
+
     private func handle(_ message: DBusMessage, connection: DBusConnection) {
         let answer = answer(
             member: message.member, interface: message.interface, arguments: message.arguments,
@@ -133,9 +213,24 @@ public final class PairingAgent: Sendable {
         log.withLock { $0.append("\(message.member ?? "?") \(device) → \(answer)") }
         guard !message.noReplyExpected else { return }
         switch answer {
+        case .ask(let question):
+            guard let prompter else {
+                try? connection.send(.error(to: message, name: "org.bluez.Error.Rejected", message: "nobody to ask"))
+                return
+            }
+            let device = message.arguments.first?.objectPath ?? path
+            // The user may take a while: never on the bus thread.
+            Thread.detachNewThread { [self] in
+                let reply = prompter(question, device)
+                log.withLock { $0.append("\(question) → \(reply)") }
+                if case .reject(let why) = reply { refusal.withLock { $0 = why } }
+                guard !message.noReplyExpected else { return }
+                try? connection.send(Self.reply(reply, question: question, to: message))
+            }
         case .accept:
             try? connection.send(.methodReturn(to: message))
         case .reject(let why):
+            refusal.withLock { $0 = why }
             try? connection.send(.error(to: message, name: "org.bluez.Error.Rejected", message: why))
         case .unknownMethod:
             try? connection.send(.error(

@@ -227,10 +227,13 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let limit = characteristic.maximumWriteValueLength(for: type)
         guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
         let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
-        _ = try await retryingInProgress(what: "write \(Self.label(characteristic.uuid))") {
-            try await self.central.connection.callMethod(
-                destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
-                member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
+        let what = "write \(Self.label(characteristic.uuid))"
+        _ = try await reportingDisconnect(what) {
+            try await self.retryingInProgress(what: what) {
+                try await self.central.connection.callMethod(
+                    destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
+                    member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
+            }
         }
     }
 
@@ -256,13 +259,32 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         var options: [String: DBusValue] = [:]
         if offset > 0 { options["offset"] = .uint16(UInt16(clamping: offset)) }
         let argument = DBusValue.stringVariantDictionary(options)
-        let reply = try await retryingInProgress(what: what) {
-            try await self.central.connection.callMethod(
-                destination: BlueZ.service, path: objectPath, interface: interface,
-                member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
+        let reply = try await reportingDisconnect(what) {
+            try await self.retryingInProgress(what: what) {
+                try await self.central.connection.callMethod(
+                    destination: BlueZ.service, path: objectPath, interface: interface,
+                    member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
+            }
         }
         guard let bytes = reply.first?.bytes else { throw CentralError.unexpected("ReadValue returned \(reply)") }
         return bytes
+    }
+
+    /// A read or write that BlueZ failed because the device went away in
+    /// the meantime (it answers pending ATT requests "Failed: Not connected"
+    /// before it signals the disconnect) is reported as a disconnect: asks
+    /// bluetoothd whether the device is still there and connected.
+    func reportingDisconnect<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as CentralError {
+            guard case .bluez = error else { throw error }
+            let device = await fetchDeviceProperties(timeout: .seconds(2))
+            if device == nil || device?["Connected"]?.bool == false {
+                throw CentralError.disconnected("\(identifier) \(device == nil ? "disappeared" : "disconnected") during \(what)")
+            }
+            throw error
+        }
     }
 
     /// Whether a failed read/write looks like the peer wants encryption
@@ -394,8 +416,8 @@ public final class NotificationSession: Sendable {
     private let channel: EventChannel<NotifyStateMachine.Event>
     private let loop: Task<Void, Never>
 
-    private init(characteristic: GattCharacteristic, values: AsyncThrowingStream<[UInt8], any Error>,
-                 channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
+    init(characteristic: GattCharacteristic, values: AsyncThrowingStream<[UInt8], any Error>,
+         channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
         self.characteristic = characteristic
         self.values = values
         self.channel = channel
@@ -408,27 +430,42 @@ public final class NotificationSession: Sendable {
         _ = await firstValue(within: .seconds(5)) { [loop] in await loop.value }
     }
 
+    /// The session events a change of BlueZ's tree means: a `Value` (when
+    /// `values`: with AcquireNotify values come over the socket instead),
+    /// the device disconnecting or going, the characteristic going, and
+    /// bluetoothd restarting or leaving (the tree replaced).
+    static func events(for change: BlueZObjectTree.Change, characteristic charPath: ObjectPath, device devicePath: ObjectPath,
+                       mirror: BlueZMirror, values: Bool) -> [NotifyStateMachine.Event] {
+        switch change {
+        case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
+            if values, let value = changed["Value"]?.bytes { return [.value(value)] }
+            return []
+        case .propertiesChanged(devicePath, BlueZ.deviceInterface, let changed, _):
+            if changed["Connected"]?.bool == false { return [.deviceDisconnected] }
+            return []
+        case .removed(let path, let interfaces):
+            if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
+            if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
+            return []
+        case .replaced:
+            let tree = mirror.tree
+            if tree.properties(devicePath, BlueZ.deviceInterface)?["Connected"]?.bool != true { return [.deviceDisconnected] }
+            if tree.properties(charPath, BlueZ.characteristicInterface) == nil { return [.characteristicRemoved] }
+            return []
+        default:
+            return []
+        }
+    }
+
     static func start(peripheral: Peripheral, characteristic: GattCharacteristic) async throws -> NotificationSession {
         let central = peripheral.central
         let (_, changes) = central.mirror.changes()  // listen first (pitfall 4)
         let channel = EventChannel<NotifyStateMachine.Event>()
         let charPath = characteristic.path
         let devicePath = peripheral.path
+        let mirror = central.mirror
         channel.follow(changes) { change in
-            switch change {
-            case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
-                if let value = changed["Value"]?.bytes { return [.value(value)] }
-                return []
-            case .propertiesChanged(devicePath, BlueZ.deviceInterface, let changed, _):
-                if changed["Connected"]?.bool == false { return [.deviceDisconnected] }
-                return []
-            case .removed(let path, let interfaces):
-                if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
-                if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
-                return []
-            default:
-                return []
-            }
+            events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: true)
         }
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let what = Peripheral.label(characteristic.uuid)

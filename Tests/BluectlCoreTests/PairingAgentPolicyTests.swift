@@ -39,4 +39,24 @@ import Testing
         #expect(decide("Frobnicate", [.objectPath(ours)]) == .unknownMethod)
         #expect(decide("RequestAuthorization", [.objectPath(ours)], interface: "org.example.Other") == .unknownMethod)
     }
+
+    func decideKD(_ member: String, _ args: [DBusValue], sender: String? = ":1.1") -> PairingAgent.Answer {
+        PairingAgent.decide(member: member, interface: "org.bluez.Agent1", arguments: args, sender: sender, bluetoothd: ":1.1",
+                            allowed: [ours], capability: .keyboardDisplay)
+    }
+
+    @Test func keyboardDisplayAsksAboutItsDeviceOnly() {
+        #expect(decideKD("RequestConfirmation", [.objectPath(ours), .uint32(123456)]) == .ask(.confirmPasskey(123456)))
+        #expect(decideKD("RequestPasskey", [.objectPath(ours)]) == .ask(.enterPasskey))
+        #expect(decideKD("RequestPinCode", [.objectPath(ours)]) == .ask(.enterPinCode))
+        #expect(decideKD("DisplayPasskey", [.objectPath(ours), .uint32(42), .uint16(2)]) == .ask(.displayPasskey(42, entered: 2)))
+        #expect(decideKD("DisplayPinCode", [.objectPath(ours), .string("0000")]) == .ask(.displayPinCode("0000")))
+        #expect(decideKD("AuthorizeService", [.objectPath(ours), .string("180f")]) == .ask(.authorizeService("180f")))
+        #expect(decideKD("Cancel", []) == .accept)
+        guard case .reject = decideKD("RequestPasskey", [.objectPath(other)]) else { Issue.record("asked about another device"); return }
+        guard case .reject = decideKD("RequestConfirmation", [.objectPath(ours), .uint32(1)], sender: ":1.99") else {
+            Issue.record("asked for a caller other than bluetoothd"); return
+        }
+        #expect(decideKD("RequestConfirmation", [.objectPath(ours)]) == .unknownMethod)  // malformed: no passkey
+    }
 }

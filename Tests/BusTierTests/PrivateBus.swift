@@ -759,14 +759,24 @@ final class PrivateBus: @unchecked Sendable {
     }
 
     /// Starts dbus-daemon (and the stand-in with `adapters`, unless `standIn` is false).
-    static func start(standIn: Bool = true, adapters: [AdapterSpec] = [.hci0]) async throws -> PrivateBus {
+    /// `deny`: (interface, member) pairs the bus policy refuses to send (AccessDenied).
+    static func start(standIn: Bool = true, adapters: [AdapterSpec] = [.hci0],
+                      deny: [(interface: String, member: String)] = []) async throws -> PrivateBus {
         let dir = FileManager.default.temporaryDirectory
             .appendingPathComponent("bluectl-bus-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let socket = dir.appendingPathComponent("system_bus_socket").path
         let daemon: ChildProcess
         do {
-            let argv = [BusTier.dbusDaemon, "--config-file=\(BusTier.fixture("bus.conf"))", "--nofork", "--nopidfile",
+            var config = BusTier.fixture("bus.conf")
+            if !deny.isEmpty {
+                let rules = deny.map { "    <deny send_interface=\"\($0.interface)\" send_member=\"\($0.member)\"/>\n" }.joined()
+                let text = try String(contentsOfFile: config, encoding: .utf8)
+                    .replacingOccurrences(of: "  </policy>", with: rules + "  </policy>")
+                config = dir.appendingPathComponent("bus.conf").path
+                try text.write(toFile: config, atomically: true, encoding: .utf8)
+            }
+            let argv = [BusTier.dbusDaemon, "--config-file=\(config)", "--nofork", "--nopidfile",
                         "--address=unix:path=\(socket)", "--print-address=1"]
             // an orphaned bus (test process killed) must not live forever
             let watchdog = "/usr/bin/timeout"
@@ -795,7 +805,8 @@ final class PrivateBus: @unchecked Sendable {
         return bus
     }
 
-    private func startStandIn(adapters: [AdapterSpec]) async throws {
+    /// Starts the stand-in (again, after `stopStandIn`: as when bluetoothd restarts).
+    func startStandIn(adapters: [AdapterSpec]) async throws {
         let params: [String: Any] = ["adapters": adapters.map {
             ["name": $0.name, "address": $0.address, "alias": $0.alias, "powered": $0.powered] as [String: Any]
         }]
@@ -1060,6 +1071,44 @@ final class PrivateBus: @unchecked Sendable {
         try await mock("InjectError", [.string(path), .string(method), .string(errorName), .string(message)])
     }
 
+    /// The next `count` calls of `method` on `path` fail with `errorName`; later ones succeed.
+    func injectError(_ path: String, _ method: String, _ errorName: String, _ message: String = "", times count: Int) async throws {
+        try await mock("InjectErrorTimes", [.string(path), .string(method), .string(errorName), .string(message), .uint32(UInt32(count))])
+    }
+
+    /// BlueZ API methods called on `path`, in order (the stand-in's call log).
+    func calls(_ path: String) async throws -> [String] {
+        try await mock("GetCalls", [.string(path)]).first?.strings ?? []
+    }
+
+    /// How often `method` was called on `path`.
+    func callCount(_ path: String, _ method: String) async throws -> Int {
+        try await calls(path).filter { $0 == method }.count
+    }
+
+    /// Calls of ReadValue/WriteValue on `path` are never answered (until the device disconnects).
+    func hang(_ path: String, _ method: String, _ hang: Bool = true) async throws {
+        try await mock("HangMethod", [.string(path), .string(method), .bool(hang)])
+    }
+
+    /// Sets properties to any value (also wrongly typed ones) and removes others; one PropertiesChanged.
+    func setProperties(_ path: String, _ interface: String, _ changed: [(String, BusValue)], removed: [String] = []) async throws {
+        try await mock("SetProperties", [.string(path), .string(interface), .dict(changed), .strings(removed)])
+    }
+
+    /// How Device1.Pair on `device` asks the agent ("" = just works).
+    func setPairing(_ device: String, _ method: String, _ value: UInt32 = 0) async throws {
+        try await mock("SetPairing", [.objectPath(device), .string(method), .uint32(value)])
+    }
+
+    /// Agent calls Pair made: (method, device, outcome).
+    func agentLog() async throws -> [(method: String, device: String, outcome: String)] {
+        (try await mock("GetAgentLog").first?.array ?? []).compactMap {
+            guard let m = $0[0]?.string, let d = $0[1]?.string, let o = $0[2]?.string else { return nil }
+            return (m, d, o)
+        }
+    }
+
     // MARK: waiting
 
     /// Polls `check` until it returns true or the time is up.
@@ -1077,11 +1126,12 @@ final class PrivateBus: @unchecked Sendable {
 /// `standIn` is false); tears everything down afterwards, also on failure
 /// (then the stand-in's log is printed to help).
 func withPrivateBus<T>(standIn: Bool = true, adapters: [AdapterSpec] = [.hci0],
+                       deny: [(interface: String, member: String)] = [],
                        _ body: (PrivateBus) async throws -> T) async throws -> T {
     await BusSlots.shared.acquire()
     let bus: PrivateBus
     do {
-        bus = try await PrivateBus.start(standIn: standIn, adapters: adapters)
+        bus = try await PrivateBus.start(standIn: standIn, adapters: adapters, deny: deny)
     } catch {
         await BusSlots.shared.release()
         throw error

@@ -41,7 +41,11 @@ ADV_NAME=TestAdvertisement
 DEV_OPTS=(--adapter "$CENTRAL")
 SCAN_TIMEOUT=30    # the lab's advertiser shows up every ~1.5 s; be generous under TCG
 
-run() { [[ $1 == $ONLY ]] && check "$@"; return 0; }
+# soak_* checks (minutes long) run only when named: run-checks.sh 'soak_*'.
+run() {
+  [[ $1 == soak_* && $ONLY != soak_* ]] && return 0
+  [[ $1 == $ONLY ]] && check "$@"; return 0
+}
 
 # =====================================================================
 # adapters
@@ -318,6 +322,143 @@ c_subscribe_disconnect() {
   OUT=$sub_out
   expect_json 'check(len(lines) >= 1, "no notification before the disconnect")'
 }
+# The lab peripheral's stream state from its control characteristic:
+# STREAM_SENT (values sent in the last burst), STREAM_RUNNING, STREAM_NOTIFYING (0/1).
+stream_state() {
+  read_value "$LAB_CONTROL"
+  local v=$VALUE
+  STREAM_SENT=$((16#${v:14:2}${v:12:2}${v:10:2}${v:8:2}))
+  STREAM_RUNNING=$((16#${v:16:2})); STREAM_NOTIFYING=$((16#${v:18:2}))
+}
+wait_stream() { # notifying|done SECS
+  local end=$((SECONDS + $2))
+  while [ $SECONDS -lt $end ]; do
+    stream_state
+    case $1 in
+      notifying) [ "$STREAM_NOTIFYING" = 1 ] && return 0;;
+      done) [ "$STREAM_RUNNING" = 0 ] && return 0;;
+    esac
+    sleep 0.3
+  done
+  return 1
+}
+burst_hex() { printf '%02x%02x%02x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)); }
+c_stream_acquire() {
+  need_sub subscribe; need_sub write
+  "$BLUECTL" subscribe --help 2>/dev/null | grep -q -- --notify-via || skip "subscribe has no --notify-via"
+  local n=3000 sub_out=$CHECK_DIR/$CHECK_NAME.stream.out sub_err=$CHECK_DIR/$CHECK_NAME.stream.err pid src
+  note "AcquireNotify with --check-sequence: every value is printed or its loss reported by number"
+  timeout -k 5 150 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --notify-via acquire --check-sequence u32 --json "${DEV_OPTS[@]}" \
+    > "$sub_out" 2> "$sub_err" < /dev/null &
+  pid=$!
+  wait_stream notifying 40 || { kill $pid 2>/dev/null; cat "$sub_err"; fail "the peripheral never saw notifications enabled"; }
+  local t0; t0=$(_now)
+  bl write "$DEV" "$LAB_CONTROL" "0x$(burst_hex $n)" --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  wait_stream done 90 || fail "the burst did not finish"
+  note "peripheral sent $STREAM_SENT in $(_dt "$t0")s"
+  sleep 2
+  kill -INT $pid; wait $pid; src=$?
+  note "subscriber exit $src; stderr: $(head -c 400 "$sub_err")"
+  [ $src = 130 ] || fail "subscribe exited $src on SIGINT, expected 130"
+  grep -q "sequence check of $LAB_STREAM" "$sub_err" || fail "no sequence summary on stderr"
+  OUT=$sub_out
+  expect_json "
+N = $n
+seqs = []
+reported = 0
+for l in lines:
+    if l.get('event') == 'gap': reported += l['missing']
+    elif l.get('event') == 'late': reported -= 1
+    elif 'value' in l:
+        v = bytes.fromhex(l['value'])
+        check(len(v) == 20, 'value of %d bytes' % len(v))
+        seqs.append(int.from_bytes(v[:4], 'little'))
+check(seqs, 'no values')
+top = max(seqs)
+missing = len(set(range(top + 1)) - set(seqs))
+say('acquire: %d of %d values, %d missing before the last (%d reported), %d lost at the end' % (len(seqs), N, missing, reported, N - 1 - top))
+check(len(seqs) == len(set(seqs)), 'duplicates')
+check(missing == reported, 'missing %d but %d reported' % (missing, reported))"
+}
+c_subscribe_reconnect() {
+  need_sub subscribe; need_sub write
+  "$BLUECTL" subscribe --help 2>/dev/null | grep -q -- --reconnect || skip "subscribe has no --reconnect"
+  local sub_out=$CHECK_DIR/$CHECK_NAME.sub.out sub_err=$CHECK_DIR/$CHECK_NAME.sub.err pid src
+  note "subscribe --reconnect; the peripheral (hci0) powers off and on: the gap is reported, values resume"
+  timeout -k 5 170 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --reconnect --json --timeout 30 "${DEV_OPTS[@]}" \
+    > "$sub_out" 2> "$sub_err" < /dev/null &
+  pid=$!
+  wait_stream notifying 40 || { kill $pid 2>/dev/null; cat "$sub_err"; fail "the peripheral never saw notifications enabled"; }
+  local t0; t0=$(_now)
+  dbus-send --system --print-reply --dest=org.bluez /org/bluez/hci0 org.freedesktop.DBus.Properties.Set \
+    string:org.bluez.Adapter1 string:Powered variant:boolean:false > /dev/null || fail "cannot power hci0 off"
+  local end=$((SECONDS + 40))
+  until grep -q '"disconnected"' "$sub_out"; do [ $SECONDS -lt $end ] || fail "no disconnected event"; sleep 0.3; done
+  note "disconnected reported after $(_dt "$t0")s; powering hci0 on"
+  sleep 2
+  dbus-send --system --print-reply --dest=org.bluez /org/bluez/hci0 org.freedesktop.DBus.Properties.Set \
+    string:org.bluez.Adapter1 string:Powered variant:boolean:true > /dev/null || fail "cannot power hci0 on"
+  end=$((SECONDS + 90))
+  until grep -q '"reconnected"' "$sub_out"; do
+    kill -0 $pid 2>/dev/null || { cat "$sub_err"; fail "subscribe ended before reconnecting"; }
+    [ $SECONDS -lt $end ] || { cat "$sub_err"; fail "no reconnected event within 90 s"; }
+    sleep 0.5
+  done
+  note "reconnected after $(_dt "$t0")s in all; stderr: $(head -c 400 "$sub_err")"
+  wait_stream notifying 30 || fail "notifications not on again after reconnecting"
+  bl write "$DEV" "$LAB_CONTROL" "0x$(burst_hex 5)" --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  end=$((SECONDS + 30))
+  until [ "$(grep -c '"value"' "$sub_out")" -ge 5 ]; do [ $SECONDS -lt $end ] || fail "values did not resume"; sleep 0.3; done
+  kill -TERM $pid; wait $pid; src=$?
+  [ $src = 143 ] || fail "subscribe exited $src on SIGTERM, expected 143"
+  OUT=$sub_out
+  expect_json "
+events = [l['event'] for l in lines if 'event' in l]
+check(events == ['disconnected', 'reconnected'], 'events %s' % events)
+after = lines[[i for i, l in enumerate(lines) if l.get('event') == 'reconnected'][0] + 1:]
+seqs = [int.from_bytes(bytes.fromhex(l['value'])[:4], 'little') for l in after if 'value' in l]
+check(seqs == [0, 1, 2, 3, 4], 'values after reconnecting: %s' % seqs)
+say('gap %.1f s' % [l for l in lines if l.get('event') == 'reconnected'][0]['gap_seconds'])"
+}
+c_soak_stream_100k() {
+  need_sub subscribe; need_sub write
+  local n=100000 sub_out=/tmp/$CHECK_NAME.out sub_err=$CHECK_DIR/$CHECK_NAME.err pid src
+  note "100,000 sequence-numbered notifications (StartNotify) into a file: none missing, none doubled, in order"
+  timeout -k 5 900 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --count $n --check-sequence u32 "${DEV_OPTS[@]}" \
+    > "$sub_out" 2> "$sub_err" < /dev/null &
+  pid=$!
+  wait_stream notifying 40 || { kill $pid 2>/dev/null; cat "$sub_err"; fail "the peripheral never saw notifications enabled"; }
+  local t0; t0=$(_now)
+  bl write "$DEV" "$LAB_CONTROL" "0x$(burst_hex $n)" --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  wait $pid; src=$?
+  local secs; secs=$(_dt "$t0")
+  note "subscriber exit $src after ${secs}s; stderr: $(head -c 400 "$sub_err")"
+  [ $src = 0 ] || fail "subscribe --count $n exited $src"
+  grep -q "sequence check of $LAB_STREAM: $n values, 0 missing, 0 late, 0 repeated" "$sub_err" \
+    || fail "bluectl's own sequence check: $(grep 'sequence check' "$sub_err")"
+  # Independently of bluectl's check: the values themselves, by number.
+  "$PY" -I - "$sub_out" $n "$secs" <<'EOF' || fail "the stream in the file is not complete and in order"
+import sys
+path, n, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+seqs = []
+for line in open(path):
+    parts = line.split()
+    if len(parts) < 3 or parts[1] == '--':
+        print('event line: ' + line.strip()); sys.exit(1)
+    v = bytes.fromhex(parts[-1])
+    s = int.from_bytes(v[:4], 'little')
+    if v[4:] != bytes((s + i) & 0xff for i in range(4, 20)):
+        print('corrupt value ' + parts[-1]); sys.exit(1)
+    seqs.append(s)
+ok = seqs == list(range(n))
+print('%d values, %d distinct, in order: %s; %.0f values/s over %.1f s' % (len(seqs), len(set(seqs)), ok, n / secs, secs))
+sys.exit(0 if ok else 1)
+EOF
+  rm -f "$sub_out"
+}
 c_unknown_device() {
   need_sub read
   bl read 00:11:22:33:44:55 battery_level --json "${DEV_OPTS[@]}"
@@ -353,5 +494,8 @@ run info c_info
 run disconnect c_disconnect
 run read_own_connection c_read_own_connection
 run subscribe_disconnect c_subscribe_disconnect
+run stream_acquire c_stream_acquire
+run subscribe_reconnect c_subscribe_reconnect
 run unknown_device c_unknown_device
+run soak_stream_100k c_soak_stream_100k
 summary

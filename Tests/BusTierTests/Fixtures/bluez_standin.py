@@ -71,6 +71,7 @@ GATT_SERVICE_IFACE = 'org.bluez.GattService1'
 GATT_CHRC_IFACE = 'org.bluez.GattCharacteristic1'
 GATT_DESC_IFACE = 'org.bluez.GattDescriptor1'
 GATT_MANAGER_IFACE = 'org.bluez.GattManager1'
+AGENT_MANAGER_IFACE = 'org.bluez.AgentManager1'
 LE_ADV_MANAGER_IFACE = 'org.bluez.LEAdvertisingManager1'
 PROPS_IFACE = dbus.PROPERTIES_IFACE
 INTROSPECT_IFACE = dbus.INTROSPECTABLE_IFACE
@@ -458,7 +459,14 @@ class AdapterState:
 ROOT = None            # the root DBusMockObject
 ADAPTERS = {}          # name → AdapterState
 WRITES = {}            # attribute path → [(value bytes, options dict)]
-INJECTED_ERRORS = {}   # (path, method) → (error name, message)
+INJECTED_ERRORS = {}   # (path, method) → [error name, message, remaining calls or None]
+CALLS = []             # [(path, method)] of BlueZ API calls, in order (GetCalls)
+HANGING = set()        # (path, method) whose calls are never answered (HangMethod)
+HUNG_CALLS = []        # [(path, method, ok, err)] calls left unanswered
+AGENTS = {}            # client unique name → (agent path, capability)
+DEFAULT_AGENT = []     # [(client, path)]: RequestDefaultAgent stack
+PAIRING = {}           # device path → (agent method, expected value) (SetPairing)
+AGENT_LOG = []         # [(method, device, outcome)] of agent calls made by Pair
 _WATCHING = False
 
 
@@ -478,9 +486,39 @@ def _advertiser(adapter, address):
 
 
 def _check_injected(path, method):
-    e = INJECTED_ERRORS.get((str(path), method))
+    '''Records the call (GetCalls) and raises an injected error, if any.'''
+    key = (str(path), method)
+    CALLS.append(key)
+    e = INJECTED_ERRORS.get(key)
     if e:
+        if e[2] is not None:
+            e[2] -= 1
+            if e[2] <= 0:
+                del INJECTED_ERRORS[key]
         raise _err(e[0], e[1])
+
+
+def _hangs(path, method, ok, err):
+    '''True (and the call is parked, never answered) if HangMethod asked so.'''
+    if (str(path), method) in HANGING:
+        log(f'{method} {path}: not answering (HangMethod)')
+        CALLS.append((str(path), method))
+        HUNG_CALLS.append((str(path), method, ok, err))
+        return True
+    return False
+
+
+def _answer(ok, err, body):
+    '''Runs body() and replies through async callbacks.'''
+    try:
+        result = body()
+    except dbus.exceptions.DBusException as e:
+        err(e)
+        return
+    if result is None:
+        ok()
+    else:
+        ok(result)
 
 
 def _add_object(obj):
@@ -758,12 +796,25 @@ class DeviceObject(BluezObject):
             raise _err(ERR + 'NotConnected', 'Not Connected')
         disconnect_device(self)
 
-    @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='')
-    def Pair(self):
-        _check_injected(self.path, 'Pair')
-        p = self.props[DEVICE_IFACE]
-        if p['Paired']:
-            raise _err(ERR + 'AlreadyExists', 'Already Exists')
+    @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='',
+                         sender_keyword='sender', async_callbacks=('ok', 'err'))
+    def Pair(self, sender=None, ok=None, err=None):
+        log(f'Pair {self.path} from {sender}')
+        try:
+            _check_injected(self.path, 'Pair')
+            if self.props[DEVICE_IFACE]['Paired']:
+                raise _err(ERR + 'AlreadyExists', 'Already Exists')
+        except dbus.exceptions.DBusException as e:
+            err(e)
+            return
+        how = PAIRING.get(self.path)
+        if how is None:             # just works, no agent involved
+            self.paired()
+            ok()
+            return
+        ask_agent(self, sender, how[0], how[1], ok, err)
+
+    def paired(self):
         self.update({'Paired': dbus.Boolean(True), 'Bonded': dbus.Boolean(True)})
 
     @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='')
@@ -816,6 +867,7 @@ class GattCharacteristicObject(BluezObject):
         self.d = d
         self.notify_clients = set()     # senders with StartNotify
         self.notify_sock = None         # our end of an AcquireNotify socket
+        self.socket_drops = 0           # values still to drop on that socket (DropSocketNotifications)
         self.notify_watch = None
         self.write_sock = None
         self.write_watch = None
@@ -823,9 +875,14 @@ class GattCharacteristicObject(BluezObject):
     def can_notify(self):
         return 'notify' in self.d.flags or 'indicate' in self.d.flags
 
-    @dbus.service.method(GATT_CHRC_IFACE, in_signature='a{sv}', out_signature='ay')
-    def ReadValue(self, options):
+    @dbus.service.method(GATT_CHRC_IFACE, in_signature='a{sv}', out_signature='ay',
+                         async_callbacks=('ok', 'err'))
+    def ReadValue(self, options, ok=None, err=None):
         log(f'ReadValue {self.path} {dict(options)}')
+        if not _hangs(self.path, 'ReadValue', ok, err):
+            _answer(ok, err, lambda: self._read(options))
+
+    def _read(self, options):
         _check_injected(self.path, 'ReadValue')
         if not any('read' in f for f in self.d.flags):
             raise _err(ERR + 'NotPermitted', 'Read not permitted')
@@ -837,9 +894,14 @@ class GattCharacteristicObject(BluezObject):
             self.update({'Value': _ay(data)})
         return _ay(data)
 
-    @dbus.service.method(GATT_CHRC_IFACE, in_signature='aya{sv}', out_signature='')
-    def WriteValue(self, value, options):
+    @dbus.service.method(GATT_CHRC_IFACE, in_signature='aya{sv}', out_signature='',
+                         async_callbacks=('ok', 'err'))
+    def WriteValue(self, value, options, ok=None, err=None):
         log(f'WriteValue {self.path} {_bytes(value).hex()} {dict(options)}')
+        if not _hangs(self.path, 'WriteValue', ok, err):
+            _answer(ok, err, lambda: self._write(value, options))
+
+    def _write(self, value, options):
         _check_injected(self.path, 'WriteValue')
         kind = options.get('type')
         if kind is not None and (not isinstance(kind, dbus.String) or
@@ -898,8 +960,11 @@ class GattCharacteristicObject(BluezObject):
             raise _err(ERR + 'NotSupported', 'Operation is not supported')
         if self.notify_sock is not None or self.notify_clients:
             raise _err(ERR + 'InProgress', 'Operation already in progress')
+        # bluetoothd: socketpair(SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC):
+        # the client's end arrives non-blocking too
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
+        theirs.setblocking(False)
         self.notify_sock = ours
         self.notify_watch = GLib.io_add_watch(ours.fileno(), GLib.PRIORITY_DEFAULT,
                                               GLib.IO_HUP | GLib.IO_ERR | GLib.IO_IN,
@@ -943,6 +1008,7 @@ class GattCharacteristicObject(BluezObject):
             raise _err(ERR + 'InProgress', 'Operation already in progress')
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
+        theirs.setblocking(False)    # as bluetoothd's SOCK_NONBLOCK pair
         self.write_sock = ours
         self.write_watch = GLib.io_add_watch(ours.fileno(), GLib.PRIORITY_DEFAULT,
                                              GLib.IO_HUP | GLib.IO_ERR | GLib.IO_IN,
@@ -980,10 +1046,15 @@ class GattCharacteristicObject(BluezObject):
         '''The peripheral sends a notification/indication.'''
         self.d.value = data
         receivers = 0
-        if self.notify_sock is not None:
+        if self.notify_sock is not None and self.socket_drops > 0:
+            # as bluetoothd does when the socket is full: the value is gone, silently
+            self.socket_drops -= 1
+        elif self.notify_sock is not None:
             try:
                 self.notify_sock.send(data)
                 receivers += 1
+            except BlockingIOError:
+                pass    # full: bluetoothd drops it silently too
             except OSError:
                 self.release_notify_sock()
         if self.notify_clients:
@@ -1285,10 +1356,23 @@ def _unexport(path):
 
 
 def disconnect_device(dev):
+    _fail_hung_calls(dev.path)
     if dev.props[DEVICE_IFACE]['ServicesResolved']:
         dev.update({'ServicesResolved': dbus.Boolean(False)})
     _unexport_gatt(dev)
     dev.update({'Connected': dbus.Boolean(False)})
+
+
+def _fail_hung_calls(prefix):
+    '''Parked calls on attributes below prefix are answered as bluetoothd
+    answers pending ATT requests when the link goes.'''
+    keep = []
+    for path, method, ok, err in HUNG_CALLS:
+        if path.startswith(prefix + '/'):
+            err(_err(ERR + 'Failed', 'Not connected'))
+        else:
+            keep.append((path, method, ok, err))
+    HUNG_CALLS[:] = keep
 
 
 def remove_device(dev):
@@ -1299,6 +1383,7 @@ def remove_device(dev):
 
 
 def client_gone(name):
+    client_gone_agent(name)
     for st in ADAPTERS.values():
         st.filters.pop(name, None)
         if name in st.sessions:
@@ -1717,6 +1802,31 @@ def EmitNotification(self, characteristic, value):
     return dbus.UInt32(obj.notify(_bytes(value)))
 
 
+@dbus.service.method(MOCK_IFACE, in_signature='ouu', out_signature='u')
+def EmitNotifications(self, characteristic, first, count):
+    '''EmitNotifications(characteristic o, first u, count u) → u values sent
+
+    The peripheral notifies count values as fast as it can, each a uint32 LE
+    sequence number first, first+1, … (for loss and order checks).'''
+    obj = mockobject.objects.get(str(characteristic))
+    if not isinstance(obj, GattCharacteristicObject):
+        raise _mock_err('NoSuchAttribute', f'{characteristic} is not an exported characteristic')
+    for seq in range(int(first), int(first) + int(count)):
+        obj.notify(struct.pack('<I', seq & 0xffffffff))
+    return dbus.UInt32(count)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ou', out_signature='')
+def DropSocketNotifications(self, characteristic, count):
+    '''DropSocketNotifications(characteristic o, count u): the next count values
+    are not written to the AcquireNotify socket — the silent loss bluetoothd
+    causes when that socket is full or not yet ready.'''
+    obj = mockobject.objects.get(str(characteristic))
+    if not isinstance(obj, GattCharacteristicObject):
+        raise _mock_err('NoSuchAttribute', f'{characteristic} is not an exported characteristic')
+    obj.socket_drops = int(count)
+
+
 @dbus.service.method(MOCK_IFACE, in_signature='oay', out_signature='')
 def SetGattValue(self, attribute, value):
     '''SetGattValue(attribute o, value ay): the peripheral's value changes
@@ -1753,9 +1863,189 @@ def InjectError(self, path, method, error_name, message):
     error_name clears it. E.g. ("/org/bluez/hci0", "StartDiscovery",
     "org.bluez.Error.InProgress", "Operation already in progress").'''
     if error_name:
-        INJECTED_ERRORS[(str(path), str(method))] = (str(error_name), str(message))
+        INJECTED_ERRORS[(str(path), str(method))] = [str(error_name), str(message), None]
     else:
         INJECTED_ERRORS.pop((str(path), str(method)), None)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ssssu', out_signature='')
+def InjectErrorTimes(self, path, method, error_name, message, count):
+    '''InjectErrorTimes(path s, method s, error_name s, message s, count u):
+    the next `count` calls of method on path fail with that error, later
+    ones behave normally (e.g. Connect failing once with
+    "le-connection-abort-by-local").'''
+    if int(count) > 0:
+        INJECTED_ERRORS[(str(path), str(method))] = [str(error_name), str(message), int(count)]
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='as')
+def GetCalls(self, path):
+    '''GetCalls(path s) → as: the BlueZ API methods called on path, in
+    order (failed and unanswered calls included); path "" → "path method"
+    for every call.'''
+    if not str(path):
+        return dbus.Array([f'{p} {m}' for p, m in CALLS], signature='s')
+    return dbus.Array([m for p, m in CALLS if p == str(path)], signature='s')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ssb', out_signature='')
+def HangMethod(self, path, method, hang):
+    '''HangMethod(path s, method s, hang b): calls of method (ReadValue or
+    WriteValue of a characteristic) on path are never answered while hang is
+    true (unless the device disconnects: then they fail "Not connected", as
+    in bluetoothd).'''
+    key = (str(path), str(method))
+    if hang:
+        HANGING.add(key)
+    else:
+        HANGING.discard(key)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ssa{sv}as', out_signature='')
+def SetProperties(self, path, interface, changed, removed):
+    '''SetProperties(path s, interface s, changed a{sv}, removed as): sets
+    properties to the values given — any D-Bus type, also one BlueZ's API
+    does not allow — and removes those in `removed`; one PropertiesChanged.
+    For testing what a client does with malformed objects.'''
+    obj = mockobject.objects.get(str(path))
+    if not isinstance(obj, BluezObject) or str(interface) not in obj.props:
+        raise _mock_err('NoSuchObject', f'{path} has no {interface}')
+    obj.update({str(k): v for k, v in changed.items()}, str(interface),
+               [str(k) for k in removed])
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='osu', out_signature='')
+def SetPairing(self, device, method, value):
+    '''SetPairing(device o, method s, value u): how Device1.Pair on device
+    involves the calling client's agent (else the default agent):
+    RequestConfirmation / DisplayPasskey (passkey value), RequestPasskey
+    (the agent must answer value), RequestPinCode (must answer str(value)),
+    DisplayPinCode (pin str(value)), RequestAuthorization; "" → just works,
+    no agent call. An agent error fails Pair (Rejected →
+    AuthenticationRejected, Canceled → AuthenticationCanceled, else
+    AuthenticationFailed), as does a wrong answer.'''
+    method = str(method)
+    if method and method not in AGENT_METHODS:
+        raise _mock_err('InvalidArgs', f'unknown agent method {method}')
+    if method:
+        PAIRING[str(device)] = (method, int(value))
+    else:
+        PAIRING.pop(str(device), None)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(sss)')
+def GetAgentLog(self):
+    '''GetAgentLog() → a(method s, device s, outcome s): agent calls made by
+    Pair; outcome "ok", "ok:<answer>" or "error:<name>: <message>".'''
+    return dbus.Array([dbus.Struct((dbus.String(m), dbus.String(d), dbus.String(o)))
+                       for m, d, o in AGENT_LOG], signature='(sss)')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(ss)')
+def GetAgents(self):
+    '''GetAgents() → a(agent path s, capability s): registered agents.'''
+    return dbus.Array([dbus.Struct((dbus.String(p), dbus.String(c))) for p, c in AGENTS.values()],
+                      signature='(ss)')
+
+
+# agent method → (in signature, args builder, answer signature)
+AGENT_METHODS = {
+    'RequestConfirmation': ('ou', lambda dev, v: [dbus.ObjectPath(dev), dbus.UInt32(v)]),
+    'DisplayPasskey': ('ouq', lambda dev, v: [dbus.ObjectPath(dev), dbus.UInt32(v), dbus.UInt16(0)]),
+    'RequestPasskey': ('o', lambda dev, v: [dbus.ObjectPath(dev)]),
+    'RequestPinCode': ('o', lambda dev, v: [dbus.ObjectPath(dev)]),
+    'DisplayPinCode': ('os', lambda dev, v: [dbus.ObjectPath(dev), dbus.String(str(v))]),
+    'RequestAuthorization': ('o', lambda dev, v: [dbus.ObjectPath(dev)]),
+}
+
+
+def ask_agent(dev, sender, method, value, ok, err):
+    '''Pair's conversation with an agent (bluetoothd: agent.c).'''
+    client = sender if sender in AGENTS else (DEFAULT_AGENT[-1][0] if DEFAULT_AGENT else None)
+    if client is None or client not in AGENTS:
+        AGENT_LOG.append((method, dev.path, 'error:no agent'))
+        err(_err(ERR + 'AuthenticationFailed', 'Authentication Failed (no agent)'))
+        return
+    agent_path = AGENTS[client][0]
+    sig, build = AGENT_METHODS[method]
+
+    def on_reply(*answer):
+        got = answer[0] if answer else None
+        AGENT_LOG.append((method, dev.path, 'ok' if got is None else f'ok:{got}'))
+        expected = {'RequestPasskey': value, 'RequestPinCode': str(value)}.get(method)
+        if expected is not None and (got is None or type(expected)(got) != expected):
+            err(_err(ERR + 'AuthenticationFailed', 'Authentication Failed'))
+            return
+        dev.paired()
+        ok()
+
+    def on_error(e):
+        name = e.get_dbus_name() or ''
+        AGENT_LOG.append((method, dev.path, f'error:{name}: {e.get_dbus_message()}'))
+        if name == ERR + 'Rejected':
+            err(_err(ERR + 'AuthenticationRejected', 'Authentication Rejected'))
+        elif name == ERR + 'Canceled':
+            err(_err(ERR + 'AuthenticationCanceled', 'Authentication Canceled'))
+        else:
+            err(_err(ERR + 'AuthenticationFailed', 'Authentication Failed'))
+
+    log(f'Pair {dev.path}: {method} to agent {agent_path} of {client}')
+    _bus().call_async(client, agent_path, 'org.bluez.Agent1', method, sig, build(dev.path, value),
+                      on_reply, on_error, timeout=60)
+
+
+class AgentManagerObject(BluezObject):
+    '''/org/bluez: AgentManager1 (agents per client, as bluetoothd keeps
+    them) and ProfileManager1.'''
+
+    CAPABILITIES = ('DisplayOnly', 'DisplayYesNo', 'KeyboardOnly', 'NoInputNoOutput',
+                    'KeyboardDisplay', '')
+
+    def __init__(self):
+        super().__init__('/org/bluez', AGENT_MANAGER_IFACE, {})
+        self.props['org.bluez.ProfileManager1'] = dbus.Dictionary({}, signature='sv')
+
+    @dbus.service.method(AGENT_MANAGER_IFACE, in_signature='os', out_signature='',
+                         sender_keyword='sender')
+    def RegisterAgent(self, agent, capability, sender=None):
+        log(f'RegisterAgent {agent} {capability} from {sender}')
+        _check_injected(self.path, 'RegisterAgent')
+        if str(capability) not in self.CAPABILITIES:
+            raise _bluez_invalid()
+        if sender in AGENTS:
+            raise _err(ERR + 'AlreadyExists', 'Already Exists')
+        AGENTS[sender] = (str(agent), str(capability) or 'KeyboardDisplay')
+        _watch_clients()
+
+    @dbus.service.method(AGENT_MANAGER_IFACE, in_signature='o', out_signature='',
+                         sender_keyword='sender')
+    def UnregisterAgent(self, agent, sender=None):
+        log(f'UnregisterAgent {agent} from {sender}')
+        _check_injected(self.path, 'UnregisterAgent')
+        if AGENTS.get(sender, ('',))[0] != str(agent):
+            raise _err(ERR + 'DoesNotExist', 'Does Not Exist')
+        client_gone_agent(sender)
+
+    @dbus.service.method(AGENT_MANAGER_IFACE, in_signature='o', out_signature='',
+                         sender_keyword='sender')
+    def RequestDefaultAgent(self, agent, sender=None):
+        _check_injected(self.path, 'RequestDefaultAgent')
+        if AGENTS.get(sender, ('',))[0] != str(agent):
+            raise _err(ERR + 'DoesNotExist', 'Does Not Exist')
+        DEFAULT_AGENT.append((sender, str(agent)))
+
+    @dbus.service.method('org.bluez.ProfileManager1', in_signature='osa{sv}', out_signature='')
+    def RegisterProfile(self, profile, uuid, options):
+        pass
+
+    @dbus.service.method('org.bluez.ProfileManager1', in_signature='o', out_signature='')
+    def UnregisterProfile(self, profile):
+        pass
+
+
+def client_gone_agent(name):
+    AGENTS.pop(name, None)
+    DEFAULT_AGENT[:] = [a for a in DEFAULT_AGENT if a[0] != name]
 
 
 @dbus.service.method(MOCK_IFACE, in_signature='', out_signature='s')
@@ -1771,8 +2061,9 @@ def load(mock, parameters):
     ROOT = mock
     # /org/bluez with AgentManager1 and ProfileManager1 from dbusmock's bluez5
     bluez5.load(mock, parameters)
-    mockobject.objects['/org/bluez'].props['org.bluez.ProfileManager1'] = \
-        dbus.Dictionary({}, signature='sv')
+    # ... but with agents kept per client (Pair asks the caller's agent)
+    _remove_object('/org/bluez')
+    _add_object(AgentManagerObject())
     # dbusmock broadcasts org.freedesktop.DBus.Mock.MethodCalled from org.bluez
     # for every Mock call and GetManagedObjects; bluetoothd sends no such
     # thing, so keep it quiet unless asked for.

@@ -1,0 +1,166 @@
+import Foundation
+import Synchronization
+
+/// Standard output for event streams (`subscribe`, `scan`): lines wait in a
+/// bounded queue and a writer thread of their own writes them in arrival
+/// order, so a slow or stopped reader never holds up the D-Bus side (where
+/// bluetoothd would otherwise queue, and eventually drop, signals for us).
+///
+/// Nothing is lost silently: when the queue is full a line is dropped and
+/// counted, and the count is reported — on stderr, and as a line of its own
+/// in the stream (`gapLine`) once there is room again. A reader that goes
+/// away (EPIPE; SIGPIPE is ignored) closes the queue: `enqueue` then returns
+/// `.closed` and the command stops quietly.
+public final class OutputQueue: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        case queued
+        /// Queue full: the line was counted as dropped.
+        case dropped
+        /// The reader went away (or `close()` ran).
+        case closed
+    }
+
+    private struct State {
+        var lines: [[UInt8]] = []
+        var bytes = 0
+        /// Dropped since the last report.
+        var unreported = 0
+        var droppedTotal = 0
+        var closed = false
+        var writing = false
+        var writeError: Int32?
+    }
+
+    public let capacity: Int
+    private let fd: Int32
+    private let state = Mutex(State())
+    private let wakeWriter = DispatchSemaphore(value: 0)
+    private let drained = DispatchSemaphore(value: 0)
+    /// The line that reports `n` dropped lines in the stream's own format
+    /// (nil: report on stderr only, e.g. for raw bytes).
+    private let gapLine: @Sendable (Int) -> [UInt8]?
+
+    /// `capacity`: lines waiting at most (the pipe's own buffer comes on top).
+    public init(fd: Int32 = 1, capacity: Int = 100_000, gapLine: @escaping @Sendable (Int) -> [UInt8]? = { _ in nil }) {
+        self.fd = fd
+        self.capacity = max(1, capacity)
+        self.gapLine = gapLine
+        let thread = Thread { [self] in writerLoop() }
+        thread.name = "bluectl-output"
+        thread.start()
+    }
+
+    /// Queues `text` plus a newline.
+    @discardableResult
+    public func line(_ text: String) -> Outcome {
+        var bytes = Array(text.utf8)
+        bytes.append(0x0a)
+        return enqueue(bytes)
+    }
+
+    /// Queues bytes as they are.
+    @discardableResult
+    public func enqueue(_ bytes: [UInt8]) -> Outcome {
+        let (outcome, report) = state.withLock { s -> (Outcome, Int?) in
+            if s.closed { return (.closed, nil) }
+            guard s.lines.count < capacity else {
+                s.unreported += 1
+                s.droppedTotal += 1
+                return (.dropped, s.unreported == 1 ? 0 : nil)
+            }
+            var report: Int?
+            if s.unreported > 0, let gap = gapLine(s.unreported) {
+                s.lines.append(gap)
+                s.bytes += gap.count
+                report = s.unreported
+                s.unreported = 0
+            }
+            s.lines.append(bytes)
+            s.bytes += bytes.count
+            return (.queued, report)
+        }
+        switch (outcome, report) {
+        case (.dropped, 0?):
+            Output.error("output is too slow: the queue of \(capacity) lines is full, dropping values (each is counted)")
+        case (.queued, let n?):
+            Output.error("output resumed after \(n) dropped \(n == 1 ? "value" : "values")")
+        default: break
+        }
+        if outcome == .queued { wakeWriter.signal() }
+        return outcome
+    }
+
+    /// Lines dropped so far because the queue was full.
+    public var droppedTotal: Int { state.withLock { $0.droppedTotal } }
+
+    /// Whether the reader went away.
+    public var readerGone: Bool { state.withLock { $0.writeError != nil } }
+
+    /// Writes what is queued (and a last gap report), then stops accepting
+    /// lines. Waits until everything is written or the reader went away;
+    /// a signal's 2 s watchdog bounds this when stdout is stuck.
+    public func finish() {
+        let waiting = state.withLock { s -> Bool in
+            if !s.closed, s.unreported > 0, let gap = gapLine(s.unreported) {
+                s.lines.append(gap)
+                s.bytes += gap.count
+                s.unreported = 0
+            }
+            s.closed = true
+            return !s.lines.isEmpty || s.writing
+        }
+        wakeWriter.signal()
+        if waiting { drained.wait() }
+        let total = droppedTotal
+        if total > 0 { Output.error("\(total) \(total == 1 ? "value was" : "values were") dropped in all: output too slow") }
+    }
+
+    /// `finish()` off the cooperative thread pool (it blocks until written).
+    public func finished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [self] in
+                finish()
+                continuation.resume()
+            }
+            thread.start()
+        }
+    }
+
+    private func writerLoop() {
+        while true {
+            wakeWriter.wait()
+            while true {
+                let batch = state.withLock { s -> [[UInt8]]? in
+                    guard !s.lines.isEmpty, s.writeError == nil else {
+                        s.writing = false
+                        return nil
+                    }
+                    let batch = s.lines
+                    s.lines = []
+                    s.bytes = 0
+                    s.writing = true
+                    return batch
+                }
+                guard let batch else { break }
+                var joined: [UInt8] = []
+                joined.reserveCapacity(batch.reduce(0) { $0 + $1.count })
+                for line in batch { joined.append(contentsOf: line) }
+                let ok = joined.withUnsafeBytes { Output.writeAll(fd, $0) }
+                if !ok {
+                    state.withLock { s in
+                        s.writeError = errno
+                        s.closed = true
+                        s.lines = []
+                        s.writing = false
+                    }
+                    break
+                }
+            }
+            let done = state.withLock { $0.closed && $0.lines.isEmpty && !$0.writing }
+            if done {
+                drained.signal()
+                return
+            }
+        }
+    }
+}

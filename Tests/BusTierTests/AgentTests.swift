@@ -1,0 +1,125 @@
+// --agent keyboard-display end to end: the stand-in's Device1.Pair asks the
+// agent bluectl registered (Mock.SetPairing), the questions appear on the
+// controlling terminal — a pty driven by a Python script, with stdin
+// /dev/null so that reading stdin instead of /dev/tty fails — and are
+// refused when there is no terminal. Contract: README "--agent".
+
+import Foundation
+import Testing
+
+/// Runs argv[4:] in a new session whose controlling terminal is a pty, stdin /dev/null,
+/// stdout/stderr to files; answers argv[3] once the terminal shows argv[2].
+private let ptyDriver = #"""
+import fcntl, json, os, select, sys, termios
+outdir, prompt, answer = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+argv = sys.argv[4:]
+out, err = os.path.join(outdir, 'pty.out'), os.path.join(outdir, 'pty.err')
+master, slave = os.openpty()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    os.close(master)
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    os.dup2(os.open('/dev/null', os.O_RDONLY), 0)
+    os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+    os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+    os.close(slave)
+    os.execv(argv[0], argv)
+# the driver keeps the slave open: the master never reads EIO while bluectl has no tty fd open
+tty, answered, status = b'', False, None
+while True:
+    r, _, _ = select.select([master], [], [], 0.05)
+    if r:
+        tty += os.read(master, 1024)
+        if not answered and prompt in tty:
+            os.write(master, (answer + '\n').encode())
+            answered = True
+    elif status is not None:
+        break
+    if status is None:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+print(json.dumps({'tty': tty.decode(errors='replace'), 'code': os.waitstatus_to_exitcode(status),
+                  'stdout': open(out).read(), 'stderr': open(err).read()}))
+"""#
+
+@Suite("pairing agent: --agent keyboard-display asks on the terminal", .timeLimit(.minutes(3)))
+struct AgentTests {
+    /// bluectl connect --pair --agent keyboard-display under a pty.
+    private func pairOnTerminal(_ bus: PrivateBus, prompt: String, answer: String) async throws -> JSONValue {
+        let args = [try BusTier.bluectlExecutable(), "connect", heartRateAddress, "--pair", "--agent", "keyboard-display"]
+        let r = try await bus.spawn(BusTier.python, ["-c", ptyDriver, bus.directory.path, prompt, answer] + args)
+            .wait(timeout: .seconds(60))
+        guard r.exitCode == 0, let last = r.stdoutLines.last else { throw BusTierError("pty driver failed: \(r)") }
+        return try JSONValue.parse(last)
+    }
+
+    @Test("RequestConfirmation: the passkey is shown on the terminal, 'yes' pairs")
+    func confirmationOnTerminal() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestConfirmation", 123456)
+            let r = try await pairOnTerminal(bus, prompt: "(yes/no)", answer: "yes")
+            #expect(r["code"] == .int(0), "\(r)")
+            #expect(r["tty"]?.string?.contains("confirm passkey 123456 for \(heartRateAddress)") == true, "\(r)")
+            #expect(r["stdout"]?.string?.contains("paired") == true, "\(r)")
+            let log = try await bus.agentLog()
+            #expect(log.map(\.method) == ["RequestConfirmation"])
+            #expect(log.map(\.outcome) == ["ok"])
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(true))
+        }
+    }
+
+    @Test("RequestPasskey: the passkey typed on the terminal reaches BlueZ")
+    func passkeyOnTerminal() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 654321)
+            let r = try await pairOnTerminal(bus, prompt: "enter the passkey", answer: "654321")
+            #expect(r["code"] == .int(0), "\(r)")
+            #expect(try await bus.agentLog().map(\.outcome) == ["ok:654321"])
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(true))
+        }
+    }
+
+    @Test("'no' at the terminal: rejected, pairing fails (77) saying why; not paired")
+    func refusedOnTerminal() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestConfirmation", 111111)
+            let r = try await pairOnTerminal(bus, prompt: "(yes/no)", answer: "no")
+            #expect(r["code"] == .int(77), "\(r)")
+            let stderr = r["stderr"]?.string ?? ""
+            #expect(stderr.split(separator: "\n").count == 1, "\(r)")
+            #expect(stderr.contains("AuthenticationRejected") && stderr.contains("not confirmed"), "\(r)")
+            #expect(try await bus.agentLog().first?.outcome.hasPrefix("error:org.bluez.Error.Rejected") == true)
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(false))
+        }
+    }
+
+    @Test("no controlling terminal: the agent refuses, exit 77 with one line saying so")
+    func noTerminal() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 1)
+            // setsid: a session of its own, so no controlling terminal even if the test runner has one
+            let r = try await bus.spawn("/usr/bin/setsid", ["-w", try BusTier.bluectlExecutable(), "connect", heartRateAddress,
+                                                            "--pair", "--agent", "keyboard-display"]).wait(timeout: .seconds(30))
+            expectCleanFailure(r, 77, "no terminal to ask on")
+            #expect(try await bus.agentLog().first?.outcome.contains("no terminal") == true)
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(false))
+        }
+    }
+
+    @Test("the default agent (no-input-no-output) refuses a passkey it cannot enter")
+    func defaultAgentRefusesPasskey() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 1)
+            let r = try await bus.runBluectl(["connect", heartRateAddress, "--pair"])
+            expectCleanFailure(r, 77, "cannot enter a PIN or passkey")
+            #expect(try await bus.agentLog().map(\.method) == ["RequestPasskey"])
+        }
+    }
+}

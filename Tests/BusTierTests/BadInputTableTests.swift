@@ -1,0 +1,210 @@
+// Bad input, table-driven (issue 5): each row is argv (+ how the bus and
+// stand-in are set up) → the documented exit code and a one-line message on
+// stderr. Whatever the input: exactly one stderr line starting "bluectl: ",
+// no crash output, and the process ends by itself (the harness kills it at
+// its limit and the row fails — never a timing assertion).
+
+import Foundation
+import Testing
+
+private let D = heartRateAddress
+
+private struct BadInput: Sendable, CustomStringConvertible {
+    enum Setup: Sendable {
+        /// One bus with the heart-rate peripheral, shared by all such rows (rows must not change it).
+        case shared
+        /// A bus of its own, prepared by the closure.
+        case fresh(@Sendable (PrivateBus, HeartRateGatt) async throws -> Void)
+        /// A bus without org.bluez on it.
+        case noStandIn
+        /// A stand-in without adapters.
+        case noAdapter
+        /// DBUS_SYSTEM_BUS_ADDRESS pointing nowhere.
+        case noBus
+        /// The bus policy denies this (interface, member).
+        case deny(String, String)
+    }
+
+    var args: [String]
+    var code: Int32
+    var message: String
+    var setup: Setup = .shared
+    /// Runs once bluectl has started (e.g. make the device vanish during a call).
+    var during: (@Sendable (PrivateBus, HeartRateGatt) async throws -> Void)?
+
+    var description: String { args.joined(separator: " ") }
+}
+
+/// `bluectl connect` (so that the GATT objects are exported before the row changes them).
+private func connectFirst(_ bus: PrivateBus) async throws {
+    let r = try await bus.runBluectl(["connect", D])
+    guard r.exitCode == 0 else { throw BusTierError("connect for the set-up failed: \(r)") }
+}
+
+private let longHex = String(repeating: "00", count: 245)
+private let tooLongWithResponse = String(repeating: "00", count: 513)
+
+private let rows: [BadInput] = [
+    // malformed UUIDs and selectors (64)
+    BadInput(args: ["read", D, "12x4"], code: 64, message: "invalid UUID \"12x4\""),
+    BadInput(args: ["read", D, ""], code: 64, message: "invalid UUID \"\": empty"),
+    BadInput(args: ["read", D, "0000180d-0000-1000-8000-00805f9b34fbXX"], code: 64, message: "8-4-4-4-12"),
+    BadInput(args: ["read", D, "not_a_sig_name"], code: 64, message: "\"not_a_sig_name\""),
+    BadInput(args: ["read", D, "handle:0"], code: 64, message: "invalid handle \"handle:0\""),
+    BadInput(args: ["read", D, "handle:70000"], code: 64, message: "invalid handle \"handle:70000\""),
+    BadInput(args: ["read", D, "/not//path"], code: 64, message: "invalid object path \"/not//path\""),
+    BadInput(args: ["read", D, "2a38", "--service", "zz"], code: 64, message: "invalid --service"),
+    BadInput(args: ["read", D, "2a37", "--descriptor", "12345"], code: 64, message: "got 5 hex digits"),
+    BadInput(args: ["subscribe", D, "2a37", "2a3z"], code: 64, message: "\"2a3z\""),
+    // malformed devices (64)
+    BadInput(args: ["read", "", "2a38"], code: 64, message: "invalid DEVICE \"\": empty"),
+    BadInput(args: ["connect", "AA:BB:CC:DD:EE"], code: 64, message: "invalid DEVICE \"AA:BB:CC:DD:EE\": not a Bluetooth address"),
+    BadInput(args: ["info", "GG:BB:CC:DD:EE:FF"], code: 64, message: "invalid DEVICE \"GG:BB:CC:DD:EE:FF\""),
+    BadInput(args: ["read", "/org/bluez//hci0", "2a38"], code: 64, message: "not a valid D-Bus object path"),
+    // numbers (64)
+    BadInput(args: ["read", D, "2a38", "--offset", "-1"], code: 64, message: "invalid --offset \"-1\""),
+    BadInput(args: ["read", D, "2a38", "--offset", "70000"], code: 64, message: "invalid --offset \"70000\""),
+    BadInput(args: ["read", D, "2a38", "--timeout", "-1"], code: 64, message: "invalid --timeout \"-1\""),
+    BadInput(args: ["read", D, "2a38", "--timeout", "nan"], code: 64, message: "invalid --timeout \"nan\""),
+    BadInput(args: ["read", D, "2a38", "--timeout", "inf"], code: 64, message: "invalid --timeout \"inf\""),
+    BadInput(args: ["read", D, "2a38", "--timeout", "1e12"], code: 64, message: "invalid --timeout \"1e12\""),
+    BadInput(args: ["connect", D, "--timeout", "0"], code: 64, message: "invalid --timeout \"0\""),
+    BadInput(args: ["write", D, "2a39", "01", "--timeout", "abc"], code: 64, message: "invalid --timeout \"abc\""),
+    BadInput(args: ["connect", D, "--retries", "-1"], code: 64, message: "invalid --retries \"-1\""),
+    BadInput(args: ["connect", D, "--retries", "99"], code: 64, message: "invalid --retries \"99\""),
+    BadInput(args: ["subscribe", D, "2a37", "--count", "0"], code: 64, message: "invalid --count \"0\""),
+    BadInput(args: ["subscribe", D, "2a37", "--count", "abc"], code: 64, message: "'abc' is invalid for '--count"),
+    BadInput(args: ["subscribe", D, "2a37", "--duration", "nan"], code: 64, message: "invalid --duration \"nan\""),
+    BadInput(args: ["subscribe", D, "2a37", "--duration", "-3"], code: 64, message: "invalid --duration \"-3\""),
+    BadInput(args: ["subscribe", D, "2a37", "--count", "-5"], code: 64, message: "invalid --count \"-5\""),
+    BadInput(args: ["subscribe", D, "2a37", "--queue", "0"], code: 64, message: "invalid --queue \"0\""),
+    BadInput(args: ["subscribe", D, "2a37", "--queue", "-1"], code: 64, message: "invalid --queue \"-1\""),
+    BadInput(args: ["subscribe", D, "2a37", "--check-sequence", "u64"], code: 64, message: "'u64' is invalid for '--check-sequence"),
+    BadInput(args: ["subscribe", D, "2a37", "--notify-via", "socket"], code: 64, message: "'socket' is invalid for '--notify-via"),
+    BadInput(args: ["subscribe", D, "2a37", "--restore-id", "../x"], code: 64, message: "invalid restore id \"../x\""),
+    BadInput(args: ["subscribe", D, "2a37", "--restore-id", ""], code: 64, message: "invalid restore id \"\""),
+    BadInput(args: ["subscribe"], code: 64, message: "give DEVICE and CHARACTERISTIC"),
+    BadInput(args: ["subscribe", D], code: 64, message: "give at least one CHARACTERISTIC"),
+    BadInput(args: ["scan", "--rssi", "1000"], code: 64, message: "invalid --rssi \"1000\""),
+    // other options (64)
+    BadInput(args: ["read", D, "2a38", "--adapter", "foo"], code: 64, message: "invalid adapter name \"foo\""),
+    BadInput(args: ["read", D, "2a38", "--adapter", "hci"], code: 64, message: "invalid adapter name \"hci\""),
+    BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64, message: "'bogus' is invalid for '--agent"),
+    BadInput(args: ["read", D, "2a38", "--format", "xml"], code: 64, message: "'xml' is invalid for '--format"),
+    // values (64)
+    BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),
+    BadInput(args: ["write", D, "2a39", "zz"], code: 64, message: "\"z\" at position 1 is not a hex digit"),
+    BadInput(args: ["write", D, "2a39", ""], code: 64, message: "empty value"),
+    BadInput(args: ["write", D, "2a39", "0x"], code: 64, message: "no hex digits after \"0x\""),
+    BadInput(args: ["write", D, "2a39", "01::02"], code: 64, message: "invalid VALUE"),
+    BadInput(args: ["write", D, "2a39"], code: 64, message: "give exactly one value"),
+    BadInput(args: ["write", D, "2a39", "0102", "--utf8", "x"], code: 64, message: "give exactly one value"),
+    BadInput(args: ["write", D, "2a39", "01", "--with-response", "--without-response"], code: 64, message: "exclude each other"),
+    BadInput(args: ["write", D, "2a39", "--file", "/nonexistent/value.bin"], code: 64,
+             message: "cannot read --file \"/nonexistent/value.bin\": No such file or directory"),
+    BadInput(args: ["write", D, "2a39", "--file", "/"], code: 64, message: "cannot read --file \"/\": Is a directory"),
+    // values that do not fit (65)
+    BadInput(args: ["write", D, HeartRateGatt.customUUID, longHex, "--without-response"], code: 65, message: "write limit of 244 bytes"),
+    BadInput(args: ["write", D, HeartRateGatt.customUUID, tooLongWithResponse], code: 65, message: "write limit of 512 bytes"),
+    // not found (68)
+    BadInput(args: ["read", D, "2a99"], code: 68, message: "characteristic 2a99 (Database Change Increment) not found; the device has: 2a37"),
+    BadInput(args: ["read", D, "2a37", "--descriptor", "2901"], code: 68, message: "descriptor 2901"),
+    BadInput(args: ["read", "11:22:33:44:55:66", "2a38", "--timeout", "2"], code: 68, message: "device 11:22:33:44:55:66"),
+    BadInput(args: ["info", "/org/bluez/hci0/dev_11_22_33_44_55_66"], code: 68, message: "no such device object"),
+    // unavailable (69)
+    BadInput(args: ["read", D, "2a38", "--adapter", "hci7"], code: 69, message: "adapter hci7 not found"),
+    BadInput(args: ["read", D, "2a38"], code: 69, message: "no Bluetooth adapter found", setup: .noAdapter),
+    BadInput(args: ["connect", D], code: 69, message: "bluetoothd is not running", setup: .noStandIn),
+    BadInput(args: ["read", D, "2a38"], code: 69, message: "unix:path=/nonexistent/bus", setup: .noBus),
+    BadInput(args: ["read", D, "2a38"], code: 69, message: "adapter hci0 is powered off",
+             setup: .fresh { bus, _ in try await bus.setPowered("hci0", false) }),
+    // not permitted (77)
+    BadInput(args: ["read", D, "2a38"], code: 77, message: "access denied by the bus policy",
+             setup: .deny("org.bluez.GattCharacteristic1", "ReadValue")),
+    BadInput(args: ["write", D, "2a39", "01"], code: 77, message: "Write refused",
+             setup: .fresh { bus, g in try await bus.injectError(g.control, "WriteValue", "org.bluez.Error.NotPermitted", "Write refused") }),
+    // what bluetoothd shows is malformed
+    BadInput(args: ["read", D, "2a38"], code: 68, message: "characteristic 2a38 (Body Sensor Location) not found",
+             setup: .fresh { bus, g in
+                 try await connectFirst(bus)
+                 try await bus.setProperties(g.location, "org.bluez.GattCharacteristic1", [("UUID", .uint32(0x2a38))])
+             }),
+    BadInput(args: ["read", D, "2a38"], code: 68, message: "not found",
+             setup: .fresh { bus, g in
+                 try await connectFirst(bus)
+                 try await bus.setProperties(g.location, "org.bluez.GattCharacteristic1", [], removed: ["UUID"])
+             }),
+    // (Flags of the wrong type count as unknown flags: BlueZ is asked and refuses)
+    BadInput(args: ["write", D, "2a38", "01"], code: 77, message: "Write not permitted (org.bluez.Error.NotPermitted)",
+             setup: .fresh { bus, g in
+                 try await connectFirst(bus)
+                 try await bus.setProperties(g.location, "org.bluez.GattCharacteristic1", [("Flags", .string("read"))])
+             }),
+    BadInput(args: ["read", D, "2a38"], code: 69, message: "adapter hci0 is powered off",
+             setup: .fresh { bus, _ in try await bus.setProperties("/org/bluez/hci0", "org.bluez.Adapter1", [("Powered", .string("yes"))]) }),
+    // a device vanishing during a read; a call that is never answered
+    BadInput(args: ["read", D, "2a38", "--timeout", "20"], code: 74, message: "disappeared during read 2a38",
+             setup: .fresh { bus, g in try await bus.hang(g.location, "ReadValue") },
+             during: { bus, g in
+                 _ = try await bus.eventually(timeout: .seconds(15)) { try await bus.callCount(g.location, "ReadValue") > 0 }
+                 try await bus.removeAdvertiser("hci0", heartRateAddress)
+             }),
+    BadInput(args: ["read", D, "2a38", "--timeout", "3"], code: 124, message: "timed out",
+             setup: .fresh { bus, g in try await bus.hang(g.location, "ReadValue") }),
+    BadInput(args: ["write", D, HeartRateGatt.customUUID, "01", "--timeout", "3"], code: 124, message: "timed out",
+             setup: .fresh { bus, g in try await bus.hang(g.custom, "WriteValue") }),
+    BadInput(args: ["connect", D, "--retries", "0"], code: 75, message: "in progress",
+             setup: .fresh { bus, g in try await bus.injectError(g.device, "Connect", "org.bluez.Error.InProgress", "busy") }),
+]
+
+@Suite("bad input, table-driven, end to end", .timeLimit(.minutes(5)))
+struct BadInputTableTests {
+    @Test("every bad input: its exit code, one line on stderr naming the problem, no crash, no hang")
+    func table() async throws {
+        #expect(rows.count >= 40)
+        // rows that only read: one bus for all of them
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            for row in rows { if case .shared = row.setup { try await check(row, bus) } }
+        }
+        for row in rows {
+            switch row.setup {
+            case .shared: continue
+            case .fresh(let prepare):
+                try await withPrivateBus { bus in
+                    let g = try await HeartRateGatt.install(bus)
+                    try await prepare(bus, g)
+                    try await check(row, bus, g)
+                }
+            case .noStandIn:
+                try await withPrivateBus(standIn: false) { bus in try await check(row, bus) }
+            case .noAdapter:
+                try await withPrivateBus(adapters: []) { bus in try await check(row, bus) }
+            case .deny(let interface, let member):
+                try await withPrivateBus(deny: [(interface, member)]) { bus in
+                    _ = try await HeartRateGatt.install(bus)
+                    try await check(row, bus)
+                }
+            case .noBus:
+                let r = try await BusTier.runBluectl(row.args, environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/bus"],
+                                                     timeout: .seconds(30))
+                expect(row, r)
+            }
+        }
+    }
+
+    private func check(_ row: BadInput, _ bus: PrivateBus, _ g: HeartRateGatt = HeartRateGatt()) async throws {
+        let child = try bus.startBluectl(row.args)
+        if let during = row.during { try await during(bus, g) }
+        expect(row, await child.wait(timeout: .seconds(30)))
+    }
+
+    private func expect(_ row: BadInput, _ r: ProcessResult) {
+        #expect(!r.timedOut, "\(row): hung, killed by the harness: \(r)")
+        #expect(r.termination == .exited(row.code), "\(row): \(r)")
+        #expect(r.stderrLines.count == 1, "\(row): \(r)")
+        #expect(r.stderr.hasPrefix("bluectl: "), "\(row): \(r)")
+        #expect(r.stderr.contains(row.message), "\(row): expected \(row.message.debugDescription) in \(r)")
+        #expect(!r.stderr.contains("Fatal error") && !r.stderr.contains("Stack dump"), "\(row): \(r)")
+    }
+}

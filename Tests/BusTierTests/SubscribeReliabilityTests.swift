@@ -1,0 +1,414 @@
+import Foundation
+import Testing
+
+/// `bluectl subscribe` as a long-running logger (issue 5): a reader that goes
+/// away, a reader that is too slow, the device / bluetoothd / the adapter
+/// going away and coming back, systemd notifications, state restoration.
+/// The real binary against the stand-in on a private bus.
+@Suite("Subscribe reliability (bus tier)", .serialized)
+struct SubscribeReliabilityTests {
+    static let streamUUID = "b1ec7100-0000-4000-8000-000000000001"
+
+    /// A connectable peripheral with one notify characteristic; returns its path.
+    static func addStreamPeripheral(_ bus: PrivateBus) async throws -> String {
+        try await bus.addAdvertiser("hci0", heartRateAddress, heartRate)
+        let svc = try await bus.addGattService("hci0", heartRateAddress, uuid: "b1ec7100-0000-4000-8000-000000000000")
+        return try await bus.addGattCharacteristic(svc, uuid: streamUUID, flags: ["read", "notify"], value: [])
+    }
+
+    /// Sequence numbers (uint32 LE at the start of the value) of JSON value lines, and the event lines.
+    static func parse(_ lines: [String]) throws -> (seqs: [UInt32], events: [JSONValue]) {
+        var seqs: [UInt32] = []
+        var events: [JSONValue] = []
+        for line in lines {
+            let json = try JSONValue.parse(line)
+            if json["event"] != nil {
+                events.append(json)
+                continue
+            }
+            let hex = try #require(json["value"]?.string)
+            let bytes = stride(from: 0, to: min(8, hex.count), by: 2).compactMap { i -> UInt8? in
+                let start = hex.index(hex.startIndex, offsetBy: i)
+                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)
+            }
+            try #require(bytes.count == 4, "value \(hex) has no sequence number")
+            seqs.append(bytes.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) })
+        }
+        return (seqs, events)
+    }
+
+    /// StartNotify / StopNotify calls the stand-in logged for `path`.
+    static func notifyCalls(_ bus: PrivateBus, _ path: String) -> (start: Int, stop: Int) {
+        let lines = bus.standInLog.split(separator: "\n")
+        return (lines.filter { $0.contains("StartNotify \(path) ") }.count,
+                lines.filter { $0.contains("StopNotify \(path) ") }.count)
+    }
+
+    @Test("a reader that goes away (| head -1): StopNotify and Disconnect, then a quiet exit 141")
+    func readerGoesAway() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let bluectl = try BusTier.bluectlExecutable()
+            let shell = try bus.spawn("/bin/bash", ["-c", """
+                "$0" subscribe \(heartRateAddress) \(Self.streamUUID) --json | head -n 1
+                echo "status=${PIPESTATUS[0]}" >&2
+                """, bluectl])
+            // Notify until the pipeline has ended (bluectl sees EPIPE on the write after head left).
+            var sent: UInt32 = 0
+            while shell.isRunning, sent < 2000 {
+                if Self.notifyCalls(bus, chr).start > 0 {
+                    try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(sent), .uint32(5)])
+                    sent += 5
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let r = await shell.wait(timeout: .seconds(10))
+            #expect(r.stdoutLines.count == 1, "\(r)")
+            #expect(r.stderr.contains("status=141"), "\(r)")
+            #expect(!r.stderr.contains("bluectl:"), "a closed pipe is not an error: \(r)")
+            #expect(Self.notifyCalls(bus, chr).stop == 1, "\(bus.standInLog.suffix(2000))")
+            #expect(try await bus.eventually {
+                try await bus.property(heartRatePath, "org.bluez.Device1", "Connected")["data"] == .bool(false)
+            }, "bluectl made the connection, so it disconnects")
+        }
+    }
+
+    @Test("a stopped reader: every value waits in the queue, then arrives complete and in order")
+    func slowReaderLosesNothing() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let bluectl = try BusTier.bluectlExecutable()
+            // The reader sleeps 4 s: far more than the pipe's 64 KiB piles up meanwhile.
+            let shell = try bus.spawn("/bin/bash", ["-c", """
+                "$0" subscribe \(heartRateAddress) \(Self.streamUUID) --json --count 5000 | { sleep 4; cat; }
+                echo "status=${PIPESTATUS[0]}" >&2
+                """, bluectl])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(5000)], timeout: .seconds(60))
+            let r = await shell.wait(timeout: .seconds(60))
+            let (seqs, events) = try Self.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<5000), "received \(seqs.count), events \(events)")
+            #expect(events.isEmpty)
+            #expect(r.stderr.contains("status=0"), "\(r)")
+        }
+    }
+
+    @Test("a full queue drops values but counts every one: printed + reported dropped = sent")
+    func overflowIsReported() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let bluectl = try BusTier.bluectlExecutable()
+            let shell = try bus.spawn("/bin/bash", ["-c", """
+                "$0" subscribe \(heartRateAddress) \(Self.streamUUID) --json --queue 10 --count 3000 | { sleep 3; cat; }
+                echo "status=${PIPESTATUS[0]}" >&2
+                """, bluectl])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(3000)], timeout: .seconds(60))
+            let r = await shell.wait(timeout: .seconds(60))
+            let (seqs, events) = try Self.parse(r.stdoutLines)
+            let dropped = events.filter { $0["event"] == .string("dropped") }.compactMap { $0["count"]?.int }.reduce(0, +)
+            #expect(dropped > 0, "the pipe (64 KiB) and 10 queued lines cannot hold 3000 values: \(events)")
+            #expect(seqs.count + dropped == 3000, "printed \(seqs.count) + dropped \(dropped)")
+            #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "in order, none twice")
+            #expect(r.stderr.contains("dropped"), "\(r)")
+            #expect(r.stderr.contains("status=0"), "\(r)")
+        }
+    }
+
+    @Test("--reconnect: the device drops the link and comes back; values resume once each, gap reported")
+    func reconnectAfterDrop() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json", "--reconnect"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(10)])
+            #expect(await p.waitForStdoutLines(10, timeout: .seconds(10)))
+            try await bus.dropConnection(heartRatePath)
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"reconnected\"") }, "\(p.stderr)")
+            #expect(Self.notifyCalls(bus, chr).start == 2)
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(10), .uint32(10)])
+            #expect(await p.waitForStdoutLines(22, timeout: .seconds(10)))
+            p.signal(SIGTERM)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 143, "\(r)")
+            let (seqs, events) = try Self.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<20))
+            #expect(events.compactMap { $0["event"]?.string } == ["disconnected", "reconnected"])
+            let lines = r.stdoutLines
+            let gapAt = try #require(lines.firstIndex { $0.contains("\"disconnected\"") })
+            #expect(gapAt == 10, "the gap is reported where it happened")
+            #expect(events.last?["gap_seconds"] != nil)
+            #expect(Self.notifyCalls(bus, chr).stop >= 1, "StopNotify at exit")
+        }
+    }
+
+    @Test("--reconnect: bluetoothd restarts (org.bluez changes owner) and the device is found again")
+    func reconnectAfterBluetoothdRestart() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json", "--reconnect", "--timeout", "5"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(3)])
+            #expect(await p.waitForStdoutLines(3, timeout: .seconds(10)))
+            await bus.stopStandIn()
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"disconnected\"") }, "\(p.stderr)")
+            try await bus.startStandIn(adapters: [.hci0])
+            let chr2 = try await Self.addStreamPeripheral(bus)
+            #expect(await p.waitForStdout(timeout: .seconds(30)) { $0.contains("\"reconnected\"") }, "\(p.stderr)")
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr2).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr2), .uint32(3), .uint32(3)])
+            #expect(await p.waitForStdoutLines(8, timeout: .seconds(10)))
+            p.signal(SIGINT)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 130, "\(r)")
+            let (seqs, events) = try Self.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<6))
+            #expect(events.compactMap { $0["event"]?.string } == ["disconnected", "reconnected"])
+        }
+    }
+
+    @Test("--reconnect: the adapter is powered off and on again")
+    func reconnectAfterPowerCycle() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json", "--reconnect", "--timeout", "5"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.setPowered("hci0", false)
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"disconnected\"") }, "\(p.stderr)")
+            // Attempts fail while it is off (reported on stderr), then succeed.
+            #expect(await p.waitForStderr(timeout: .seconds(10)) { $0.contains("attempt 1 to reconnect failed") }, "\(p.stderr)")
+            try await bus.setPowered("hci0", true)
+            #expect(await p.waitForStdout(timeout: .seconds(30)) { $0.contains("\"reconnected\"") }, "\(p.stderr)")
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 2 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(7), .uint32(1)])
+            #expect(await p.waitForStdoutLines(3, timeout: .seconds(10)))
+            p.signal(SIGTERM)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 143, "\(r)")
+            #expect(try Self.parse(r.stdoutLines).seqs == [7])
+        }
+    }
+
+    @Test("a rogue client's Value, Connected=false and InterfacesRemoved signals change nothing in subscribe's output")
+    func rogueSignalsIgnored() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json", "--count", "2"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(1)])
+            #expect(await p.waitForStdoutLines(1, timeout: .seconds(10)))
+            let rogue = try await bus.runPython(pythonPrelude + #"""
+                CHR, DEV = sys.argv[1:3]
+                P, OM = 'org.freedesktop.DBus.Properties', 'org.freedesktop.DBus.ObjectManager'
+                def emit(path, iface, member, sig, *args):
+                    m = dbus.lowlevel.SignalMessage(path, iface, member)
+                    m.append(*args, signature=sig)
+                    bus.send_message(m)
+                emit(CHR, P, 'PropertiesChanged', 'sa{sv}as', 'org.bluez.GattCharacteristic1',
+                     {'Value': dbus.ByteArray(b'\xde\xad\xbe\xef')}, [])
+                emit(DEV, P, 'PropertiesChanged', 'sa{sv}as', 'org.bluez.Device1', {'Connected': dbus.Boolean(False)}, [])
+                emit('/', OM, 'InterfacesRemoved', 'oas', CHR, ['org.bluez.GattCharacteristic1'])
+                emit('/', OM, 'InterfacesRemoved', 'oas', DEV, ['org.bluez.Device1'])
+                bus.flush()
+                print(bus.get_unique_name())
+                """#, [chr, heartRatePath])
+            #expect(rogue.exitCode == 0, "\(rogue)")
+            // A real value afterwards: still subscribed, the rogue's value never printed.
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(1), .uint32(1)])
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try Self.parse(r.stdoutLines).seqs == [0, 1])
+            #expect(!r.stdout.contains("deadbeef"))
+        }
+    }
+
+    @Test("without --reconnect a dropped link ends subscribe with exit 74 and a message")
+    func noReconnectExits74() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.dropConnection(heartRatePath)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 74, "\(r)")
+            #expect(r.stderrLines.count == 1 && r.stderr.contains("disconnected"), "\(r)")
+        }
+    }
+
+    @Test("systemd: READY=1 with a STATUS once subscribed, then WATCHDOG=1 pings")
+    func systemdNotify() async throws {
+        try await withPrivateBus { bus in
+            _ = try await Self.addStreamPeripheral(bus)
+            let socketPath = bus.directory.appendingPathComponent("notify.sock").path
+            let listener = try bus.startPython("""
+                import socket, sys, json
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                s.bind(sys.argv[1])
+                print('bound', flush=True)
+                s.settimeout(20)
+                while True:
+                    data = s.recv(4096).decode()
+                    print(json.dumps(data), flush=True)
+                """, [socketPath])
+            #expect(await listener.waitForStdout(timeout: .seconds(10)) { $0.contains("bound") })
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json"],
+                                         environment: ["NOTIFY_SOCKET": socketPath, "WATCHDOG_USEC": "400000"])
+            #expect(await listener.waitForStdout(timeout: .seconds(15)) { $0.components(separatedBy: "WATCHDOG=1").count > 3 },
+                    "\(listener.stdout) / \(p.stderr)")
+            p.signal(SIGTERM)
+            _ = await p.wait(timeout: .seconds(10))
+            listener.kill9()
+            let messages = listener.stdout.split(separator: "\n").dropFirst().compactMap { try? JSONValue.parse(String($0)).string }
+            let ready = try #require(messages.first { $0.hasPrefix("READY=1") }, "\(messages)")
+            #expect(ready.contains("STATUS=subscribed to \(Self.streamUUID) of \(heartRateAddress)"))
+            let readyIndex = try #require(messages.firstIndex(of: ready))
+            #expect(!messages[..<readyIndex].contains("WATCHDOG=1"), "pings start once ready")
+        }
+    }
+
+    @Test("--restore-id: kill -9, then a new run with only the id reports what it restored and carries on")
+    func restoreAfterKill() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            let state = bus.directory.appendingPathComponent("state").path
+            let env = ["XDG_STATE_HOME": state]
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json", "--restore-id", "logger"],
+                                         environment: env)
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(1)])
+            #expect(await p.waitForStdoutLines(1, timeout: .seconds(10)))
+            p.kill9()
+            _ = await p.wait(timeout: .seconds(5))
+            let file = "\(state)/bluectl/logger.json"
+            let saved = try JSONValue.parse(String(decoding: try #require(FileManager.default.contents(atPath: file)), as: UTF8.self))
+            #expect(saved["running"] == .bool(true))
+            #expect(saved["peripherals"]?[0]?["state"] == .string("connected"))
+            #expect(saved["subscriptions"]?[0]?["characteristic"] == .string(Self.streamUUID))
+            #expect(saved["subscriptions"]?[0]?["notifying"] == .bool(true))
+            // The killed process left the link up; a new process carries on from the saved state.
+            try await bus.dropConnection(heartRatePath)
+            let q = try bus.startBluectl(["subscribe", "--restore-id", "logger", "--json", "--count", "1"], environment: env)
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 2 }, "\(q.stderr)")
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(42), .uint32(1)])
+            let r = await q.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 0, "\(r)")
+            let lines = try r.jsonLines()
+            #expect(lines.first?["event"] == .string("restored"), "reported first: \(r.stdout)")
+            #expect(lines.first?["was_running"] == .bool(true))
+            #expect(lines.first?["subscriptions"]?.strings == ["\(Self.streamUUID) of \(heartRateAddress)"])
+            #expect(try Self.parse(Array(r.stdoutLines.dropFirst())).seqs == [42])
+            let after = try JSONValue.parse(String(decoding: try #require(FileManager.default.contents(atPath: file)), as: UTF8.self))
+            #expect(after["running"] == .bool(false), "a normal end is saved as such")
+        }
+    }
+
+    @Test("--restore-id: an id with no saved state and no DEVICE is 68; a bad id is 64")
+    func restoreErrors() async throws {
+        try await withPrivateBus { bus in
+            let env = ["XDG_STATE_HOME": bus.directory.appendingPathComponent("state").path]
+            let none = try await bus.runBluectl(["subscribe", "--restore-id", "nothing-here"], environment: env)
+            #expect(none.exitCode == 68 && none.stderrLines.count == 1, "\(none)")
+            #expect(none.stderr.contains("no saved subscription for --restore-id nothing-here"))
+            let bad = try await bus.runBluectl(["subscribe", heartRateAddress, "2a37", "--restore-id", "../etc"], environment: env)
+            #expect(bad.exitCode == 64 && bad.stderr.contains("invalid restore id"), "\(bad)")
+        }
+    }
+}
+
+@Suite("systemd unit")
+struct SystemdUnitTests {
+    @Test("Scripts/systemd/bluectl-subscribe@.service passes systemd-analyze verify, runs subscribe --reconnect as Type=notify with a watchdog")
+    func unitVerifies() async throws {
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let unit = try String(contentsOf: repo.appendingPathComponent("Scripts/systemd/bluectl-subscribe@.service"), encoding: .utf8)
+        for line in ["Type=notify", "WatchdogSec=", "Restart=on-failure"] { #expect(unit.contains(line), "\(line)") }
+        #expect(unit.contains("bluectl subscribe --reconnect --restore-id %i"))
+        // Verify a copy whose ExecStart names the bluectl just built (the installed path need not exist here).
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-unit-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let copy = directory.appendingPathComponent("bluectl-subscribe@test.service")
+        try unit.replacingOccurrences(of: "/usr/local/bin/bluectl", with: try BusTier.bluectlExecutable())
+            .write(to: copy, atomically: true, encoding: .utf8)
+        let r = try await runProcess("/usr/bin/systemd-analyze", ["verify", copy.path], timeout: .seconds(30))
+        #expect(r.exitCode == 0 && r.stderr.isEmpty && r.stdout.isEmpty, "\(r)")
+    }
+}
+
+@Suite("Subscribe --notify-via acquire and --check-sequence (bus tier)", .serialized)
+struct AcquireNotifyTests {
+    typealias R = SubscribeReliabilityTests
+
+    @Test("acquire: values come over the socket; a loss bluetoothd causes shows as a gap event and in the summary")
+    func acquireWithLossReported() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            // Connected by someone else: the subscriber leaves the link up, so the socket's release is visible.
+            let connect = try await bus.runBluectl(["connect", heartRateAddress])
+            #expect(connect.exitCode == 0, "\(connect)")
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--json",
+                                          "--notify-via", "acquire", "--check-sequence", "u32", "--count", "17"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) {
+                (try? await bus.property(chr, "org.bluez.GattCharacteristic1", "NotifyAcquired"))?["data"] == .bool(true)
+            })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(10)])
+            try await bus.mock("DropSocketNotifications", [.objectPath(chr), .uint32(3)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(10), .uint32(10)])
+            let r = await p.wait(timeout: .seconds(15))
+            #expect(r.exitCode == 0, "\(r)")
+            let (seqs, events) = try R.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<10) + Array(13..<20))
+            #expect(events.count == 1)
+            #expect(events.first?["event"] == .string("gap"))
+            #expect(events.first?["expected"] == .int(10) && events.first?["got"] == .int(13) && events.first?["missing"] == .int(3))
+            #expect(r.stderr.contains("sequence check of \(R.streamUUID): 17 values, 3 missing, 0 late, 0 repeated"), "\(r)")
+            #expect(!bus.standInLog.contains("StartNotify"), "acquire does not StartNotify")
+            #expect(try await bus.eventually {
+                try await bus.property(chr, "org.bluez.GattCharacteristic1", "NotifyAcquired")["data"] == .bool(false)
+            }, "the socket is closed at exit")
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Connected")["data"] == .bool(true),
+                    "not bluectl's connection: left up")
+        }
+    }
+
+    @Test("acquire: the device disconnecting ends it with 74; StartNotify clients block AcquireNotify (a clear error)")
+    func acquireDisconnect() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--notify-via", "acquire"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) {
+                (try? await bus.property(chr, "org.bluez.GattCharacteristic1", "NotifyAcquired"))?["data"] == .bool(true)
+            })
+            try await bus.dropConnection(heartRatePath)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 74 && r.stderrLines.count == 1, "\(r)")
+            // Someone else has StartNotify on: AcquireNotify is refused by BlueZ (InProgress).
+            let other = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { R.notifyCalls(bus, chr).start == 1 })
+            let refused = try await bus.runBluectl(["subscribe", heartRateAddress, R.streamUUID, "--notify-via", "acquire", "--timeout", "5"])
+            #expect(refused.exitCode == 75 && refused.stderrLines.count == 1, "\(refused)")
+            #expect(refused.stderr.contains("acquire notifications"), "\(refused)")
+            other.signal(SIGINT)
+            #expect(await other.wait(timeout: .seconds(10)).exitCode == 130)
+        }
+    }
+
+    @Test("StartNotify with --check-sequence: a peripheral's own gap is reported where it happened")
+    func notifySequenceGap() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--check-sequence", "u32", "--count", "6"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { R.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(3)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(5), .uint32(2)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(3), .uint32(1)])
+            let r = await p.wait(timeout: .seconds(15))
+            #expect(r.exitCode == 0, "\(r)")
+            let lines = r.stdoutLines
+            #expect(lines.count == 8, "6 values and 2 events: \(lines)")
+            #expect(lines[3].hasSuffix("-- sequence gap in \(R.streamUUID): expected 3, got 5 (2 missing)"), "\(lines)")
+            #expect(lines[6].hasSuffix("-- sequence 3 of \(R.streamUUID) arrived late"), "\(lines)")
+            #expect(r.stderr.contains("6 values, 1 missing, 1 late, 0 repeated"), "\(r)")
+        }
+    }
+}
