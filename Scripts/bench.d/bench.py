@@ -187,7 +187,17 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
         f.write(text)
     print(text)
     if rc != 0:
-        FAILED_TARGETS.append(f"the guest script exited {rc} (see {out}/check.log)")
+        why = ""
+        try:
+            with open(os.path.join(out, "console.log"), errors="replace") as f:
+                crash = [l.strip() for l in f if "Segmentation fault" in l or "Call Trace" in l]
+            with open(os.path.join(out, "check.log"), errors="replace") as f:
+                last = f.read().strip().splitlines()[-1:]
+            why = "; ".join(crash[:2] + last)
+        except OSError:
+            pass
+        print(f"bench: the guest script ended early (status {rc}), later rows are missing: {why}", file=sys.stderr)
+        FAILED_TARGETS.append(f"the guest script exited {rc} (see {out}/check.log): {why}")
 
 
 def _pct(xs, q):
