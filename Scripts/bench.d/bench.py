@@ -175,6 +175,8 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
             "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO)]
     if only:
         args += ["--only", only]
+    if os.environ.get("BENCH_CONSUMERS"):
+        args += ["--consumers", os.environ["BENCH_CONSUMERS"]]
     print(f"(one lab boot; logs in {os.path.relpath(out, REPO)})", flush=True)
     rc = subprocess.run(args, env=env, cwd=REPO, stdout=sys.stderr).returncode
     path = os.path.join(out, "bench.json")
