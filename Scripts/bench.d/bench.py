@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """bluectl benchmarks (see Scripts/bench). Prints figures; asserts nothing timed."""
-import os, resource, signal, statistics, subprocess, sys, tempfile, time
+import json, os, resource, signal, statistics, subprocess, sys, tempfile, time
 
-BIN = sys.argv[1]
+BIN = sys.argv[1]  # empty: the lab part lets Scripts/lab build bluectl
 WHAT = " ".join(sys.argv[2:]).split()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "Tests", "BusTierTests", "Fixtures")
@@ -133,6 +133,211 @@ def _cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# ------------------------------------------------------------------ lab
+LAB_DIR = os.path.join(REPO, ".lab")
+CBIN = os.path.join(LAB_DIR, "bench-bin")
+VENV = os.path.join(LAB_DIR, "venv-bleak")
+FAILED_TARGETS = []
+
+
+def _as_root(args):
+    return args if os.geteuid() == 0 else ["sudo"] + args
+
+
+def lab_prepare():
+    """The peers the guest runs, made on the host (the guest sees the repository and /):
+    the C libdbus clients, and a venv with Bleak."""
+    os.makedirs(CBIN, exist_ok=True)
+    if subprocess.run(["pkg-config", "--exists", "dbus-1"]).returncode != 0:
+        subprocess.run(_as_root(["apt-get", "install", "-y", "-q", "libdbus-1-dev", "pkg-config"]), check=True)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    for name in ("readvalue", "notify"):
+        subprocess.run(["cc", "-O2", "-Wall", "-o", os.path.join(CBIN, name),
+                        os.path.join(REPO, "Scripts", "bench.d", name + ".c")] + flags, check=True)
+    py = os.path.join(VENV, "bin", "python")
+    if not os.access(py, os.X_OK) or subprocess.run([py, "-c", "import bleak"]).returncode != 0:
+        if subprocess.run(["/usr/bin/python3", "-c", "import venv, ensurepip"], capture_output=True).returncode != 0:
+            subprocess.run(_as_root(["apt-get", "install", "-y", "-q", "python3-venv"]), check=True)
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--clear", VENV], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", "bleak"], check=True)
+
+
+def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
+    lab_prepare()
+    out = os.path.join(LAB_DIR, "bench", time.strftime("lab-%Y%m%d-%H%M%S"))
+    os.makedirs(out)
+    env = dict(os.environ)  # BLUECTL_BIN passes through; else Scripts/lab builds (static stdlib, .build-lab)
+    args = ["flock", "/tmp/bluectl-lab.lock", os.path.join(REPO, "Scripts", "lab"), "run", "--fast", "-q",
+            "--timeout", os.environ.get("BENCH_LAB_TIMEOUT", "2400"), "--out", out,
+            os.path.join(REPO, "Scripts", "bench.d", "lab-guest.py"), "--reads", str(reads), "--notify", notify,
+            "--notify-reps", str(reps), "--big", str(big), "--cbin", os.path.relpath(CBIN, REPO),
+            "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO)]
+    if only:
+        args += ["--only", only]
+    if os.environ.get("BENCH_CONSUMERS"):
+        args += ["--consumers", os.environ["BENCH_CONSUMERS"]]
+    print(f"(one lab boot; logs in {os.path.relpath(out, REPO)})", flush=True)
+    rc = subprocess.run(args, env=env, cwd=REPO, stdout=sys.stderr).returncode
+    path = os.path.join(out, "bench.json")
+    if not os.path.exists(path):
+        sys.exit(f"bench: the lab run failed (status {rc}); see {out}/check.log and lab.log")
+    with open(path) as f:
+        res = json.load(f)
+    text = lab_report(res, out)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+    if rc != 0:
+        why = ""
+        try:
+            with open(os.path.join(out, "console.log"), errors="replace") as f:
+                crash = [l.strip() for l in f if "Segmentation fault" in l or "Call Trace" in l]
+            with open(os.path.join(out, "check.log"), errors="replace") as f:
+                last = f.read().strip().splitlines()[-1:]
+            why = "; ".join(crash[:2] + last)
+        except OSError:
+            pass
+        print(f"bench: the guest script ended early (status {rc}), later rows are missing: {why}", file=sys.stderr)
+        FAILED_TARGETS.append(f"the guest script exited {rc} (see {out}/check.log): {why}")
+
+
+def _pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else None
+
+
+def _fmt(x, unit="s", digits=3):
+    return "–" if x is None else f"{x:.{digits}f} {unit}".strip()
+
+
+def lab_report(res, out):
+    L = []
+    env = res["env"]
+    L.append(f"Lab: one boot (TCG), bluetoothd/bluetoothctl {env.get('bluetoothctl')}, [GATT] Channels = "
+             f"{env.get('gatt_channels') or 'default'}, {env.get('bluectl')}, Python {env.get('python')}, dbus-python "
+             f"{env.get('dbus-python')}, Bleak/dbus-fast {env.get('bleak', 'n/a')}; "
+             f"{res.get('reconnects', 0)} reconnects (bluetoothctl's runs need one each); guest script "
+             f"{res.get('elapsed_s', 0):.0f} s. Logs: {os.path.relpath(out, REPO)}")
+    if res.get("reads"):
+        L.append("")
+        rows = {}
+        for t in res["reads"]:
+            ok = [r for r in t["runs"] if r["value_s"] is not None and (r["rc"] == 0 or t["tool"] == "bluetoothctl")]
+            rows[t["tool"]] = {
+                "n": len(ok), "of": len(t["runs"]),
+                "val": statistics.median([r["value_s"] for r in ok]) if ok else None,
+                "val90": _pct([r["value_s"] for r in ok], 0.9),
+                "exit": statistics.median([r["exit_s"] for r in ok]) if ok else None,
+                "cpu": statistics.median([r["cpu_s"] for r in ok]) if ok else None,
+                "cpu90": _pct([r["cpu_s"] for r in ok], 0.9)}
+        floors = [rows[k]["val"] for k in ("C libdbus (readvalue.c)", "busctl call") if k in rows and rows[k]["val"]]
+        cfloors = [rows[k]["cpu"] for k in ("C libdbus (readvalue.c)", "busctl call") if k in rows and rows[k]["cpu"]]
+        floor, cfloor = (min(floors) if floors else None), (min(cfloors) if cfloors else None)
+        nruns = max((r["of"] for r in rows.values()), default=0)
+        L.append(f"One-shot read of 2a19 on the connected device, process start → value printed "
+                 f"({nruns} runs each after one uncounted warm-up, tools interleaved):")
+        L.append("")
+        L.append("| tool | ok | median to value | p90 | median to exit | median CPU | p90 CPU | × floor (time) | × floor (CPU) |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for name, r in rows.items():
+            L.append(f"| {name} | {r['n']}/{r['of']} | {_fmt(r['val'])} | {_fmt(r['val90'])} | {_fmt(r['exit'])} | "
+                     f"{_fmt(r['cpu'])} | {_fmt(r['cpu90'])} | "
+                     f"{_fmt(r['val'] / floor if floor and r['val'] else None, '', 2)} | "
+                     f"{_fmt(r['cpu'] / cfloor if cfloor and r['cpu'] else None, '', 2)} |")
+        L.append("")
+        L.append("Rows in parentheses break bluectl's time down (not peers): `--version` is process start-up "
+                 "alone, `adapters` adds the bus connection and reading BlueZ's object tree.")
+        b = rows.get("bluectl read")
+        if b and floor and b["val"]:
+            ratio = b["val"] / floor
+            L.append("")
+            L.append(f"Floor = the faster of busctl and the C libdbus client ({floor:.3f} s). bluectl read: "
+                     f"{b['val']:.3f} s to the value = {ratio:.2f} × the floor (target ≤ 1.2): "
+                     f"{'met' if ratio <= 1.2 else 'MISSED'}.")
+            if ratio > 1.2:
+                FAILED_TARGETS.append(f"read: bluectl {b['val']:.3f} s = {ratio:.2f} × the floor {floor:.3f} s (> 1.2)")
+            if b["n"] < b["of"]:
+                FAILED_TARGETS.append(f"read: bluectl failed {b['of'] - b['n']} of {b['of']} runs")
+        elif b is not None:
+            FAILED_TARGETS.append("read: no bluectl figure")
+    if res.get("notify"):
+        L.append("")
+        L.append("Notifications: periph.py's stream, a burst of N sequence-numbered 20-byte values as fast as "
+                 "bluetoothd takes them; loss by sequence number as a set, order checked; rate between the first "
+                 "and the last value; consumer CPU from the burst's start to its end:")
+        L.append("")
+        L.append("| consumer | N | runs | received (worst) | lost (all runs) | out of order | rate median (min–max) | "
+                 "CPU/value median | peripheral sent |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        groups = {}
+        for r in res["notify"]:
+            groups.setdefault((r["tool"], r["n"]), []).append(r)
+        summary = {}
+        for (tool, n), runs in groups.items():
+            good = [r for r in runs if "error" not in r or r.get("valid")]
+            rates = [r["rate"] for r in good if r.get("rate")]
+            cpus = [r["cpu_per_value_us"] for r in good if r.get("cpu_per_value_us")]
+            lost = sum(r.get("missing", n) + r.get("corrupt", 0) for r in runs)
+            worst = min((r.get("valid", 0) for r in runs), default=0)
+            ooo = sum(r.get("out_of_order", 0) for r in good)
+            errs = [r["error"] for r in runs if "error" in r]
+            sent = sorted({r.get("peripheral", {}).get("sent") for r in runs if r.get("peripheral")} - {None})
+            s = summary[(tool, n)] = {"rate": statistics.median(rates) if rates else None,
+                                      "cpu": statistics.median(cpus) if cpus else None,
+                                      "lost": lost, "ooo": ooo, "runs": len(runs), "errs": errs,
+                                      "worst": worst}
+            L.append(f"| {tool} | {n:,} | {len(runs)} | {worst:,}/{n:,} | {lost} | {ooo} | "
+                     + (f"{s['rate']:,.0f}/s ({min(rates):,.0f}–{max(rates):,.0f})" if rates else "–")
+                     + f" | {_fmt(s['cpu'], 'µs', 0)} | {', '.join(map(str, sent)) or '?'} |"
+                     + (f" {'; '.join(errs)}" if errs else ""))
+        if not res["env"].get("notify_via"):
+            L.append("| bluectl --notify-via acquire | – | – | not available (no --notify-via in this bluectl) | | | | | |")
+        L.append("")
+        for n in sorted({n for (_, n) in summary}):
+            b = summary.get(("bluectl subscribe --format raw", n))
+            if not b:
+                continue
+            peers = {t: s for (t, m), s in summary.items() if m == n and not t.startswith(("bluectl", "("))}
+            start_peers = {t: s for t, s in peers.items() if "Acquire" not in t and s["rate"]}
+            if not start_peers:
+                continue
+            fastest = max(start_peers.items(), key=lambda kv: kv[1]["rate"])
+            fastest_any = max(((t, s) for t, s in peers.items() if s["rate"]), key=lambda kv: kv[1]["rate"])
+            py = peers.get("python3-dbus StartNotify")
+            zero = b["lost"] == 0 and (res["env"].get("gatt_channels") != "1" or b["ooo"] == 0) and not b["errs"]
+            rr = b["rate"] / fastest[1]["rate"] if b["rate"] else 0
+            cr = b["cpu"] / py["cpu"] if py and py["cpu"] and b["cpu"] else None
+            L.append(f"N = {n:,}: bluectl (StartNotify, --format raw) lost {b['lost']} and had {b['ooo']} out of order "
+                     f"in {b['runs']} runs (target zero loss: {'met' if zero else 'MISSED'}); rate "
+                     f"{b['rate'] or 0:,.0f}/s = {rr:.2f} × the fastest StartNotify peer ({fastest[0]}, "
+                     f"{fastest[1]['rate']:,.0f}/s; target ≥ 0.95: {'met' if rr >= 0.95 else 'MISSED'}); "
+                     f"fastest of all peers: {fastest_any[0]} {fastest_any[1]['rate']:,.0f}/s; CPU/value "
+                     + (f"{b['cpu']:.0f} µs = {cr:.2f} × python3-dbus StartNotify's {py['cpu']:.0f} µs "
+                        f"(target ≤ 0.5: {'met' if cr <= 0.5 else 'MISSED'})." if cr is not None else "?"))
+            if not zero:
+                FAILED_TARGETS.append(f"notify N={n}: bluectl lost {b['lost']}, {b['ooo']} out of order {b['errs']}")
+            if rr < 0.95:
+                FAILED_TARGETS.append(f"notify N={n}: bluectl rate {b['rate'] or 0:.0f}/s = {rr:.2f} × {fastest[0]} "
+                                      f"{fastest[1]['rate']:.0f}/s (< 0.95)")
+            if cr is None or cr > 0.5:
+                FAILED_TARGETS.append(f"notify N={n}: bluectl CPU/value "
+                                      + (f"{cr:.2f} × python3-dbus StartNotify (> 0.5)" if cr else "unknown"))
+    for note in res.get("notes", []):
+        L.append(f"- {note}")
+    return "\n".join(L) + "\n"
+
+
 for item in WHAT:
     print(f"\n## {item}\n")
-    {"startup": startup, "scan": scan}[item]()
+    if item == "lab":
+        e = os.environ
+        lab(reads=int(e.get("BENCH_READS", "12")), notify=e.get("BENCH_NOTIFY", "3000"),
+            reps=int(e.get("BENCH_REPS", "3")), big=int(e.get("BENCH_BIG", "10000")), only=e.get("BENCH_ONLY", ""))
+    else:
+        {"startup": startup, "scan": scan}[item]()
+if FAILED_TARGETS:
+    print("\nbench: targets missed:", file=sys.stderr)
+    for t in FAILED_TARGETS:
+        print(f"  - {t}", file=sys.stderr)
+    sys.exit(1)

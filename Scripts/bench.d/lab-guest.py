@@ -1,0 +1,614 @@
+#!/usr/bin/python3 -u
+"""The lab half of Scripts/bench, run inside ONE lab boot (Scripts/lab run --fast).
+
+bluectl and its peers side by side against the same bluetoothd:
+  reads    one-shot read of a characteristic of an already-connected device,
+           process start -> value printed (and -> exit), CPU of the process
+  notify   a burst of N sequence-numbered 20-byte notifications from the lab's
+           stream (Scripts/lab.d/guest/periph.py): received, loss, order, rate
+           between the first and the last value, consumer CPU per value
+Writes $LAB_OUT/bench.json (read by Scripts/bench.d/bench.py on the host) and the
+consumers' output under $LAB_OUT/bench/.
+
+usage: lab-guest.py [--reads N] [--notify N[,N...]] [--notify-reps R] [--big N]
+                    [--cbin DIR] [--venv PYTHON] [--only reads|notify] [--consumers REGEX]
+Tools missing in this environment become rows marked "not available".
+"""
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+import dbus
+
+BLUEZ = "org.bluez"
+PROPS = "org.freedesktop.DBus.Properties"
+DEV_IF, CHR_IF = "org.bluez.Device1", "org.bluez.GattCharacteristic1"
+STREAM = "b1ec7100-0000-4000-8000-000000000001"
+CONTROL = "b1ec7100-0000-4000-8000-000000000002"
+BATTERY = "00002a19-0000-1000-8000-00805f9b34fb"
+
+ENV = os.environ
+BLUECTL, CENTRAL, PERIPH_ADDR = ENV.get("BLUECTL", ""), ENV.get("CENTRAL", "hci1"), ENV["PERIPH_ADDR"]
+REPO, OUT = ENV.get("REPO", "."), ENV.get("LAB_OUT", "/tmp")
+WORK = os.path.join(OUT, "bench")
+os.makedirs(WORK, exist_ok=True)
+PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
+PY = "/usr/bin/python3"
+T0 = time.monotonic()
+
+
+def opt(name, default):
+    if name in sys.argv:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
+
+
+READS = int(opt("--reads", "12"))
+NOTIFY_NS = [int(x) for x in opt("--notify", "3000").split(",") if x]
+NOTIFY_REPS = int(opt("--notify-reps", "2"))
+BIG = int(opt("--big", "0"))
+CBIN = os.path.join(REPO, opt("--cbin", ".lab/bench-bin"))
+VENV_PY = os.path.join(REPO, opt("--venv", ".lab/venv-bleak/bin/python"))
+ONLY = opt("--only", "")
+CONSUMERS = re.compile(opt("--consumers", ""), re.I)  # only notification consumers whose name matches
+BTCTL = shutil.which("bluetoothctl")
+STDBUF = shutil.which("stdbuf")
+BUSCTL = shutil.which("busctl")
+
+
+def log(*a):
+    print("[bench %7.1fs]" % (time.monotonic() - T0), *a, flush=True)
+
+
+bus = dbus.SystemBus()
+DEV_PATH = "/org/bluez/%s/dev_%s" % (CENTRAL, PERIPH_ADDR.replace(":", "_"))
+RESULTS = {"env": {}, "reads": [], "notify": [], "notes": [], "reconnects": 0}
+
+
+def prop(path, iface, name, default=None):
+    try:
+        return dbus.Interface(bus.get_object(BLUEZ, path), PROPS).Get(iface, name)
+    except dbus.exceptions.DBusException:
+        return default
+
+
+def wait(cond, timeout, what, step=0.1, quiet=False):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    if not quiet:
+        log("timeout (%ss) waiting for %s" % (timeout, what))
+    return False
+
+
+def chr_paths():
+    objs = dbus.Interface(bus.get_object(BLUEZ, "/"), "org.freedesktop.DBus.ObjectManager").GetManagedObjects()
+    found = {}
+    for path, ifaces in objs.items():
+        if str(path).startswith(DEV_PATH + "/") and CHR_IF in ifaces:
+            found[str(ifaces[CHR_IF]["UUID"]).lower()] = str(path)
+    return found
+
+
+PATHS = {}
+
+
+def connected():
+    return bool(prop(DEV_PATH, DEV_IF, "Connected", False)) and bool(prop(DEV_PATH, DEV_IF, "ServicesResolved", False))
+
+
+def ensure_connected(first=False):
+    global PATHS
+    if not connected():
+        if not first:
+            RESULTS["reconnects"] += 1
+        time.sleep(1)  # let a disconnect settle (quick reconnect cycles have crashed this lab's kernel)
+        for attempt in range(3):
+            try:
+                dbus.Interface(bus.get_object(BLUEZ, DEV_PATH), DEV_IF).Connect(timeout=60)
+            except dbus.exceptions.DBusException as e:
+                log("Connect: %s" % e.get_dbus_name())
+            if wait(connected, 30, "Connected + ServicesResolved"):
+                break
+        else:
+            raise SystemExit("bench: cannot connect to %s" % PERIPH_ADDR)
+    PATHS = chr_paths()
+
+
+def sh(argv, timeout=60):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def proc_cpu(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return None
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x01|\x02|\r")
+
+
+def strip(text):
+    return ANSI.sub("", text)
+
+
+# ------------------------------------------------------------------ reads
+def run_read(argv):
+    """Fork/exec argv with stdout on a pipe: seconds to the first output line (the
+    value), seconds to exit, CPU seconds (getrusage of the child), exit status."""
+    r, w = os.pipe()
+    err = open(os.path.join(WORK, "reads.stderr"), "a")
+    err.write("$ %s\n" % " ".join(argv))
+    err.flush()
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 1)
+        os.dup2(err.fileno(), 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.execv(argv[0], argv)
+    os.close(w)
+    buf, t_value, value = b"", None, None
+    end = t0 + 90
+    while True:
+        left = end - time.perf_counter()
+        if left <= 0:
+            os.kill(pid, signal.SIGKILL)
+            break
+        if not select.select([r], [], [], left)[0]:
+            continue
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        if t_value is None and b"\n" in buf:
+            t_value = time.perf_counter()
+            value = buf.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    _, status, ru = os.wait4(pid, 0)
+    t_exit = time.perf_counter()
+    os.close(r)
+    err.close()
+    rc = os.waitstatus_to_exitcode(status)
+    res = {"value_s": None if t_value is None else t_value - t0, "exit_s": t_exit - t0,
+           "cpu_s": ru.ru_utime + ru.ru_stime, "rc": rc, "value": value}
+    if t_value is None or rc != 0:
+        res["out"] = buf[-2000:].decode("utf-8", "replace")
+    return res
+
+
+def read_tools():
+    tools = []
+    dev = PERIPH_ADDR
+    if BLUECTL:
+        tools.append(("bluectl read", lambda: [BLUECTL, "read", dev, "2a19", "--adapter", CENTRAL], {}))
+    if os.access(os.path.join(CBIN, "readvalue"), os.X_OK):
+        tools.append(("C libdbus (readvalue.c)", lambda: [os.path.join(CBIN, "readvalue"), PATHS[BATTERY]], {}))
+    else:
+        RESULTS["notes"].append("C libdbus read: not available (%s/readvalue missing)" % CBIN)
+    if BUSCTL:
+        tools.append(("busctl call", lambda: [BUSCTL, "call", BLUEZ, PATHS[BATTERY], CHR_IF, "ReadValue", "a{sv}", "0"], {}))
+    tools.append(("python3-dbus", lambda: [PY, os.path.join(PEERS, "py_read.py"), PATHS[BATTERY]], {}))
+    if BLUECTL:  # breakdown of bluectl's time (not peers): process start-up alone, then + bus + object tree
+        tools.append(("(bluectl --version)", lambda: [BLUECTL, "--version"], {}))
+        tools.append(("(bluectl adapters)", lambda: [BLUECTL, "adapters"], {}))
+    RESULTS["notes"].append(
+        "bluetoothctl read: not measurable on a device that is already connected to the second adapter: "
+        "bluetoothctl 5.66 tracks GATT objects only of its default controller's devices (the first adapter, hci0 "
+        "here; a later `select` does not add those already there) and select-attribute needs a device it saw connect")
+    if os.access(VENV_PY, os.X_OK):
+        tools.append(("Bleak (D-Bus path)", lambda: [VENV_PY, os.path.join(PEERS, "bleak_read.py"), dev, DEV_PATH,
+                                                      BATTERY], {"bleak": True}))
+    else:
+        RESULTS["notes"].append("Bleak: not available (%s missing)" % VENV_PY)
+    return tools
+
+
+def bench_reads():
+    tools = read_tools()
+    samples = {}
+    for name, _, _ in tools:  # filled in as the runs come (a crash keeps what was measured)
+        RESULTS["reads"].append({"tool": name, "runs": []})
+        samples[name] = RESULTS["reads"][-1]["runs"]
+    # one warm-up run each (page cache over 9p, bluetoothd's first ReadValue), not counted;
+    # then READS rounds, the tools interleaved so that drift hits all alike
+    dropped = set()
+    for rnd in range(READS + 1):
+        for name, argv, kw in tools:
+            if name in dropped:
+                continue
+            ensure_connected()
+            res = run_read(argv())
+            res["round"] = rnd
+            log("%s %-24s value %.3fs exit %.3fs cpu %.3fs rc %s value %r" % (
+                "warm-up" if rnd == 0 else "round %d" % rnd, name, res["value_s"] or -1, res["exit_s"],
+                res["cpu_s"], res["rc"], res["value"]))
+            if rnd == 0:
+                if res["value_s"] is None:
+                    dropped.add(name)
+                    RESULTS["notes"].append("%s read: no value in the warm-up run, left out (output: %r)" % (
+                        name, res.get("out", "")[-300:]))
+            else:
+                samples[name].append(res)
+            if res["value_s"] is None:
+                log("%s: no value (rc %s): %s" % (name, res["rc"], res.get("out", "")[-500:]))
+        log("round %d done" % rnd)
+
+
+def perf_report(perf, data, out):
+    with open(out, "w") as f:
+        for args in (["--no-children", "--sort", "dso", "-g", "none"], ["--no-children", "--sort", "symbol", "-g", "none"],
+                     ["--children", "--sort", "symbol", "-g", "none"]):
+            f.write("### perf report %s\n" % " ".join(args))
+            r = sh([perf, "report", "-i", data, "--stdio", "--percent-limit", "0.5"] + args, timeout=300)
+            f.write(r.stdout[:60000] + r.stderr[-2000:] + "\n")
+
+
+def diagnose_subscribe(n=2000):
+    """Not counted: a profile of bluectl subscribe during a burst (perf, cpu-clock)."""
+    perf = shutil.which("perf")
+    if not (BLUECTL and perf):
+        return
+    data = os.path.join(WORK, "perf-subscribe.data")
+    argv = [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", data, "--", BLUECTL, "subscribe",
+            PERIPH_ADDR, STREAM, "--adapter", CENTRAL, "--count", str(n), "--format", "raw"]
+    r = run_notify("(bluectl subscribe under perf)", argv, n, parse_raw)
+    RESULTS["notify"].append(dict(r, rep=0, diagnostic=True))
+    perf_report(perf, data, os.path.join(WORK, "diag-subscribe-perf.txt"))
+
+
+def diagnose_read():
+    """Not counted: where bluectl read spends its time. BLUECTL_DEBUG=1 traces, one run
+    under perf (a CPU profile), one under dbus-monitor (its D-Bus traffic, timestamped)."""
+    if not BLUECTL:
+        return
+    ensure_connected()
+    argv = [BLUECTL, "read", PERIPH_ADDR, "2a19", "--adapter", CENTRAL]
+    with open(os.path.join(WORK, "diag-read-debug.txt"), "w") as f:
+        for _ in range(3):
+            t = time.perf_counter()
+            r = subprocess.run(argv, env=dict(ENV, BLUECTL_DEBUG="1"), capture_output=True, text=True, timeout=60)
+            f.write("# exit %d after %.3fs\n%s%s\n" % (r.returncode, time.perf_counter() - t, r.stdout, r.stderr))
+    perf = shutil.which("perf")
+    if perf:
+        data = os.path.join(WORK, "perf-read.data")
+        sh([perf, "record", "-q", "-F", "2000", "-e", "cpu-clock", "-g", "-o", data, "--"] + argv)
+        perf_report(perf, data, os.path.join(WORK, "diag-read-perf.txt"))
+    mon = shutil.which("dbus-monitor")
+    if mon:
+        with open(os.path.join(WORK, "diag-read-dbus-monitor.txt"), "w") as f:
+            m = subprocess.Popen([mon, "--system"], stdout=f, stderr=subprocess.STDOUT)
+            time.sleep(1.0)
+            f.flush()
+            sh(argv)
+            time.sleep(1.0)
+            m.terminate()
+            m.wait()
+
+
+# ------------------------------------------------------------------ notifications
+def stream_idle():
+    p = PATHS.get(STREAM)
+    return p and not prop(p, CHR_IF, "Notifying", False) and not prop(p, CHR_IF, "NotifyAcquired", False)
+
+
+def control_state():
+    try:
+        v = bytes(dbus.Interface(bus.get_object(BLUEZ, PATHS[CONTROL]), CHR_IF).ReadValue({}, timeout=30))
+        req, sent, running, notifying = struct.unpack("<IIBB", v[:10])
+        return {"requested": req, "sent": sent, "running": running, "notifying": notifying}
+    except dbus.exceptions.DBusException as e:
+        return {"error": e.get_dbus_name()}
+
+
+def parse_lines_hex(data):
+    return [bytes.fromhex(l) for l in data.decode().split()]
+
+
+def parse_raw(data):
+    return [data[i:i + 20] for i in range(0, len(data), 20)]
+
+
+def parse_json(data):
+    return [bytes.fromhex(json.loads(l)["value"]) for l in data.decode().splitlines() if '"value"' in l]
+
+
+def parse_btctl(data):
+    vals, cur, collecting = [], [], False
+    for line in strip(data.decode("utf-8", "replace")).split("\n"):
+        if "Value:" in line and "Attribute" in line:
+            if collecting and cur:
+                vals.append(bytes(cur))
+            cur, collecting = [], True
+            continue
+        if collecting:
+            m = re.match(r"\s+((?:[0-9a-f]{2} ){1,16})", line)
+            if m:
+                cur += [int(x, 16) for x in m.group(1).split()]
+                if len(cur) >= 20:
+                    vals.append(bytes(cur[:20]))
+                    cur, collecting = [], False
+            elif cur:
+                vals.append(bytes(cur))
+                cur, collecting = [], False
+    if collecting and cur:
+        vals.append(bytes(cur))
+    return vals
+
+
+def check_values(values, n):
+    seqs, corrupt = [], 0
+    for v in values:
+        if len(v) != 20:
+            corrupt += 1
+            continue
+        s = int.from_bytes(v[:4], "little")
+        if v[4:] != bytes((s + i) & 0xff for i in range(4, 20)):
+            corrupt += 1
+            continue
+        seqs.append(s)
+    uniq = set(seqs)
+    missing = len(set(range(n)) - uniq)
+    out_of_order = sum(1 for a, b in zip(seqs, seqs[1:]) if b < a)
+    return {"received": len(values), "valid": len(seqs), "unique": len(uniq), "missing": missing,
+            "duplicates": len(seqs) - len(uniq), "corrupt": corrupt, "out_of_order": out_of_order}
+
+
+def btctl_output(path):
+    with open(path, "rb") as f:
+        return strip(f.read().decode("utf-8", "replace"))
+
+
+def btctl_setup(p, out_path):
+    """Make bluetoothctl track the device: select the central (resent until it answers:
+    bluetoothctl drops what it reads before it has loaded the objects), connect from
+    inside it, then turn notifications on once it has listed the stream characteristic."""
+    def send(text):
+        p.stdin.write(text.encode())
+        p.stdin.flush()
+    central = ENV.get("CENTRAL_ADDR", "")
+    selected = re.compile(r"Controller %s .*\[default\]" % re.escape(central))
+    end = time.monotonic() + 60
+    while not selected.search(btctl_output(out_path)):
+        if time.monotonic() > end or p.poll() is not None:
+            return "bluetoothctl never selected the central %s" % central
+        send("select %s\n" % central)
+        wait(lambda: selected.search(btctl_output(out_path)), 1, "", 0.05, quiet=True)
+    send("connect %s\n" % PERIPH_ADDR)
+    if not wait(lambda: PATHS[STREAM] in btctl_output(out_path), 60, "bluetoothctl listing the stream", 0.1):
+        return "bluetoothctl never listed the stream characteristic"
+    send("menu gatt\nselect-attribute %s\nnotify on\n" % PATHS[STREAM])
+    return None
+
+
+def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""):
+    ensure_connected()
+    if not wait(stream_idle, 30, "stream not notifying before %s" % name):
+        RESULTS["notes"].append("%s: stream still notifying from the previous consumer" % name)
+    out_path = os.path.join(WORK, "notify-%s-%d%s.out" % (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), n, tag))
+    out = open(out_path, "wb")
+    err = open(out_path[:-4] + ".err", "wb")
+    res = {"tool": name, "n": n, "argv": " ".join(argv)}
+    if btctl:
+        # bluetoothctl 5.66 tracks GATT objects only of its default controller's devices
+        # (hci0, the first, here): it must `select` the central and see the device connect
+        dbus.Interface(bus.get_object(BLUEZ, DEV_PATH), DEV_IF).Disconnect(timeout=30)
+        wait(lambda: not prop(DEV_PATH, DEV_IF, "Connected", False), 10, "disconnect before bluetoothctl")
+        time.sleep(1)
+    t_start = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.PIPE if btctl else subprocess.DEVNULL)
+    if btctl:
+        err_msg = btctl_setup(p, out_path)
+        if err_msg:
+            res["error"] = err_msg
+    stream = PATHS[STREAM]
+    ok = wait(lambda: bool(prop(stream, CHR_IF, ready_prop, False)) or p.poll() is not None, 60,
+              "%s: %s" % (name, ready_prop), 0.05)
+    res["setup_s"] = time.perf_counter() - t_start
+    if not ok or p.poll() is not None:
+        res["error"] = res.get("error") or "subscription never active (exit %s)" % p.poll()
+        p.kill()
+        p.wait()
+        out.close()
+        err.close()
+        res["stderr"] = open(out_path[:-4] + ".err", "rb").read()[-1000:].decode("utf-8", "replace")
+        log("%s N=%d: %s" % (name, n, res["error"]))
+        return res
+    cpu0 = proc_cpu(p.pid)
+    size0 = os.fstat(out.fileno()).st_size
+    t_trig = time.perf_counter()
+    dbus.Interface(bus.get_object(BLUEZ, PATHS[CONTROL]), CHR_IF).WriteValue(
+        dbus.Array(struct.pack("<I", n), signature="y"), {}, timeout=30)
+    t_first = t_last = None
+    last_size = size0
+    exited = None
+    idle_limit = 4.0
+    while True:
+        time.sleep(0.02)
+        now = time.perf_counter()
+        size = os.fstat(out.fileno()).st_size
+        if size != last_size:
+            if t_first is None:
+                t_first = now
+            t_last, last_size = now, size
+        wpid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if wpid:
+            exited = (status, ru)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            size = os.fstat(out.fileno()).st_size
+            if size != last_size:
+                t_last, last_size = time.perf_counter(), size
+                t_first = t_first or t_last
+            break
+        if t_first is None and now - t_trig > 30:
+            break
+        if t_first is not None and now - t_last > idle_limit:
+            break
+    if exited:
+        cpu1 = exited[1].ru_utime + exited[1].ru_stime
+        res["rc"] = p.returncode
+    else:
+        cpu1 = proc_cpu(p.pid)
+        if btctl:
+            try:
+                p.stdin.write(b"quit\n")
+                p.stdin.flush()
+            except OSError:
+                pass
+        else:
+            p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        res["rc"] = "stopped by bench (%s)" % p.returncode
+    out.close()
+    err.close()
+    with open(out_path, "rb") as f:
+        data = f.read()
+    try:
+        values = parse(data)
+    except (ValueError, KeyError) as e:
+        values = []
+        res["error"] = "unparsable output: %s" % e
+    res.update(check_values(values, n))
+    res["window_s"] = (t_last - t_first) if t_first and t_last else None
+    res["first_after_trigger_s"] = (t_first - t_trig) if t_first else None
+    res["rate"] = (res["valid"] - 1) / res["window_s"] if res["window_s"] else None
+    res["cpu_s"] = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    res["cpu_per_value_us"] = res["cpu_s"] / res["valid"] * 1e6 if res["cpu_s"] is not None and res["valid"] else None
+    res["peripheral"] = control_state()
+    with open(out_path[:-4] + ".err", "rb") as f:
+        res["stderr"] = f.read()[-600:].decode("utf-8", "replace")
+    log("%-30s N=%-6d got %5d/%d missing %d ooo %d rate %s/s cpu %s us/value setup %.2fs periph %s" % (
+        name, n, res["valid"], n, res["missing"], res["out_of_order"],
+        "%.0f" % res["rate"] if res["rate"] else "?",
+        "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"], res["peripheral"]))
+    return res
+
+
+def notify_consumers(n):
+    dev = PERIPH_ADDR
+    S = PATHS[STREAM]
+    c = []
+    if BLUECTL:
+        base = [BLUECTL, "subscribe", dev, STREAM, "--adapter", CENTRAL, "--count", str(n)]
+        c.append(("bluectl subscribe --format raw", base + ["--format", "raw"], parse_raw, "Notifying", False))
+        c.append(("bluectl subscribe --json", base + ["--json"], parse_json, "Notifying", False))
+        if RESULTS["env"].get("notify_via"):
+            c.append(("bluectl --notify-via acquire (raw)", base + ["--format", "raw", "--notify-via", "acquire"],
+                      parse_raw, "NotifyAcquired", False))
+    if os.access(os.path.join(CBIN, "notify"), os.X_OK):
+        c.append(("C libdbus StartNotify (notify.c)", [os.path.join(CBIN, "notify"), S, str(n)], parse_lines_hex,
+                  "Notifying", False))
+    c.append(("python3-dbus StartNotify", [PY, os.path.join(PEERS, "py_notify.py"), "start", S, str(n)],
+              parse_lines_hex, "Notifying", False))
+    c.append(("python3-dbus AcquireNotify", [PY, os.path.join(PEERS, "py_notify.py"), "acquire", S, str(n)],
+              parse_lines_hex, "NotifyAcquired", False))
+    if os.access(VENV_PY, os.X_OK):
+        c.append(("Bleak StartNotify (default)", [VENV_PY, os.path.join(PEERS, "bleak_notify.py"), "start", dev,
+                                                  DEV_PATH, STREAM, str(n)], parse_lines_hex, "Notifying", False))
+        c.append(("Bleak AcquireNotify", [VENV_PY, os.path.join(PEERS, "bleak_notify.py"), "acquire", dev,
+                                          DEV_PATH, STREAM, str(n)], parse_lines_hex, "NotifyAcquired", False))
+    # bluetoothctl 5.66 lists GATT objects only for its default (first) controller's devices; after
+    # `select` of the central and a `connect` from inside it, still none: BlueZ keeps the device's
+    # service objects across the disconnect, so they are never announced again. Only on request
+    # (--consumers bluetoothctl), for a lab where that changes.
+    if BTCTL and STDBUF and "bluetoothctl" in CONSUMERS.pattern:
+        c.append(("bluetoothctl notify on", [STDBUF, "-oL", BTCTL], parse_btctl, "Notifying", True))
+    return c
+
+
+def consumer_stage(c):
+    return "btctl" if c[4] else "acquire" if c[3] == "NotifyAcquired" else "start"
+
+
+def bench_notify():
+    # bluetoothctl last: it needs the device disconnected and connected again (see btctl_setup),
+    # and reconnect cycles have crashed this lab's kernel (hci_chan_del) and bluetoothd before
+    # AcquireNotify consumers and bluetoothctl last: bluetoothd 5.66 has segfaulted here when an
+    # AcquireNotify socket was closed at once, and bluetoothctl needs a reconnect (see btctl_setup),
+    # a kind of cycle that has crashed this lab's kernel (hci_chan_del) and bluetoothd before
+    plan = []
+    for stage in ("start", "acquire", "btctl"):
+        for n in NOTIFY_NS:
+            for rep in range(NOTIFY_REPS):
+                plan += [(c, n, rep) for c in notify_consumers(n) if consumer_stage(c) == stage]
+        if BIG and stage == "start":
+            # the long run: bluectl and the python3-dbus StartNotify reference
+            plan += [(c, BIG, 0) for c in notify_consumers(BIG) if c[0] in (
+                "bluectl subscribe --format raw", "python3-dbus StartNotify")]
+        if stage == "start":
+            plan.append(("diagnose", None, None))
+    plan = [(c, n, rep) for c, n, rep in plan if c == "diagnose" and not CONSUMERS.pattern or c != "diagnose"
+            and CONSUMERS.search(c[0])]
+    dropped = set()
+    for consumer, n, rep in plan:
+        if consumer == "diagnose":
+            diagnose_subscribe()
+            continue
+        name, argv, parse, ready, btctl = consumer
+        if name in dropped:
+            continue
+        r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
+        RESULTS["notify"].append(dict(r, rep=rep))
+        if not r.get("valid"):
+            dropped.add(name)
+            RESULTS["notes"].append("%s: nothing received (%s), left out of further runs" % (
+                name, r.get("error", "?")))
+    if "bluetoothctl" not in CONSUMERS.pattern:
+        RESULTS["notes"].append(
+            "bluetoothctl notify on: not measurable here: it lists GATT objects only for its default (first) "
+            "controller's devices, and after `select` of the central and a `connect` from inside it still none "
+            "(BlueZ keeps the service objects across the disconnect, so they are never announced again)")
+    if not RESULTS["env"].get("notify_via"):
+        RESULTS["notes"].append("bluectl --notify-via acquire: not available (bluectl subscribe --help lists no --notify-via)")
+
+
+def main():
+    env = RESULTS["env"]
+    env["gatt_channels"] = ENV.get("LAB_GATT_CHANNELS", "")
+    env["bluectl"] = sh([BLUECTL, "--version"]).stdout.strip() if BLUECTL else "missing"
+    env["notify_via"] = bool(BLUECTL) and "--notify-via" in sh([BLUECTL, "subscribe", "--help"]).stdout
+    env["bluetoothctl"] = sh([BTCTL, "--version"]).stdout.strip() if BTCTL else "missing"
+    env["python"] = sys.version.split()[0]
+    env["dbus-python"] = dbus.__version__
+    if os.access(VENV_PY, os.X_OK):
+        env["bleak"] = sh([VENV_PY, "-c", "import importlib.metadata as m; print(m.version('bleak'), "
+                                          "m.version('dbus-fast'))"]).stdout.strip()
+    log("env: %s" % env)
+    # connect once (with bluectl when there is one: it is also what a user would do)
+    if BLUECTL:
+        t = time.perf_counter()
+        r = sh([BLUECTL, "connect", PERIPH_ADDR, "--adapter", CENTRAL, "--timeout", "60"], timeout=90)
+        RESULTS["connect"] = {"rc": r.returncode, "s": time.perf_counter() - t, "stderr": r.stderr[-500:]}
+        log("bluectl connect: exit %d in %.2fs %s" % (r.returncode, time.perf_counter() - t, r.stderr.strip()[-200:]))
+    ensure_connected(first=True)
+    log("characteristics: %s" % PATHS)
+    try:
+        if ONLY in ("", "reads"):
+            bench_reads()
+            diagnose_read()
+        if ONLY in ("", "notify"):
+            bench_notify()
+    finally:
+        RESULTS["elapsed_s"] = time.monotonic() - T0
+        with open(os.path.join(OUT, "bench.json"), "w") as f:
+            json.dump(RESULTS, f, indent=1)
+        log("wrote %s" % os.path.join(OUT, "bench.json"))
+
+
+main()
