@@ -227,9 +227,9 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let limit = characteristic.maximumWriteValueLength(for: type)
         guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
         let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
-        let what = "write \(Self.label(characteristic.uuid))"
-        _ = try await reportingDisconnect(what) {
-            try await self.retryingInProgress(what: what) {
+        let uuid = characteristic.uuid
+        _ = try await reportingDisconnect("write \(Self.label(uuid))") {
+            try await self.retryingInProgress(what: "write \(Self.label(uuid))") {
                 try await self.central.connection.callMethod(
                     destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
                     member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
@@ -255,12 +255,12 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         return GattCharacteristicLimits.maximum(type: type, mtu: mtu)
     }
 
-    private func read(_ objectPath: ObjectPath, interface: String, offset: Int, what: String) async throws -> [UInt8] {
+    private func read(_ objectPath: ObjectPath, interface: String, offset: Int, what: @autoclosure @escaping @Sendable () -> String) async throws -> [UInt8] {
         var options: [String: DBusValue] = [:]
         if offset > 0 { options["offset"] = .uint16(UInt16(clamping: offset)) }
         let argument = DBusValue.stringVariantDictionary(options)
-        let reply = try await reportingDisconnect(what) {
-            try await self.retryingInProgress(what: what) {
+        let reply = try await reportingDisconnect(what()) {
+            try await self.retryingInProgress(what: what()) {
                 try await self.central.connection.callMethod(
                     destination: BlueZ.service, path: objectPath, interface: interface,
                     member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
@@ -274,14 +274,14 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// the meantime (it answers pending ATT requests "Failed: Not connected"
     /// before it signals the disconnect) is reported as a disconnect: asks
     /// bluetoothd whether the device is still there and connected.
-    func reportingDisconnect<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    func reportingDisconnect<T: Sendable>(_ what: @autoclosure @escaping @Sendable () -> String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as CentralError {
             guard case .bluez = error else { throw error }
             let device = await fetchDeviceProperties(timeout: .seconds(2))
             if device == nil || device?["Connected"]?.bool == false {
-                throw CentralError.disconnected("\(identifier) \(device == nil ? "disappeared" : "disconnected") during \(what)")
+                throw CentralError.disconnected("\(identifier) \(device == nil ? "disappeared" : "disconnected") during \(what())")
             }
             throw error
         }
@@ -328,19 +328,19 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// for at most `limit`; then `CentralError.inProgress`. Other errors are
     /// translated to `CentralError`.
     func retryingInProgress<T: Sendable>(
-        what: String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
+        what: @autoclosure @escaping @Sendable () -> String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         do {
-            return try await retryingInProgressOnce(what: what, limit: limit, body)
+            return try await retryingInProgressOnce(what: what(), limit: limit, body)
         } catch let error as CentralError {
             guard pairsOnDemand, Self.needsPairing(error), info?.paired != true else { throw error }
             try await pair()
-            return try await retryingInProgressOnce(what: what, limit: limit, body)
+            return try await retryingInProgressOnce(what: what(), limit: limit, body)
         }
     }
 
     func retryingInProgressOnce<T: Sendable>(
-        what: String, limit: Duration, _ body: @escaping @Sendable () async throws -> T
+        what: @autoclosure @escaping @Sendable () -> String, limit: Duration, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = ContinuousClock.now + limit
         while true {
@@ -351,9 +351,9 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                     try await Task.sleep(for: .milliseconds(10))
                     continue
                 }
-                throw CentralError(error, operation: what)
+                throw CentralError(error, operation: what())
             } catch {
-                throw CentralError.from(error, operation: what)
+                throw CentralError.from(error, operation: what())
             }
         }
     }
