@@ -1,5 +1,4 @@
 import BluectlDBus
-import Synchronization
 
 /// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
 /// number of listeners take a snapshot and the changes after it, with no gap.
@@ -20,7 +19,7 @@ public final class BlueZMirror: Sendable {
         var owner: String?
         var accessError: DBusError?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private init(connection: DBusConnection, callTimeout: Duration) {
         self.connection = connection

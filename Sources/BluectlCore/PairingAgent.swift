@@ -1,6 +1,5 @@
 import BluectlDBus
 import Foundation
-import Synchronization
 
 /// An `org.bluez.Agent1` so that touching an encrypted characteristic pairs
 /// (just works) instead of failing with "No agent available" / ATT error
@@ -30,15 +29,15 @@ public final class PairingAgent: Sendable {
     public let path: ObjectPath
     public let capability: Capability
     private let connection: DBusConnection
-    private let allowed: Mutex<Set<ObjectPath>>
-    private let log: Mutex<[String]>
+    private let allowed: Locked<Set<ObjectPath>>
+    private let log: Locked<[String]>
 
     private init(connection: DBusConnection, path: ObjectPath, capability: Capability, devices: Set<ObjectPath>) {
         self.connection = connection
         self.path = path
         self.capability = capability
-        allowed = Mutex(devices)
-        log = Mutex([])
+        allowed = Locked(devices)
+        log = Locked([])
     }
 
     /// Exports the agent and registers it with bluetoothd.
