@@ -2,7 +2,6 @@ import ArgumentParser
 import BluectlCore
 import BluectlDBus
 import Foundation
-import Synchronization
 
 /// Options of every command that works with one device (besides `AdapterOptions`).
 struct DeviceCommandOptions: ParsableArguments {
@@ -126,12 +125,12 @@ final class DeviceSession: Sendable {
         var agent: PairingAgent?
         var sessions: [NotificationSession] = []
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool) {
         self.central = central
         self.adapterGiven = adapterGiven
-        state = Mutex(State(adapter: adapter))
+        state = Locked(State(adapter: adapter))
     }
 
     var peripheral: Peripheral? { state.withLock { $0.peripheral } }

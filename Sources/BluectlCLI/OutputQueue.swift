@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import BluectlDBus
 
 /// Standard output for event streams (`subscribe`, `scan`): lines wait in a
 /// bounded queue and a writer thread of their own writes them in arrival
@@ -35,7 +35,7 @@ public final class OutputQueue: Sendable {
 
     public let capacity: Int
     private let fd: Int32
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wakeWriter = DispatchSemaphore(value: 0)
     private let drained = DispatchSemaphore(value: 0)
     /// The line that reports `n` dropped lines in the stream's own format

@@ -1,7 +1,7 @@
 import BluectlCore
+import BluectlDBus
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Line-oriented standard output: every line is written whole and flushed,
 /// so `bluectl … | consumer` sees each event as it happens. A closed pipe
@@ -28,7 +28,7 @@ public enum Output {
 /// end the process with 130 / 143 — within 2 s even if cleanup hangs.
 public enum SignalScope {
     /// The first signal received (later ones are ignored while cleaning up).
-    private static let received = Mutex<Int32?>(nil)
+    private static let received = Locked<Int32?>(nil)
 
     public static func run(_ work: @escaping @Sendable () async throws -> Void) async throws {
         signal(SIGPIPE, SIG_IGN)

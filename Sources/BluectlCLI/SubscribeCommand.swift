@@ -1,6 +1,7 @@
 import ArgumentParser
 import BluectlCore
 import Foundation
+import BluectlDBus
 import Synchronization
 
 /// `bluectl subscribe DEVICE CHARACTERISTIC...`
@@ -189,7 +190,7 @@ final class SubscribeJob: Sendable {
     let notifyVia: NotifyVia
     let sequenceWidth: SequenceTracker.Width?
     /// Per characteristic UUID, across reconnects (a gap over a reconnect is real).
-    let sequences = Mutex<[String: SequenceTracker]>([:])
+    let sequences = Locked<[String: SequenceTracker]>([:])
 
     init(target: SubscriptionTarget, selectors: [AttributeSelector], service: BluetoothUUID?, options: DeviceCommandOptions,
          reconnect: Bool, count: Int?, output: SubscribeOutput, store: RestoreStore?,

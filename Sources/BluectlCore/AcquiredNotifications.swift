@@ -1,6 +1,5 @@
 import BluectlDBus
 import Foundation
-import Synchronization
 
 extension Peripheral {
     /// `AcquireNotify`: BlueZ hands over a socket and writes each value to
@@ -53,7 +52,7 @@ extension NotificationSession {
         if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let deviceID = peripheral.identifier
-        let socketClosed = Mutex(false)
+        let socketClosed = Locked(false)
         let reader = Thread {
             var buffer = [UInt8](repeating: 0, count: max(Int(mtu), 517))
             while true {

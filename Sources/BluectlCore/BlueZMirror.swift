@@ -1,6 +1,5 @@
 import BluectlDBus
 import Dispatch
-import Synchronization
 
 /// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
 /// number of listeners take a snapshot and the changes after it, with no gap.
@@ -23,7 +22,7 @@ public final class BlueZMirror: Sendable {
         /// The bus connection is gone: no change will ever come.
         var busLost = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A `changes()` stream and the changes it wants (tested on the I/O thread,
     /// so that a high-rate change nobody listens for wakes no task).

@@ -1,5 +1,4 @@
 import BluectlDBus
-import Synchronization
 
 /// The central: CoreBluetooth's CBCentralManager on BlueZ. One bus
 /// connection, one mirror of BlueZ's tree, shared by everything it does.
@@ -198,7 +197,7 @@ final class FirstResult<T: Sendable>: Sendable {
         var done = false
         var loser: (@Sendable () -> Void)?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func start(_ continuation: CheckedContinuation<T, Never>) {
         let early = state.withLock { s -> [T] in

@@ -1,5 +1,4 @@
 import BluectlDBus
-import Synchronization
 import Foundation
 
 /// The inbox of a state-machine driver: bus replies, tree changes and timers
@@ -7,7 +6,7 @@ import Foundation
 final class EventChannel<Event: Sendable>: Sendable {
     let stream: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
-    private let timers = Mutex<[Task<Void, Never>]>([])
+    private let timers = Locked<[Task<Void, Never>]>([])
 
     init() {
         (stream, continuation) = AsyncStream<Event>.makeStream()

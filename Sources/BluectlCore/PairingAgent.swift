@@ -1,6 +1,5 @@
 import BluectlDBus
 import Foundation
-import Synchronization
 
 /// An `org.bluez.Agent1` so that touching an encrypted characteristic pairs
 /// (just works) instead of failing with "No agent available" / ATT error
@@ -62,8 +61,8 @@ public final class PairingAgent: Sendable {
     public let path: ObjectPath
     public let capability: Capability
     private let connection: DBusConnection
-    private let allowed: Mutex<Set<ObjectPath>>
-    private let log: Mutex<[String]>
+    private let allowed: Locked<Set<ObjectPath>>
+    private let log: Locked<[String]>
     private let prompter: Prompter?
 
     private init(connection: DBusConnection, path: ObjectPath, capability: Capability, devices: Set<ObjectPath>,
@@ -72,8 +71,8 @@ public final class PairingAgent: Sendable {
         self.path = path
         self.capability = capability
         self.prompter = prompter
-        allowed = Mutex(devices)
-        log = Mutex([])
+        allowed = Locked(devices)
+        log = Locked([])
     }
 
     /// Exports the agent and registers it with bluetoothd.
@@ -118,7 +117,7 @@ public final class PairingAgent: Sendable {
 
     /// Why the agent last refused a question, if it did.
     public var lastRefusal: String? { refusal.withLock { $0 } }
-    private let refusal = Mutex<String?>(nil)
+    private let refusal = Locked<String?>(nil)
 
     /// UnregisterAgent and stop serving the object.
     public func unregister(timeout: Duration = .seconds(3)) async {

@@ -1,5 +1,4 @@
 import BluectlDBus
-import Synchronization
 
 /// CBPeripheralState.
 public enum PeripheralState: String, Sendable, Equatable {
@@ -17,7 +16,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     public let identifier: String
 
     /// connecting / disconnecting while this process is doing that.
-    let transition = Mutex<PeripheralState?>(nil)
+    let transition = Locked<PeripheralState?>(nil)
 
     public init(central: CentralManager, path: ObjectPath) {
         self.central = central
@@ -322,7 +321,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         get { pairOnDemand.withLock { $0 } }
         set { pairOnDemand.withLock { $0 = newValue } }
     }
-    let pairOnDemand = Mutex(true)
+    let pairOnDemand = Locked(true)
 
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
     /// for at most `limit`; then `CentralError.inProgress`. Other errors are
@@ -399,7 +398,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         sessions.withLock { $0[characteristic.path]?.values }
     }
 
-    let sessions = Mutex<[ObjectPath: NotificationSession]>([:])
+    let sessions = Locked<[ObjectPath: NotificationSession]>([:])
 }
 
 enum GattCharacteristicLimits {
@@ -486,7 +485,7 @@ public final class NotificationSession: Sendable {
             events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: false)
         }
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
-        let open = Mutex(false)
+        let open = Locked(false)
         let valueFilter = SignalFilter(
             sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", path: charPath)
         let token: DBusConnection.SubscriptionToken
@@ -583,7 +582,7 @@ public final class NotificationSession: Sendable {
 
 /// A one-shot result for a waiting task.
 final class StartSignal: Sendable {
-    private let state = Mutex<(done: Bool, error: (any Error)?, waiter: CheckedContinuation<Void, any Error>?)>((false, nil, nil))
+    private let state = Locked<(done: Bool, error: (any Error)?, waiter: CheckedContinuation<Void, any Error>?)>((false, nil, nil))
 
     func resolve(_ error: (any Error)?) {
         let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in

@@ -45,7 +45,9 @@ public struct ScanOptions: Sendable, Equatable {
         }
         if let needle = nameContains?.lowercased(), !needle.isEmpty {
             let names = [device.name, device.alias].compactMap { $0?.lowercased() }
-            guard names.contains(where: { $0.contains(needle) }) else { return false }
+            // The standard library's search, not Foundation's `contains`, which
+            // traps on a needle with a NUL character (found by Scripts/fuzz).
+            guard names.contains(where: { $0.firstRange(of: needle) != nil }) else { return false }
         }
         if let pattern, !pattern.isEmpty {
             let names = [device.address, device.name ?? ""]

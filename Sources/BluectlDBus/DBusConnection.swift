@@ -1,7 +1,6 @@
 import CBluectlShim
 import CDBus
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,7 +36,7 @@ public final class DBusConnection: Sendable {
     /// Touched only by the I/O thread (and by `deinit`, once it has stopped).
     nonisolated(unsafe) private let raw: OpaquePointer
     private let wakeFD: Int32
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Token for a registered signal handler; pass it to `unsubscribe`.
     public struct SubscriptionToken: Hashable, Sendable {
@@ -548,8 +547,8 @@ extension Duration {
 
 /// Resumes a continuation at most once (a reply and a cancellation may race).
 final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<T, any Error>?>
-    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Mutex(continuation) }
+    private let continuation: Locked<CheckedContinuation<T, any Error>?>
+    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Locked(continuation) }
     func resume(returning value: T) { take()?.resume(returning: value) }
     func resume(throwing error: any Error) { take()?.resume(throwing: error) }
     private func take() -> CheckedContinuation<T, any Error>? {
@@ -563,7 +562,7 @@ final class ResumeOnce<T: Sendable>: Sendable {
 
 /// Holds what to do on cancellation; runs it at once if cancelled first.
 final class CancelBox: Sendable {
-    private let state = Mutex<(cancelled: Bool, action: (@Sendable () -> Void)?)>((false, nil))
+    private let state = Locked<(cancelled: Bool, action: (@Sendable () -> Void)?)>((false, nil))
     func set(_ action: @escaping @Sendable () -> Void) {
         let runNow = state.withLock { s -> Bool in
             if s.cancelled { return true }

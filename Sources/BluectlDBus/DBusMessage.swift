@@ -116,6 +116,13 @@ enum MessageCodec {
     /// an invalid name, path, string or signature.
     static func encode(_ message: DBusMessage) throws(DBusError) -> RawMessage {
         for argument in message.arguments { try argument.validate() }
+        // Each argument's signature may be valid while the body's, all of them
+        // together, is longer than the header's signature field can hold:
+        // libdbus would then write a corrupt message (found by Scripts/fuzz).
+        let bodySignatureLength = message.signature.utf8.count
+        guard bodySignatureLength <= SignatureParser.maxLength else {
+            throw .invalidArgument("the arguments' signature is \(bodySignatureLength) characters long; D-Bus allows \(SignatureParser.maxLength)")
+        }
         if let destination = message.destination, !bluectl_valid_bus_name(destination) {
             throw .invalidArgument("bus name \"\(destination)\"")
         }

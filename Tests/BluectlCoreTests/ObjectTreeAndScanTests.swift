@@ -192,6 +192,22 @@ enum Fixture {
         #expect(byServiceData.matches(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(uuids: []))))
     }
 
+    /// Found by Scripts/fuzz: the name filter used Foundation's `contains`,
+    /// which traps when the needle holds a NUL character. ScanOptions is
+    /// public API; the command line cannot pass a NUL, a library caller can.
+    @Test func nameFilterWithUnusualCharactersDoesNotTrap() {
+        var options = ScanOptions()
+        options.nameContains = "\u{FFFD}\u{0}"
+        let odd = Fixture.deviceProperties(name: "AA-BB-Ct" + String(repeating: "\u{FFFD}", count: 9))
+        #expect(!options.matches(DeviceInfo(path: Fixture.device(), properties: odd)))
+        options.nameContains = "\u{0}"
+        #expect(!options.matches(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties())))
+        options.nameContains = "ct\u{FFFD}"
+        #expect(options.matches(DeviceInfo(path: Fixture.device(), properties: odd)))
+        options.nameContains = "e\u{301}" // canonically equivalent to é
+        #expect(options.matches(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(name: "Café"))))
+    }
+
     @Test func removedDeviceCanBeDiscoveredAgain() {
         var tracker = ScanTracker(adapter: Fixture.hci0, options: ScanOptions())
         var (tree, change) = tree(with: Fixture.deviceProperties())

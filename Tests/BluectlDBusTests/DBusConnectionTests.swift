@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import BluectlDBus
 
@@ -69,7 +68,7 @@ final class ScratchBus: @unchecked Sendable {
         let silent = try DBusConnection.connect(address: bus.address)
         let caller = try DBusConnection.connect(address: bus.address)
         defer { silent.close(); caller.close() }
-        let calls = Mutex(0)
+        let calls = Locked(0)
         silent.export(ObjectPath("/never")!) { _, _ in calls.withLock { $0 += 1 } }
         let start = ContinuousClock.now
         do {
@@ -123,7 +122,7 @@ final class ScratchBus: @unchecked Sendable {
                 arguments: [.string("org.example.Owner"), .uint32(0)], timeout: .seconds(5)).first?.integer
         }
         #expect(try await requestName(owner) == 1)
-        let received = Mutex<[String]>([])
+        let received = Locked<[String]>([])
         let (stream, continuation) = AsyncStream<String>.makeStream()
         _ = try await listener.subscribe(SignalFilter(sender: "org.example.Owner", interface: "org.example.Sig", member: "Hello")) { message in
             let who = message.arguments.first?.string ?? "?"

@@ -154,6 +154,26 @@ import Testing
         }
     }
 
+    /// Found by Scripts/fuzz: arguments valid one by one whose signatures add up
+    /// to more than 255 characters made libdbus write a message it then rejects
+    /// as corrupt (and a bus daemon would drop the connection over).
+    @Test func bodySignatureLongerThan255IsRefused() throws {
+        let wide = DBusValue.structure(Array(repeating: .byte(1), count: 128)) // "(yyy…y)": 130 characters
+        try wide.validate()
+        let message = DBusMessage.methodCall(destination: nil, path: .root, interface: nil, member: "X",
+                                             arguments: [wide, wide])
+        #expect(message.signature.utf8.count == 260)
+        do {
+            _ = try MessageCodec.marshal(message)
+            Issue.record("a 260-character body signature was encoded")
+        } catch {
+            #expect(error.description.contains("260 characters long"))
+        }
+        // One of them fits and still round-trips.
+        let one = DBusMessage.methodCall(destination: nil, path: .root, interface: nil, member: "X", arguments: [wide])
+        #expect(try MessageCodec.demarshal(MessageCodec.marshal(one)).arguments == [wide])
+    }
+
     @Test func malformedWireBytesAreAnError() {
         #expect(throws: DBusError.self) { try MessageCodec.demarshal([0x6c, 1, 0, 1, 0xff, 0xff, 0xff, 0x7f]) }
         #expect(throws: DBusError.self) { try MessageCodec.demarshal([]) }
