@@ -419,11 +419,13 @@ c_subscribe_reconnect() {
   OUT=$sub_out
   expect_json "
 events = [l['event'] for l in lines if 'event' in l]
-check(events == ['disconnected', 'reconnected'], 'events %s' % events)
-after = lines[[i for i, l in enumerate(lines) if l.get('event') == 'reconnected'][0] + 1:]
+# The emulated link sometimes comes back for a moment before hci0 is really off (BlueZ says
+# Connected again, then not): every loss must be reported, each followed by its reconnect.
+check(events and events == ['disconnected', 'reconnected'] * (len(events) // 2), 'events %s' % events)
+after = lines[[i for i, l in enumerate(lines) if l.get('event') == 'reconnected'][-1] + 1:]
 seqs = [int.from_bytes(bytes.fromhex(l['value'])[:4], 'little') for l in after if 'value' in l]
 check(seqs == [0, 1, 2, 3, 4], 'values after reconnecting: %s' % seqs)
-say('gap %.1f s' % [l for l in lines if l.get('event') == 'reconnected'][0]['gap_seconds'])"
+say('gaps %s s' % [l['gap_seconds'] for l in lines if l.get('event') == 'reconnected'])"
 }
 c_soak_stream_100k() {
   need_sub subscribe; need_sub write
