@@ -384,7 +384,7 @@ say('acquire: %d of %d values, %d missing before the last (%d reported), %d lost
 check(len(seqs) == len(set(seqs)), 'duplicates')
 check(missing == reported, 'missing %d but %d reported' % (missing, reported))"
 }
-c_subscribe_reconnect() {
+c_extra_subscribe_reconnect() {
   need_sub subscribe; need_sub write
   "$BLUECTL" subscribe --help 2>/dev/null | grep -q -- --reconnect || skip "subscribe has no --reconnect"
   local sub_out=$CHECK_DIR/$CHECK_NAME.sub.out sub_err=$CHECK_DIR/$CHECK_NAME.sub.err pid src
@@ -502,8 +502,8 @@ run info c_info
 run disconnect c_disconnect
 run read_own_connection c_read_own_connection
 run subscribe_disconnect c_subscribe_disconnect
-run subscribe_reconnect c_subscribe_reconnect
 run unknown_device c_unknown_device
 run soak_stream_100k c_soak_stream_100k
 run extra_stream_acquire c_extra_stream_acquire
+run extra_subscribe_reconnect c_extra_subscribe_reconnect
 summary
