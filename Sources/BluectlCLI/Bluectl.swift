@@ -1,6 +1,13 @@
 import ArgumentParser
 import BluectlCore
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The `bluectl` command.
 public struct Bluectl: AsyncParsableCommand {
@@ -25,7 +32,8 @@ public struct Bluectl: AsyncParsableCommand {
     /// documented exit status. Help and --version print as usual.
     public static func runMain(arguments: [String]? = nil) async -> Never {
         do {
-            var command = try parseAsRoot(arguments)
+            var command = try parseSubcommandDirectly(arguments ?? Array(CommandLine.arguments.dropFirst()))
+                ?? parseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -47,6 +55,21 @@ public struct Bluectl: AsyncParsableCommand {
             Output.error(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
             _exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
         }
+    }
+}
+
+extension Bluectl {
+    /// `bluectl read …` parsed by `ReadCommand` alone. Parsing from the root
+    /// reflects over every subcommand's options (and looks for a completion
+    /// script request among them): over half of a one-shot `read`'s
+    /// instructions. Anything this does not parse cleanly — help, --version,
+    /// a usage error — returns nil and goes through the root as before, so
+    /// messages and exit codes stay the root's.
+    static func parseSubcommandDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
+        guard let name = arguments.first,
+              let subcommand = configuration.subcommands.first(where: { $0._commandName == name })
+        else { return nil }
+        return try? subcommand.parseAsRoot(Array(arguments.dropFirst()))
     }
 }
 

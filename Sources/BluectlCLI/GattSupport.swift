@@ -1,7 +1,14 @@
 import ArgumentParser
 import BluectlCore
 import BluectlDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Options of every command that works with one device (besides `AdapterOptions`).
 struct DeviceCommandOptions: ParsableArguments {
@@ -248,7 +255,7 @@ final class DeviceSession: Sendable {
 /// ("AA:BB:CC:DD:EE", "GG:…") — instead of scanning for it as a name.
 func checkDeviceText(_ text: String) throws {
     let shown = TextSafety.escapedForMessage(text)
-    if text.trimmingCharacters(in: .whitespaces).isEmpty {
+    if text.trimmingWhitespace().isEmpty {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": empty; expected an address (AA:BB:CC:DD:EE:FF), a D-Bus path or a name")
     }
     if text.hasPrefix("/"), ObjectPath(text) == nil {

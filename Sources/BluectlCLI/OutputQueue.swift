@@ -1,4 +1,12 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import BluectlDBus
 
 /// Standard output for event streams (`subscribe`, `scan`): lines wait in a
@@ -47,9 +55,7 @@ public final class OutputQueue: Sendable {
         self.fd = fd
         self.capacity = max(1, capacity)
         self.gapLine = gapLine
-        let thread = Thread { [self] in writerLoop() }
-        thread.name = "bluectl-output"
-        thread.start()
+        startThread(name: "bluectl-output") { [self] in writerLoop() }
     }
 
     /// Queues `text` plus a newline.
@@ -128,11 +134,10 @@ public final class OutputQueue: Sendable {
     /// `finish()` off the cooperative thread pool (it blocks until written).
     public func finished() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [self] in
+            startThread(name: "bluectl-finish") { [self] in
                 finish()
                 continuation.resume()
             }
-            thread.start()
         }
     }
 

@@ -1,6 +1,13 @@
 import ArgumentParser
 import BluectlCore
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `bluectl read DEVICE CHARACTERISTIC`
 struct ReadCommand: AsyncParsableCommand {
@@ -149,8 +156,7 @@ struct WriteCommand: AsyncParsableCommand {
         if let value { return try ByteFormats.parseHex(value) }
         if let utf8 { return Array(utf8.utf8) }
         guard let file else { return [] }
-        if file == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
-        switch Self.readFile(file) {
+        switch file == "-" ? Self.readAll(0) : Self.readFile(file) {
         case .success(let bytes): return bytes
         case .failure(let reason):
             throw CLIFailure(.usage, "cannot read --file \"\(TextSafety.escapedForMessage(file))\": \(reason.text)")
@@ -164,6 +170,11 @@ struct WriteCommand: AsyncParsableCommand {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(FileError(text: String(cString: strerror(errno)))) }
         defer { close(fd) }
+        return readAll(fd)
+    }
+
+    /// Everything `fd` has until end of file, or why not.
+    static func readAll(_ fd: Int32) -> Result<[UInt8], FileError> {
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {

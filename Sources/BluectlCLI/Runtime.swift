@@ -1,7 +1,14 @@
 import BluectlCore
 import BluectlDBus
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Line-oriented standard output: every line is written whole and flushed,
 /// so `bluectl … | consumer` sees each event as it happens. A closed pipe
@@ -19,7 +26,8 @@ public enum Output {
     }
 
     public static func error(_ text: String) {
-        FileHandle.standardError.write(Data(("bluectl: " + text + "\n").utf8))
+        var line = "bluectl: " + text + "\n"
+        _ = line.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 }
 

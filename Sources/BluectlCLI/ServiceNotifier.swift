@@ -1,6 +1,13 @@
 import BluectlDBus
 import CSystemd
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// systemd integration for a `Type=notify` unit (see Scripts/systemd/):
 /// READY=1 once the work is running, STATUS= lines as it changes, and

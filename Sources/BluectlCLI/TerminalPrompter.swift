@@ -1,6 +1,13 @@
 import BluectlCore
 import BluectlDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `--agent keyboard-display`: the pairing agent's questions, asked on the
 /// controlling terminal (/dev/tty — stdin and stdout may be pipes). Without
@@ -71,6 +78,6 @@ enum TerminalPrompter {
             if byte == 0x0a { break }
             line.append(byte)
         }
-        return String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: line, as: UTF8.self).trimmingWhitespace(newlines: true)
     }
 }

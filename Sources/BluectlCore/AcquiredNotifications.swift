@@ -1,5 +1,12 @@
 import BluectlDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Peripheral {
     /// `AcquireNotify`: BlueZ hands over a socket and writes each value to
@@ -53,7 +60,7 @@ extension NotificationSession {
         let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let deviceID = peripheral.identifier
         let socketClosed = Locked(false)
-        let reader = Thread {
+        startThread(name: "bluectl-acq-notify") {
             var buffer = [UInt8](repeating: 0, count: max(Int(mtu), 517))
             while true {
                 let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
@@ -77,8 +84,6 @@ extension NotificationSession {
                 close(fd)
             }
         }
-        reader.name = "bluectl-acquired-notify"
-        reader.start()
         let loop = Task {
             var iterator = channel.stream.makeAsyncIterator()
             var failure: (any Error)?

@@ -1,5 +1,12 @@
 import BluectlDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The inbox of a state-machine driver: bus replies, tree changes and timers
 /// all become events here, handled one at a time in arrival order.

@@ -1,5 +1,12 @@
 import BluectlDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// CBCharacteristicProperties from BlueZ's `Flags`.
 public struct CharacteristicProperties: OptionSet, Sendable, Hashable {
@@ -270,7 +277,7 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
     /// "2a19", "battery_level", a full UUID, "/org/bluez/hci0/dev_…/service000a/char000b",
     /// or "handle:11" / "handle:0x000b".
     public init(_ text: String, kind: BluetoothUUID.Kind) throws(GattError) {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingWhitespace()
         if trimmed.hasPrefix("/") {
             guard let path = ObjectPath(trimmed) else { throw .invalid("invalid object path \"\(trimmed)\"") }
             self = .path(path)

@@ -1,4 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import BluectlDBus
 
 /// A Bluetooth adapter (controller) as BlueZ's `Adapter1` describes it.
@@ -126,14 +133,14 @@ public struct DeviceInfo: Sendable, Equatable {
     public static func addressFromPath(_ path: ObjectPath) -> String {
         let last = path.lastComponent
         guard last.hasPrefix("dev_") else { return last }
-        return last.dropFirst(4).replacingOccurrences(of: "_", with: ":")
+        return String(last.dropFirst(4).replacing("_", with: ":"))
     }
 
     /// The name to show: the advertised/GAP name, else BlueZ's alias unless
     /// that is only the address with dashes.
     public var displayName: String? {
         if let name, !name.isEmpty { return name }
-        if let alias, alias != address.replacingOccurrences(of: ":", with: "-") { return alias }
+        if let alias, alias != address.replacing(":", with: "-") { return alias }
         return nil
     }
 }

@@ -1,5 +1,12 @@
 import BluectlDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An `org.bluez.Agent1` so that touching an encrypted characteristic pairs
 /// (just works) instead of failing with "No agent available" / ATT error
@@ -219,7 +226,7 @@ public final class PairingAgent: Sendable {
             }
             let device = message.arguments.first?.objectPath ?? path
             // The user may take a while: never on the bus thread.
-            Thread.detachNewThread { [self] in
+            startThread(name: "bluectl-prompt") { [self] in
                 let reply = prompter(question, device)
                 log.withLock { $0.append("\(question) → \(reply)") }
                 if case .reject(let why) = reply { refusal.withLock { $0 = why } }

@@ -1,6 +1,11 @@
 import CBluectlShim
 import CDBus
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -328,12 +333,10 @@ public final class DBusConnection: Sendable {
     private let ioDone = DispatchSemaphore(value: 0)
 
     private func startIOThread() {
-        let thread = Thread { [self] in
+        startThread(name: "bluectl-dbus-io") { [self] in
             runLoop()
             ioDone.signal()
         }
-        thread.name = "bluectl-dbus-io"
-        thread.start()
     }
 
     private func wake() {

@@ -54,6 +54,6 @@ public struct SignalFilter: Sendable, Hashable {
 
     /// D-Bus match-rule quoting: apostrophes are written as '\''.
     static func quote(_ value: String) -> String {
-        "'" + value.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        "'" + value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 }

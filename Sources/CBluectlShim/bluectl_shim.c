@@ -1,3 +1,5 @@
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <pthread.h>
 #include "bluectl_shim.h"
 
 bool bluectl_valid_path(const char *path) {
@@ -42,4 +44,8 @@ DBusMessage *bluectl_message_new_error(DBusMessage *reply_to, const char *error_
     if (reply_to == NULL || !bluectl_valid_error_name(error_name)) return NULL;
     if (text != NULL && !bluectl_valid_utf8(text)) return NULL;
     return dbus_message_new_error(reply_to, error_name, text);
+}
+
+int bluectl_name_this_thread(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }

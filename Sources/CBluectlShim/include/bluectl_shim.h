@@ -5,7 +5,8 @@
  *  - constructors that validate their arguments first, because libdbus
  *    aborts the whole process on an invalid object path, interface or member
  *    name, or on a string that is not valid UTF-8 ("checks" are fatal in
- *    Debian's build).
+ *    Debian's build);
+ *  - pthread_setname_np, a GNU extension that Glibc's Swift overlay hides.
  */
 #ifndef BLUECTL_SHIM_H
 #define BLUECTL_SHIM_H
@@ -42,6 +43,9 @@ enum {
     BLUECTL_MESSAGE_TYPE_ERROR         = DBUS_MESSAGE_TYPE_ERROR,
     BLUECTL_MESSAGE_TYPE_SIGNAL        = DBUS_MESSAGE_TYPE_SIGNAL,
 };
+
+/* Names the calling thread (Linux shows the first 15 bytes). 0 or an errno. */
+int bluectl_name_this_thread(const char *name);
 
 /* Validators: true when libdbus would accept the string. NULL is invalid. */
 bool bluectl_valid_path(const char *path);
