@@ -176,8 +176,15 @@ final class DeviceSession: Sendable {
         return peripheral
     }
 
-    func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) async {
+    /// Has `peripheral` register bluectl's agent (`choice`) right before it
+    /// pairs, if it does (see `Peripheral.preparePairing`).
+    func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) {
         guard choice != .none else { return }
+        peripheral.preparePairing { [weak self] in await self?.registerAgentNow(choice, for: peripheral) }
+    }
+
+    private func registerAgentNow(_ choice: AgentChoice, for peripheral: Peripheral) async {
+        guard state.withLock({ $0.agent }) == nil else { return }
         // Pairing works without our agent when another default agent exists: don't fail the command.
         let agent: PairingAgent?
         switch choice {

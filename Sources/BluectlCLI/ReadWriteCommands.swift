@@ -62,7 +62,7 @@ struct ReadCommand: AsyncParsableCommand {
         let format = chosenFormat(self.format, json: json)
         try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "read \(characteristic) of \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
-            await session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(options.agent, for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
             let chr = try peripheral.characteristic(selector, service: service)
             let value: [UInt8]
@@ -197,7 +197,7 @@ struct WriteCommand: AsyncParsableCommand {
         let asked: WriteType? = withResponse ? .withResponse : (withoutResponse ? .withoutResponse : nil)
         try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "write \(characteristic) of \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
-            await session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(options.agent, for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
             let chr = try peripheral.characteristic(selector, service: service)
             var line = JSONLine()

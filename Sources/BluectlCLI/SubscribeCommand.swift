@@ -282,7 +282,7 @@ final class SubscribeJob: Sendable {
         let (device, options, selectors, service, notifyVia) = (target.device, options, selectors, service, notifyVia)
         return try await withSetupDeadline(deadline, what: "subscribe set-up") {
             let peripheral = try await session.find(device, deadline: deadline)
-            await session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(options.agent, for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
             var chars: [GattCharacteristic] = []
             for selector in selectors {

@@ -108,7 +108,8 @@ extension CentralManager {
             throw CentralError.deviceNotFound(id)
         }
         var machine = ConnectionStateMachine(maxAttempts: retries + 1)
-        let initial = machine.handle(.start(alreadyConnected: await peripheral.isConnected()))
+        let now = await peripheral.deviceProperties(in: snapshot, resolved: false)
+        let initial = machine.handle(.start(alreadyConnected: now?["Connected"]?.bool ?? false))
         Trace.log("connect \(id): start -> \(machine.state) \(initial)")
         if machine.state == .connected { return false }
         let channel = EventChannel<ConnectionStateMachine.Event>()

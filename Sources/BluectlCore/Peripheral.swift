@@ -60,6 +60,18 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         await fetchDeviceProperties()?["Connected"]?.bool ?? (info?.connected ?? false)
     }
 
+    /// `Device1` as `snapshot` has it when that says `Connected` (and, when
+    /// `resolved`, `ServicesResolved`) — the missing signal of
+    /// `fetchDeviceProperties` is only ever a missing *true* — else as
+    /// bluetoothd answers now. Saves a one-shot `read` a round trip.
+    func deviceProperties(in snapshot: BlueZObjectTree, resolved: Bool) async -> PropertyMap? {
+        let seen = snapshot.properties(path, BlueZ.deviceInterface)
+        if let seen, seen["Connected"]?.bool == true, !resolved || seen["ServicesResolved"]?.bool == true {
+            return seen
+        }
+        return await fetchDeviceProperties() ?? seen
+    }
+
     /// The GATT database as BlueZ exports it now (empty until services are resolved).
     public var database: GattDatabase { GattDatabase(tree: central.mirror.tree, device: path) }
 
@@ -113,7 +125,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
             throw CentralError.deviceNotFound(identifier)
         }
-        let device = await fetchDeviceProperties() ?? snapshot.properties(path, BlueZ.deviceInterface) ?? [:]
+        let device = await deviceProperties(in: snapshot, resolved: true) ?? [:]
         @Sendable func serviceCount(_ tree: BlueZObjectTree) -> Int {
             tree.paths(with: BlueZ.serviceInterface).filter { $0.isDescendant(of: path) }.count
         }
@@ -304,6 +316,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `Device1.Pair` (the agent of this bus connection answers BlueZ's
     /// questions). Already paired is success.
     public func pair(timeout: Duration = .seconds(30)) async throws {
+        if let prepare = pairingPreparation.withLock({ $0 }) { await prepare() }
         do {
             _ = try await central.connection.callMethod(
                 destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Pair",
@@ -322,6 +335,15 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         set { pairOnDemand.withLock { $0 = newValue } }
     }
     let pairOnDemand = Locked(true)
+
+    /// Runs before every `pair()`, e.g. to register the agent that answers
+    /// it. Only the caller of `Pair` has its agent asked (ours is not the
+    /// default agent), so registering it then rather than up front spares
+    /// every command that never pairs two round trips to bluetoothd.
+    public func preparePairing(_ body: @escaping @Sendable () async -> Void) {
+        pairingPreparation.withLock { $0 = body }
+    }
+    private let pairingPreparation = Locked<(@Sendable () async -> Void)?>(nil)
 
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
     /// for at most `limit`; then `CentralError.inProgress`. Other errors are

@@ -157,6 +157,30 @@ struct GattCommandTests {
         }
     }
 
+    @Test("read of a connected device: one ReadValue and nothing else on bluetoothd (no agent, no GetAll); pairing registers the agent first")
+    func readConnectedIsLean() async throws {
+        try await withPrivateBus { bus in
+            let g = try await HeartRateGatt.install(bus)
+            let c = try await bus.runBluectl(["connect", heartRateAddress])
+            #expect(c.exitCode == 0, "\(c)")
+            let before = try await bus.calls("")
+            let r = try await bus.runBluectl(["read", heartRateAddress, "2a38"])
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(r.stdout == "01\n", "\(r)")
+            let made = Array(try await bus.calls("").dropFirst(before.count))
+            #expect(made == ["\(g.location) ReadValue"], "\(made)")
+
+            // A read refused for lack of encryption pairs on demand: the agent is registered just before Pair.
+            try await bus.injectError(g.location, "ReadValue", "org.bluez.Error.NotPermitted", "Not paired", times: 1)
+            let mark = try await bus.calls("").count
+            let p = try await bus.runBluectl(["read", heartRateAddress, "2a38"])
+            #expect(p.exitCode == 0, "\(p)")
+            let pairing = Array(try await bus.calls("").dropFirst(mark)).filter { !$0.hasSuffix(" GetAll") }
+            #expect(pairing == ["\(g.location) ReadValue", "/org/bluez RegisterAgent", "\(g.device) Pair",
+                                "\(g.location) ReadValue", "/org/bluez UnregisterAgent"], "\(pairing)")
+        }
+    }
+
     @Test("read --descriptor, --offset, and every --format")
     func readOptions() async throws {
         try await withPrivateBus { bus in

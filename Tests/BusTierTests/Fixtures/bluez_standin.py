@@ -560,6 +560,7 @@ class BluezObject(mockobject.DBusMockObject):
 
     @dbus.service.method(PROPS_IFACE, in_signature='s', out_signature='a{sv}')
     def GetAll(self, interface_name, *_, **__):
+        CALLS.append((str(self.path), 'GetAll'))  # recorded (GetCalls), never failed by InjectError
         iface = self.props.get(str(interface_name))
         if iface is None:
             raise _err('org.freedesktop.DBus.Error.InvalidArgs',
