@@ -59,13 +59,15 @@ public struct Bluectl: AsyncParsableCommand {
 }
 
 extension Bluectl {
-    /// `bluectl read …` parsed by `ReadCommand` alone. Parsing from the root
+    /// `bluectl read …` parsed without ArgumentParser when it is plain
+    /// (`ReadCommand.parsePlain`), else by `ReadCommand` alone. Parsing from the root
     /// reflects over every subcommand's options (and looks for a completion
     /// script request among them): over half of a one-shot `read`'s
     /// instructions. Anything this does not parse cleanly — help, --version,
     /// a usage error — returns nil and goes through the root as before, so
     /// messages and exit codes stay the root's.
     static func parseSubcommandDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
+        if arguments.first == "read", let read = ReadCommand.parsePlain(Array(arguments.dropFirst())) { return read }
         guard let name = arguments.first,
               let subcommand = configuration.subcommands.first(where: { $0._commandName == name })
         else { return nil }
