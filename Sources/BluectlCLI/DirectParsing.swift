@@ -9,9 +9,10 @@
 struct PlainArguments {
     private(set) var positionals: [String] = []
     private var values: [String: String] = [:]
-    private var flags: Set<String> = []
+    private var flags: [String] = []
 
-    init?(_ arguments: [String], options: Set<String>, flags known: Set<String>) {
+    /// Arrays, not sets: a handful of names, and a Set's first use costs more than this whole parse.
+    init?(_ arguments: [String], options: [String], flags known: [String]) {
         var i = 0
         while i < arguments.count {
             let argument = arguments[i]
@@ -32,7 +33,8 @@ struct PlainArguments {
                 value = nil
             }
             if known.contains(name) {
-                guard value == nil, flags.insert(name).inserted else { return nil }
+                guard value == nil, !flags.contains(name) else { return nil }
+                flags.append(name)
             } else if options.contains(name) {
                 let given: String
                 if let value {

@@ -25,8 +25,9 @@ import Glibc
 public final class DBusConnection: Sendable {
     /// The address tried: `$DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
     public static var systemBusAddress: String {
-        if let address = ProcessInfo.processInfo.environment["DBUS_SYSTEM_BUS_ADDRESS"], !address.isEmpty {
-            return address
+        // getenv, not ProcessInfo: that copies the whole environment into a dictionary first.
+        if let raw = getenv("DBUS_SYSTEM_BUS_ADDRESS"), raw.pointee != 0 {
+            return String(cString: raw)
         }
         return "unix:path=/var/run/dbus/system_bus_socket"
     }
