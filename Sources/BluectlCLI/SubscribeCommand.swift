@@ -199,6 +199,16 @@ final class SubscribeJob: Sendable {
     /// Per characteristic UUID, across reconnects (a gap over a reconnect is real).
     let sequences = Locked<[String: SequenceTracker]>([:])
 
+    /// Values taken (all characteristics, across reconnects), and how the
+    /// stream ended once it has: set where the values arrive (`take`), and
+    /// passed to the `stream` waiting at the time.
+    private struct Progress {
+        var received = 0
+        var end: StreamEnd?
+        var waiting: AsyncStream<StreamEnd>.Continuation?
+    }
+    private let progress = Locked(Progress())
+
     init(target: SubscriptionTarget, selectors: [AttributeSelector], service: BluetoothUUID?, options: DeviceCommandOptions,
          reconnect: Bool, count: Int?, output: SubscribeOutput, store: RestoreStore?,
          notifyVia: NotifyVia, sequenceWidth: SequenceTracker.Width?) {
@@ -215,7 +225,7 @@ final class SubscribeJob: Sendable {
     }
 
     /// How a stretch of streaming ended.
-    enum StreamEnd {
+    enum StreamEnd: Sendable {
         case countReached
         case readerGone
         case lost(any Error)
@@ -230,9 +240,8 @@ final class SubscribeJob: Sendable {
         defer { watchdog?.cancel() }
         let outcome = await withTimeLimit(seconds: duration) { [self] in
             var (peripheral, sessions) = established
-            var received = 0
             while true {
-                switch await stream(sessions, received: &received) {
+                switch await stream(sessions) {
                 case .countReached, .readerGone:
                     return
                 case .lost(let error):
@@ -291,9 +300,10 @@ final class SubscribeJob: Sendable {
             }
             var sessions: [NotificationSession] = []
             for chr in chars {
+                let take: NotificationSession.ValueSink = { [self] value in self.take(value, from: chr) }
                 let s = notifyVia == .acquire
-                    ? try await peripheral.acquireNotifications(for: chr)
-                    : try await peripheral.subscribe(to: chr)
+                    ? try await peripheral.acquireNotifications(for: chr, onValue: take)
+                    : try await peripheral.subscribe(to: chr, onValue: take)
                 session.keep(s)
                 sessions.append(s)
             }
@@ -301,52 +311,54 @@ final class SubscribeJob: Sendable {
         }
     }
 
-    /// Values of all sessions, merged in arrival order, into the output
-    /// queue until the count is reached, the reader goes away, or a
-    /// session fails (device disconnected, bluetoothd gone…).
-    private func stream(_ sessions: [NotificationSession], received: inout Int) async -> StreamEnd {
-        /// One value: check, queue, count; nil to go on.
-        func handle(_ value: [UInt8], _ chr: GattCharacteristic, _ received: inout Int) -> StreamEnd? {
+    /// One value, where it arrives (the bus thread, or an AcquireNotify
+    /// reader): checked, queued for output and counted — no hand-over to
+    /// another thread per value. Values after the end are not shown.
+    private func take(_ value: [UInt8], from chr: GattCharacteristic) {
+        progress.withLock { p in
+            guard p.end == nil else { return }
             if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
-            if output.value(value, characteristic: chr) == .closed { return .readerGone }
-            received += 1
-            if let count, received >= count { return .countReached }
-            return nil
-        }
-        func ended(_ s: NotificationSession) -> any Error {
-            CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended")
-        }
-        // One characteristic (the usual case): straight from its session, no merging task in between.
-        if sessions.count == 1, let only = sessions.first {
-            do {
-                for try await value in only.values {
-                    if let end = handle(value, only.characteristic, &received) { return end }
-                }
-                return .lost(Task.isCancelled ? CancellationError() : ended(only))
-            } catch {
-                return .lost(error)
+            if output.value(value, characteristic: chr) == .closed {
+                p.end = .readerGone
+            } else {
+                p.received += 1
+                if let count, p.received >= count { p.end = .countReached }
             }
+            if let end = p.end { p.waiting?.yield(end) }
         }
-        let (merged, input) = AsyncThrowingStream<(GattCharacteristic, [UInt8]), any Error>.makeStream()
-        var feeders: [Task<Void, Never>] = []
-        for s in sessions {
-            feeders.append(Task {
-                do {
-                    for try await value in s.values { input.yield((s.characteristic, value)) }
-                    input.finish(throwing: ended(s))
-                } catch {
-                    input.finish(throwing: error)
-                }
-            })
+    }
+
+    /// Waits while the sessions stream (their values go through `take`):
+    /// until the count is reached, the reader goes away, or a session fails
+    /// (device disconnected, bluetoothd gone…).
+    private func stream(_ sessions: [NotificationSession]) async -> StreamEnd {
+        let (ends, waiting) = AsyncStream<StreamEnd>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        if let already = progress.withLock({ p -> StreamEnd? in
+            p.waiting = waiting
+            return p.end
+        }) {
+            return already
         }
-        defer { feeders.forEach { $0.cancel() } }
-        do {
-            for try await (chr, value) in merged {
-                if let end = handle(value, chr, &received) { return end }
+        defer { progress.withLock { $0.waiting = nil } }
+        return await withTaskGroup(of: StreamEnd.self) { group in
+            group.addTask {
+                for await end in ends { return end }
+                return .lost(CancellationError())
             }
-            return .lost(CancellationError())
-        } catch {
-            return .lost(error)
+            for s in sessions {
+                group.addTask {
+                    do {
+                        for try await _ in s.values {}
+                        if Task.isCancelled { return .lost(CancellationError()) }
+                        return .lost(CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
+                    } catch {
+                        return .lost(error)
+                    }
+                }
+            }
+            let first = await group.next() ?? .lost(CancellationError())
+            group.cancelAll()
+            return first
         }
     }
 

@@ -16,16 +16,18 @@ extension Peripheral {
     /// not yet ready. A reader thread of its own drains the socket at once to
     /// keep that window small; only a sequence check in the values
     /// themselves can show a loss.
-    public func acquireNotifications(for characteristic: GattCharacteristic) async throws -> NotificationSession {
+    /// `onValue`: as for `subscribe(to:onValue:)`, on the reader thread.
+    public func acquireNotifications(for characteristic: GattCharacteristic,
+                                     onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
             throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
-        return try await NotificationSession.acquire(peripheral: self, characteristic: characteristic)
+        return try await NotificationSession.acquire(peripheral: self, characteristic: characteristic, onValue: onValue)
     }
 }
 
 extension NotificationSession {
-    static func acquire(peripheral: Peripheral, characteristic: GattCharacteristic) async throws -> NotificationSession {
+    static func acquire(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotificationSession {
         let central = peripheral.central
         let (_, changes) = central.mirror.changes()
         let channel = EventChannel<NotifyStateMachine.Event>()
@@ -58,6 +60,7 @@ extension NotificationSession {
         let flags = fcntl(fd, F_GETFL)
         if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        let deliver: ValueSink = onValue ?? { continuation.yield($0) }
         let deviceID = peripheral.identifier
         let socketClosed = Locked(false)
         startThread(name: "bluectl-acq-notify") {
@@ -65,7 +68,7 @@ extension NotificationSession {
             while true {
                 let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n > 0 {
-                    continuation.yield(Array(buffer[0..<n]))
+                    deliver(Array(buffer[0..<n]))
                 } else if n < 0, errno == EINTR {
                     continue
                 } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {

@@ -390,11 +390,17 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// disconnects. The value listener is in place before StartNotify
     /// (pitfall 4). While notifying, a ReadValue of the same characteristic
     /// also shows up as a value (BlueZ emits the same signal: pitfall 6).
-    public func subscribe(to characteristic: GattCharacteristic) async throws -> NotificationSession {
+    ///
+    /// With `onValue`, each value is handed to it instead, on the thread it
+    /// arrives on (the bus thread), and `values` only ends or fails: no
+    /// hand-over to another thread per value. `onValue` must be quick and
+    /// must not block (the bus waits for it).
+    public func subscribe(to characteristic: GattCharacteristic,
+                          onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
             throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
-        return try await NotificationSession.start(peripheral: self, characteristic: characteristic)
+        return try await NotificationSession.start(peripheral: self, characteristic: characteristic, onValue: onValue)
     }
 
     /// CoreBluetooth's `setNotifyValue(_:for:)`: turns notifications on
@@ -431,6 +437,9 @@ enum GattCharacteristicLimits {
 
 /// A running StartNotify session, driven by `NotifyStateMachine`.
 public final class NotificationSession: Sendable {
+    /// Takes each value where it arrives (see `Peripheral.subscribe(to:onValue:)`).
+    public typealias ValueSink = @Sendable ([UInt8]) -> Void
+
     public let characteristic: GattCharacteristic
     /// One element per notification or indication, in arrival order.
     public let values: AsyncThrowingStream<[UInt8], any Error>
@@ -492,7 +501,7 @@ public final class NotificationSession: Sendable {
         return nil
     }
 
-    static func start(peripheral: Peripheral, characteristic: GattCharacteristic) async throws -> NotificationSession {
+    static func start(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotificationSession {
         let central = peripheral.central
         let charPath = characteristic.path
         let devicePath = peripheral.path
@@ -507,6 +516,7 @@ public final class NotificationSession: Sendable {
             events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: false)
         }
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        let deliver: ValueSink = onValue ?? { valuesContinuation.yield($0) }
         let open = Locked(false)
         let valueFilter = SignalFilter(
             sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", path: charPath)
@@ -514,7 +524,7 @@ public final class NotificationSession: Sendable {
         do {
             token = try await central.connection.subscribe(valueFilter, timeout: central.callTimeout) { message in
                 guard open.withLock({ $0 }), let bytes = Self.value(in: message) else { return }
-                valuesContinuation.yield(bytes)
+                deliver(bytes)
             }
         } catch {
             channel.close()
@@ -552,7 +562,7 @@ public final class NotificationSession: Sendable {
                     case .reportStarted:
                         started.resolve(nil)
                     case .deliver(let bytes):
-                        valuesContinuation.yield(bytes)
+                        deliver(bytes)
                     case .callStopNotify:
                         open.withLock { $0 = false }
                         guard !stopSent else { break }
