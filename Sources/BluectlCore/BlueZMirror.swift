@@ -133,6 +133,11 @@ public final class BlueZMirror: Sendable {
     /// The tree as it is now.
     public var tree: BlueZObjectTree { state.withLock { $0.tree } }
 
+    /// One object's properties as they are now (no copy of the tree).
+    public func properties(_ path: ObjectPath, _ interface: String) -> PropertyMap? {
+        state.withLock { $0.tree.properties(path, interface) }
+    }
+
     /// Whether bluetoothd is on the bus now.
     public var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
 

@@ -14,15 +14,12 @@ public enum BlueZ {
     public static let properties = "org.freedesktop.DBus.Properties"
 }
 
-/// Properties of one interface, with the variants unwrapped.
-public typealias PropertyMap = [String: DBusValue]
-
 /// A copy of BlueZ's object tree (what `GetManagedObjects` returns), kept up
 /// to date by applying its signals. A pure value: the mirror feeds it in bus
 /// order; tests feed it by hand.
 public struct BlueZObjectTree: Sendable, Equatable {
     /// path → interface → properties
-    public private(set) var objects: [ObjectPath: [String: PropertyMap]] = [:]
+    public private(set) var objects: [ObjectPath: InterfaceMap] = [:]
 
     public init() {}
 
@@ -35,7 +32,7 @@ public struct BlueZObjectTree: Sendable, Equatable {
         case replaced
     }
 
-    public subscript(path: ObjectPath) -> [String: PropertyMap]? { objects[path] }
+    public subscript(path: ObjectPath) -> InterfaceMap? { objects[path] }
 
     public func properties(_ path: ObjectPath, _ interface: String) -> PropertyMap? {
         objects[path]?[interface]
@@ -52,7 +49,7 @@ public struct BlueZObjectTree: Sendable, Equatable {
     /// Returns nil when the reply is not of that type.
     public mutating func replace(withManagedObjects value: DBusValue) -> Change? {
         guard let byPath = value.objectPathKeyedDictionary else { return nil }
-        var fresh: [ObjectPath: [String: PropertyMap]] = [:]
+        var fresh: [ObjectPath: InterfaceMap] = [:]
         for (path, interfacesValue) in byPath {
             guard let interfaces = Self.interfaces(interfacesValue) else { continue }
             fresh[path] = interfaces
@@ -72,7 +69,11 @@ public struct BlueZObjectTree: Sendable, Equatable {
               let interfaces = Self.interfaces(arguments[1]) else { return nil }
         var existing = objects[path] ?? [:]
         for (name, properties) in interfaces {
-            existing[name, default: [:]].merge(properties) { _, new in new }
+            if existing[name] == nil {
+                existing[name] = properties
+            } else {
+                existing[name]!.merge(properties)
+            }
         }
         objects[path] = existing
         return .added(path, interfaces: interfaces.keys.sorted())
@@ -96,19 +97,18 @@ public struct BlueZObjectTree: Sendable, Equatable {
               let changedValue = arguments[1].stringKeyedDictionary,
               let invalidated = arguments[2].stringArray else { return nil }
         guard objects[path]?[interface] != nil else { return nil }
-        var changed: PropertyMap = [:]
-        for (key, value) in changedValue { changed[key] = value.unwrapped }
-        objects[path]![interface]!.merge(changed) { _, new in new }
+        let changed = PropertyMap(changedValue)
+        objects[path]![interface]!.merge(changed)
         for key in invalidated { objects[path]![interface]!.removeValue(forKey: key) }
         return .propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)
     }
 
-    private static func interfaces(_ value: DBusValue) -> [String: PropertyMap]? {
+    private static func interfaces(_ value: DBusValue) -> InterfaceMap? {
         guard let byName = value.stringKeyedDictionary else { return nil }
-        var result: [String: PropertyMap] = [:]
+        var result = InterfaceMap(minimumCapacity: byName.count)
         for (name, propertiesValue) in byName {
             guard let properties = propertiesValue.stringKeyedDictionary else { continue }
-            result[name] = properties.mapValues(\.unwrapped)
+            result[name] = PropertyMap(properties)
         }
         return result
     }

@@ -132,7 +132,7 @@ public final class CentralManager: Sendable {
                         continuation.finish(throwing: CentralError.adapterNotFound(adapter.name))
                         return
                     }
-                    if let discovery = tracker.handle(change, in: mirror.tree) {
+                    if let discovery = tracker.handle(change, deviceProperties: { mirror.properties($0, BlueZ.deviceInterface) }) {
                         continuation.yield(discovery)
                     }
                 }

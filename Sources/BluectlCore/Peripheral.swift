@@ -52,7 +52,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let reply = try? await central.connection.callMethod(
             destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
             arguments: [.string(BlueZ.deviceInterface)], timeout: timeout)
-        return reply?.first?.stringKeyedDictionary?.mapValues(\.unwrapped)
+        return reply?.first?.stringKeyedDictionary.map(PropertyMap.init)
     }
 
     /// Whether bluetoothd says the device is connected (asked directly).

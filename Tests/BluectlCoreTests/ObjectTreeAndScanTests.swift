@@ -218,3 +218,10 @@ enum Fixture {
         #expect(tracker.handle(again, in: tree)?.kind == .discovered)
     }
 }
+
+/// The fixtures build `a{sv}` dictionaries (as on the bus); models take a `PropertyMap`.
+extension DeviceInfo {
+    init(path: ObjectPath, properties: [String: DBusValue]) {
+        self.init(path: path, properties: PropertyMap(properties))
+    }
+}
