@@ -125,7 +125,11 @@ public struct JSONLine: Sendable {
     static func appendString(_ s: String, to out: inout String) {
         out += "\""
         // Fast path: nothing to escape (the common case for names and hex).
-        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
+        var text = s
+        let plain = text.withUTF8 { bytes in  // a contiguous scan: the generic UTF8View walk was 5 % of a scan's CPU
+            bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
+        }
+        if plain {
             out += s
             out += "\""
             return

@@ -14,11 +14,13 @@ import BluectlDBus
 /// order, so a slow or stopped reader never holds up the D-Bus side (where
 /// bluetoothd would otherwise queue, and eventually drop, signals for us).
 ///
-/// When nothing is queued and stdout can take the line at once (poll says
-/// writable, and the line is at most PIPE_BUF bytes, so the write cannot
-/// block), the producer writes it itself: one write instead of a wake-up of
-/// the writer thread and a context switch per line, which at a paced stream
-/// (a notification every few milliseconds) was most of subscribe's CPU.
+/// When lines come one at a time (none in the last millisecond), nothing is
+/// queued and stdout can take the line at once (poll says writable, and the
+/// line is at most PIPE_BUF bytes, so the write cannot block), the producer
+/// writes it itself: one write instead of a wake-up of the writer thread and
+/// a context switch per line, which at a paced stream (a notification every
+/// few milliseconds) was most of subscribe's CPU. In a burst the writer
+/// thread writes them in batches as before.
 ///
 /// Nothing is lost silently: when the queue is full a line is dropped and
 /// counted, and the count is reported — on stderr, and as a line of its own
@@ -45,6 +47,8 @@ public final class OutputQueue: Sendable {
         var closed = false
         var writing = false
         var writeError: Int32?
+        /// When the last line came (a burst goes to the writer thread).
+        var lastLine = ContinuousClock.now - .seconds(1)
     }
 
     public let capacity: Int
@@ -86,7 +90,10 @@ public final class OutputQueue: Sendable {
                 s.droppedTotal += 1
                 return (.dropped, s.unreported == 1 ? 0 : nil)
             }
-            if s.pending.isEmpty, !s.writing, s.unreported == 0, bytes.count < Int(PIPE_BUF), canWriteNow() {
+            let now = ContinuousClock.now
+            let paced = now - s.lastLine > .milliseconds(1)
+            s.lastLine = now
+            if paced, s.pending.isEmpty, !s.writing, s.unreported == 0, bytes.count < Int(PIPE_BUF), canWriteNow() {
                 if writeNow(bytes, newline: newline) { return (.queued, nil) }
                 s.writeError = errno
                 s.closed = true

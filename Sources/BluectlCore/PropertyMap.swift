@@ -43,9 +43,9 @@ public struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequen
     public var values: [Value] { entries.map(\.value) }
 
     public subscript(key: String) -> Value? {
-        get { entries.first(where: { $0.key == key })?.value }
+        get { entries.first(where: { Self.same($0.key, key) })?.value }
         set {
-            if let i = entries.firstIndex(where: { $0.key == key }) {
+            if let i = entries.firstIndex(where: { Self.same($0.key, key) }) {
                 if let newValue { entries[i].value = newValue } else { entries.remove(at: i) }
             } else if let newValue {
                 entries.append(Entry(key: SmallMapNames.shared(key), value: newValue))
@@ -54,6 +54,13 @@ public struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequen
     }
 
     /// `other`'s values replace ours.
+    /// `==`, but names of another length are told apart without a string
+    /// comparison (most are, and a comparison of two heap strings is a call).
+    @inline(__always)
+    private static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a == b
+    }
+
     public mutating func merge(_ other: SmallMap) {
         for entry in other.entries { self[entry.key] = entry.value }
     }
