@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bluectl benchmarks (see Scripts/bench). Prints figures; asserts nothing timed."""
-import json, os, resource, signal, statistics, subprocess, sys, tempfile, time
+import json, os, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 BIN = sys.argv[1]  # empty: the lab part lets Scripts/lab build bluectl
 WHAT = " ".join(sys.argv[2:]).split()
@@ -8,26 +8,22 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FIXTURES = os.path.join(REPO, "Tests", "BusTierTests", "Fixtures")
 
 
-def run_timed(args, env=None):
-    """Wall seconds and peak RSS (KiB) of one child."""
-    start = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.execve(args[0], args, env or os.environ)
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"bench: {' '.join(args)} failed")
-    return wall, usage.ru_maxrss
-
-
 def startup():
+    """Wall time and peak RSS through Scripts/bench.d/maxrss.c (see there why not from here)."""
+    os.makedirs(CBIN, exist_ok=True)
+    helper = os.path.join(CBIN, "maxrss")
+    subprocess.run(["cc", "-O2", "-Wall", "-o", helper, os.path.join(REPO, "Scripts", "bench.d", "maxrss.c")], check=True)
+
+    def run(args):
+        ns, rss_kb, status = map(int, subprocess.run([helper] + args, capture_output=True, text=True,
+                                                     check=True).stdout.split())
+        if status != 0:
+            sys.exit(f"bench: {' '.join(args)} exited {status}")
+        return ns / 1e9, rss_kb
+
     rows = []
     for args in (["--version"], ["--help"]):
-        samples = [run_timed([BIN] + args) for _ in range(30)]
+        samples = [run([BIN] + args) for _ in range(30)]
         walls = sorted(s[0] for s in samples)
         rows.append(("bluectl " + args[0], statistics.median(walls) * 1000, walls[int(len(walls) * 0.9)] * 1000,
                      max(s[1] for s in samples) / 1024))
@@ -164,6 +160,65 @@ def scan_bleak(devices, updates):
                 "cpu": float(fields["cpu"]), "rss_kb": int(fields["rss_kb"])}
     finally:
         bus.close()
+
+
+def code():
+    """A one-shot read on the bus tier, counted instead of timed: instructions
+    (callgrind) and distinct code executed (lackey's superblocks, what qemu's
+    TCG translates once per process: the lab's time follows it more than it
+    follows instructions), for bluectl and the floor (busctl, the C client)."""
+    if not shutil.which("valgrind"):
+        subprocess.run(_as_root(["apt-get", "install", "-y", "-q", "valgrind"]), check=True)
+    os.makedirs(CBIN, exist_ok=True)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    subprocess.run(["cc", "-O2", "-o", os.path.join(CBIN, "readvalue"),
+                    os.path.join(REPO, "Scripts", "bench.d", "readvalue.c")] + flags, check=True)
+    work = tempfile.mkdtemp(prefix="bluectl-code-")
+    bin_copy = os.path.join(work, "bluectl")  # valgrind cannot read the full debug info of the static stdlib
+    subprocess.run(["strip", "--strip-debug", "-o", bin_copy, BIN], check=True)
+    bus = PrivateBus()
+    try:
+        address = "11:22:33:44:55:66"
+        bus.mock("AddAdapter", "sssb", "hci0", "00:AA:01:00:00:01", "bench", "true")
+        bus.mock("AddAdvertiser", "ssa{sv}", "hci0", address, 1, "Name", "s", "bench")
+        svc = bus.mock("AddGattService", "sssb", "hci0", address, "180f", "true").split()[1].strip('"')
+        chr_path = bus.mock("AddGattCharacteristic", "osasay", svc, "2a19", 1, "read", 1, 87).split()[1].strip('"')
+        subprocess.run([bin_copy, "connect", address], env=bus.env, check=True, capture_output=True)
+        tools = [
+            ("`bluectl read DEV 2a19`", [bin_copy, "read", address, "2a19"]),
+            ("`busctl call … ReadValue`", ["busctl", "call", "org.bluez", chr_path, "org.bluez.GattCharacteristic1",
+                                           "ReadValue", "a{sv}", "0"]),
+            ("C libdbus client (readvalue.c)", [os.path.join(CBIN, "readvalue"), chr_path]),
+            ("(`bluectl --version`)", [bin_copy, "--version"]),
+        ]
+        rows = []
+        for name, argv in tools:
+            out = os.path.join(work, "cg.out")
+            r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv, env=bus.env,
+                               capture_output=True, text=True)
+            ir = next((int(l.split()[-1].replace(",", "")) for l in r.stderr.splitlines() if "Collected" in l), None)
+            if ir is None or r.returncode != 0:
+                sys.exit(f"bench: {name} under callgrind failed (status {r.returncode}): {r.stderr[-600:]}")
+            log = os.path.join(work, "lackey.%p")
+            subprocess.run(["valgrind", "--tool=lackey", "--trace-superblocks=yes", f"--log-file={log}"] + argv,
+                           env=bus.env, capture_output=True)
+            blocks = set()
+            for f in os.listdir(work):
+                if f.startswith("lackey."):
+                    with open(os.path.join(work, f)) as fh:
+                        blocks.update(l.split()[1] for l in fh if l.startswith("SB "))
+                    os.remove(os.path.join(work, f))
+            rows.append((name, ir, len(blocks)))
+        floor_ir = min(r[1] for r in rows[1:3] if r[1])
+        floor_sb = min(r[2] for r in rows[1:3] if r[2])
+        print("| tool | instructions | × floor | distinct code blocks | × floor |")
+        print("|---|---|---|---|---|")
+        for name, ir, sb in rows:
+            print(f"| {name} | {ir / 1e6:.2f} M | {ir / floor_ir:.2f} | {sb:,} | {sb / floor_sb:.2f} |")
+    finally:
+        bus.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _lines(path):
@@ -385,7 +440,7 @@ for item in WHAT:
         lab(reads=int(e.get("BENCH_READS", "12")), notify=e.get("BENCH_NOTIFY", "3000"),
             reps=int(e.get("BENCH_REPS", "3")), big=int(e.get("BENCH_BIG", "10000")), only=e.get("BENCH_ONLY", ""))
     else:
-        {"startup": startup, "scan": scan}[item]()
+        {"startup": startup, "scan": scan, "code": code}[item]()
 if FAILED_TARGETS:
     print("\nbench: targets missed:", file=sys.stderr)
     for t in FAILED_TARGETS:
