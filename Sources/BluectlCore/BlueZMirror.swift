@@ -16,6 +16,7 @@ public final class BlueZMirror: Sendable {
     private struct State: ~Copyable {
         var tree = BlueZObjectTree()
         var listeners: [UInt64: Listener] = [:]
+        var observers: [UInt64: Observer] = [:]
         var nextListener: UInt64 = 1
         var owner: String?
         var accessError: DBusError?
@@ -29,6 +30,12 @@ public final class BlueZMirror: Sendable {
     private struct Listener {
         var continuation: AsyncStream<BlueZObjectTree.Change>.Continuation
         var wants: @Sendable (BlueZObjectTree.Change) -> Bool
+    }
+
+    /// An `observe` callback pair.
+    private struct Observer {
+        var onChange: @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void
+        var onBusLost: @Sendable () -> Void
     }
 
     private init(connection: DBusConnection, callTimeout: Duration) {
@@ -50,11 +57,12 @@ public final class BlueZMirror: Sendable {
         // One handler for all listeners (not one per `changes()` call: a
         // long-running subscriber calls it again on every reconnect).
         connection.onDisconnect { [weak self] in
-            let listeners = self?.state.withLock { state -> [AsyncStream<BlueZObjectTree.Change>.Continuation] in
+            let (listeners, observers) = self?.state.withLock { state -> ([AsyncStream<BlueZObjectTree.Change>.Continuation], [Observer]) in
                 state.busLost = true
-                return state.listeners.values.map(\.continuation)
-            } ?? []
+                return (state.listeners.values.map(\.continuation), Array(state.observers.values))
+            } ?? ([], [])
             for listener in listeners { listener.finish() }
+            for observer in observers { observer.onBusLost() }
         }
         connection.onOwnerChange { [weak self] name, newOwner in
             guard let self, name == BlueZ.service else { return }
@@ -125,6 +133,7 @@ public final class BlueZMirror: Sendable {
         state.withLock { state in
             guard let change = body(&state.tree) else { return }
             for listener in state.listeners.values where listener.wants(change) { listener.continuation.yield(change) }
+            for observer in state.observers.values { observer.onChange(change, state.tree, state.owner != nil) }
         }
     }
 
@@ -133,13 +142,39 @@ public final class BlueZMirror: Sendable {
     /// The tree as it is now.
     public var tree: BlueZObjectTree { state.withLock { $0.tree } }
 
-    /// One object's properties as they are now (no copy of the tree).
-    public func properties(_ path: ObjectPath, _ interface: String) -> PropertyMap? {
-        state.withLock { $0.tree.properties(path, interface) }
-    }
-
     /// Whether bluetoothd is on the bus now.
     public var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
+
+    /// Calls `start` with the tree now, then `onChange` with every change and
+    /// the tree right after it — on the bus thread, under the mirror's lock,
+    /// in bus order — until `stopObserving` (the returned id). For consumers
+    /// that turn changes into events of their own at a high rate (a scan):
+    /// no hand-over to a task per change, no copy of the tree. The callbacks
+    /// must be quick and must not call the mirror. `onBusLost` runs once the
+    /// bus connection is gone (at once if it already is).
+    public func observe(
+        start: (borrowing BlueZObjectTree) -> Void,
+        onChange: @escaping @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void,
+        onBusLost: @escaping @Sendable () -> Void
+    ) -> UInt64 {
+        let (id, lost) = state.withLock { state -> (UInt64, Bool) in
+            start(state.tree)
+            let id = state.nextListener
+            state.nextListener += 1
+            if state.busLost { return (id, true) }
+            state.observers[id] = Observer(onChange: onChange, onBusLost: onBusLost)
+            return (id, false)
+        }
+        if lost { onBusLost() }
+        return id
+    }
+
+    /// Ends an `observe`. Takes the mirror's lock: never call it from a
+    /// callback, nor where a task's cancellation could hold a lock the bus
+    /// thread waits for (see `changes(where:)`); `DispatchQueue.global()` is safe.
+    public func stopObserving(_ id: UInt64) {
+        _ = state.withLock { $0.observers.removeValue(forKey: id) }
+    }
 
     /// A snapshot and every change after it. The stream ends when the
     /// returned token's `cancel()` runs or the consumer stops iterating.

@@ -1,4 +1,5 @@
 import BluectlDBus
+import Dispatch
 
 /// The central: CoreBluetooth's CBCentralManager on BlueZ. One bus
 /// connection, one mirror of BlueZ's tree, shared by everything it does.
@@ -106,42 +107,50 @@ public final class CentralManager: Sendable {
             throw CentralError.from(error, operation: "set the discovery filter on \(adapter.name)")
         }
         // Listen before starting, so the first advertisement is not missed.
-        let (snapshot, changes) = mirror.changes()
-        var tracker = ScanTracker(adapter: adapter.path, options: options)
-        let initial = tracker.start(with: snapshot)
+        // The tracker runs where the changes are applied (the bus thread,
+        // under the mirror's lock): one hand-over per discovery, not two.
+        let (discoveries, continuation) = AsyncThrowingStream<Discovery, any Error>.makeStream()
+        let tracker = ScanTrackerBox(ScanTracker(adapter: adapter.path, options: options))
+        let adapterPath = adapter.path
+        let adapterName = adapter.name
+        let observer = mirror.observe(start: { tree in
+            for discovery in tracker.value.start(with: tree) { continuation.yield(discovery) }
+        }, onChange: { change, tree, bluetoothdRunning in
+            if case .replaced = change, !bluetoothdRunning {
+                continuation.finish(throwing: CentralError.bluetoothdNotRunning)
+                return
+            }
+            if case .removed(let path, let interfaces) = change, path == adapterPath,
+               interfaces.contains(BlueZ.adapterInterface) {
+                continuation.finish(throwing: CentralError.adapterNotFound(adapterName))
+                return
+            }
+            if let discovery = tracker.value.handle(change, in: tree) { continuation.yield(discovery) }
+        }, onBusLost: {
+            continuation.finish(throwing: CentralError.disconnected("lost the connection to the system bus"))
+        })
+        let mirror = self.mirror
+        continuation.onTermination = { _ in
+            // Not here and now: see `BlueZMirror.stopObserving`.
+            DispatchQueue.global().async { mirror.stopObserving(observer) }
+        }
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
                 member: "StartDiscovery", timeout: callTimeout)
         } catch {
+            continuation.finish()
             throw CentralError.from(error, operation: "start discovery on \(adapter.name)")
-        }
-        let mirror = self.mirror
-        let startedTracker = tracker
-        let discoveries = AsyncThrowingStream<Discovery, any Error> { continuation in
-            let task = Task {
-                var tracker = startedTracker
-                for discovery in initial { continuation.yield(discovery) }
-                for await change in changes {
-                    if case .replaced = change, !mirror.bluetoothdRunning {
-                        continuation.finish(throwing: CentralError.bluetoothdNotRunning)
-                        return
-                    }
-                    if case .removed(let path, let interfaces) = change, path == adapter.path,
-                       interfaces.contains(BlueZ.adapterInterface) {
-                        continuation.finish(throwing: CentralError.adapterNotFound(adapter.name))
-                        return
-                    }
-                    if let discovery = tracker.handle(change, deviceProperties: { mirror.properties($0, BlueZ.deviceInterface) }) {
-                        continuation.yield(discovery)
-                    }
-                }
-                continuation.finish(throwing: CentralError.disconnected("lost the connection to the system bus"))
-            }
-            continuation.onTermination = { _ in task.cancel() }
         }
         return ScanSession(central: self, adapter: adapter, discoveries: discoveries)
     }
+}
+
+/// A scan tracker for the mirror's callbacks, which run one at a time
+/// under the mirror's lock (so the unchecked Sendable is sound).
+private final class ScanTrackerBox: @unchecked Sendable {
+    var value: ScanTracker
+    init(_ value: ScanTracker) { self.value = value }
 }
 
 /// A running discovery session.
