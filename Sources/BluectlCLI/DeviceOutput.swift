@@ -4,7 +4,7 @@ import BluectlCore
 /// are documented in README.md and stable).
 enum DeviceOutput {
     static func json(_ device: DeviceInfo, adapter: String, event: String? = nil) -> JSONLine {
-        var line = JSONLine()
+        var line = JSONLine(capacity: 320)
         if let event { line.add("event", event) }
         line.add("adapter", adapter)
         line.add("address", device.address)

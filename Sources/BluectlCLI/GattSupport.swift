@@ -180,7 +180,7 @@ final class DeviceSession: Sendable {
     /// pairs, if it does (see `Peripheral.preparePairing`).
     func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) {
         guard choice != .none else { return }
-        peripheral.preparePairing { [weak self] in await self?.registerAgentNow(choice, for: peripheral) }
+        peripheral.preparePairing { [weak self] peripheral in await self?.registerAgentNow(choice, for: peripheral) }
     }
 
     private func registerAgentNow(_ choice: AgentChoice, for peripheral: Peripheral) async {

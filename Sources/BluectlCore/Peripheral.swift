@@ -316,7 +316,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `Device1.Pair` (the agent of this bus connection answers BlueZ's
     /// questions). Already paired is success.
     public func pair(timeout: Duration = .seconds(30)) async throws {
-        if let prepare = pairingPreparation.withLock({ $0 }) { await prepare() }
+        if let prepare = pairingPreparation.withLock({ $0 }) { await prepare(self) }
         do {
             _ = try await central.connection.callMethod(
                 destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Pair",
@@ -340,10 +340,12 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// it. Only the caller of `Pair` has its agent asked (ours is not the
     /// default agent), so registering it then rather than up front spares
     /// every command that never pairs two round trips to bluetoothd.
-    public func preparePairing(_ body: @escaping @Sendable () async -> Void) {
+    /// `body` gets the peripheral as an argument: captured, it would keep
+    /// itself alive through its own property.
+    public func preparePairing(_ body: @escaping @Sendable (Peripheral) async -> Void) {
         pairingPreparation.withLock { $0 = body }
     }
-    private let pairingPreparation = Locked<(@Sendable () async -> Void)?>(nil)
+    private let pairingPreparation = Locked<(@Sendable (Peripheral) async -> Void)?>(nil)
 
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
     /// for at most `limit`; then `CentralError.inProgress`. Other errors are
