@@ -99,27 +99,21 @@ public struct ScanTracker: Sendable {
         }
     }
 
-    public mutating func handle(_ change: BlueZObjectTree.Change, in tree: BlueZObjectTree) -> Discovery? {
-        handle(change) { tree.properties($0, BlueZ.deviceInterface) }
-    }
-
-    /// `deviceProperties`: a device's `Device1` properties now (the mirror
-    /// looks up one object; a copy of the whole tree per change would make
-    /// the mirror copy all of it on its next change while the copy lives).
-    public mutating func handle(_ change: BlueZObjectTree.Change, deviceProperties: (ObjectPath) -> PropertyMap?) -> Discovery? {
+    /// `tree`: the tree right after `change` (the mirror's own, borrowed
+    /// under its lock: `BlueZMirror.observe`).
+    public mutating func handle(_ change: BlueZObjectTree.Change, in tree: borrowing BlueZObjectTree) -> Discovery? {
         switch change {
         case .added(let path, let interfaces):
             guard interfaces.contains(BlueZ.deviceInterface),
-                  let properties = deviceProperties(path) else { return nil }
+                  let properties = tree.properties(path, BlueZ.deviceInterface) else { return nil }
             return report(path, properties)
         case .propertiesChanged(let path, let interface, let changed, _):
             guard interface == BlueZ.deviceInterface,
-                  let properties = deviceProperties(path) else { return nil }
-            let keys = Set(changed.keys)
+                  let properties = tree.properties(path, BlueZ.deviceInterface) else { return nil }
             if seen.contains(path) {
-                guard options.duplicates, !keys.isDisjoint(with: Self.describingProperties) else { return nil }
+                guard options.duplicates, changed.contains(where: { Self.describingProperties.contains($0.key) }) else { return nil }
             } else {
-                guard !keys.isDisjoint(with: Self.advertisementProperties) else { return nil }
+                guard changed.contains(where: { Self.advertisementProperties.contains($0.key) }) else { return nil }
             }
             return report(path, properties)
         case .removed(let path, let interfaces):
