@@ -56,8 +56,9 @@ struct ReadCommand: AsyncParsableCommand {
 
     /// This command from a plain command line (see `PlainArguments`) without
     /// ArgumentParser, or nil for ArgumentParser to parse. Sets every
-    /// property: one left out would trap when read (the bus-tier test
-    /// compares the result with ArgumentParser's for each option).
+    /// property, defaults included: one left out would trap when read, a
+    /// default that drifted from its `@Option` would differ
+    /// (`PlainParsingTests` compares the result with ArgumentParser's).
     static func parsePlain(_ arguments: [String]) -> ReadCommand? {
         guard let plain = PlainArguments(
                 arguments, options: ["adapter", "timeout", "retries", "agent", "service", "descriptor", "offset", "format"],
