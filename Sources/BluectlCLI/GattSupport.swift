@@ -129,10 +129,13 @@ final class DeviceSession: Sendable {
         var adapter: AdapterInfo
         var peripheral: Peripheral?
         var madeConnection = false
-        var agent: PairingAgent?
         var sessions: [NotificationSession] = []
     }
     private let state: Locked<State>
+    /// The agent registered for pairing, if any: apart from `state`, so that
+    /// the peripheral's pairing preparation can hold it without holding
+    /// the session (no cycle, and no weak reference).
+    private let agent = Locked<PairingAgent?>(nil)
 
     init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool) {
         self.central = central
@@ -142,7 +145,7 @@ final class DeviceSession: Sendable {
 
     var peripheral: Peripheral? { state.withLock { $0.peripheral } }
     /// Why bluectl's agent refused a pairing question (while it is registered).
-    var agentRefusal: String? { state.withLock { $0.agent }?.lastRefusal }
+    var agentRefusal: String? { agent.withLock { $0 }?.lastRefusal }
     var madeConnection: Bool { state.withLock { $0.madeConnection } }
 
     /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
@@ -180,11 +183,14 @@ final class DeviceSession: Sendable {
     /// pairs, if it does (see `Peripheral.preparePairing`).
     func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) {
         guard choice != .none else { return }
-        peripheral.preparePairing { [weak self] peripheral in await self?.registerAgentNow(choice, for: peripheral) }
+        peripheral.preparePairing { [central, agent] peripheral in
+            await Self.registerAgent(choice, for: peripheral, central: central, into: agent)
+        }
     }
 
-    private func registerAgentNow(_ choice: AgentChoice, for peripheral: Peripheral) async {
-        guard state.withLock({ $0.agent }) == nil else { return }
+    private static func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral, central: CentralManager,
+                                      into slot: Locked<PairingAgent?>) async {
+        guard slot.withLock({ $0 }) == nil else { return }
         // Pairing works without our agent when another default agent exists: don't fail the command.
         let agent: PairingAgent?
         switch choice {
@@ -196,7 +202,7 @@ final class DeviceSession: Sendable {
         }
         guard let agent else { return }
         Trace.log("agent registered at \(agent.path)")
-        state.withLock { $0.agent = agent }
+        slot.withLock { $0 = agent }
     }
 
     /// Connects unless connected, then waits for the services.
@@ -228,8 +234,11 @@ final class DeviceSession: Sendable {
         let s = state.withLock { s -> State in
             let copy = s
             s.sessions = []
-            s.agent = nil
             return copy
+        }
+        let registered = agent.withLock { a -> PairingAgent? in
+            defer { a = nil }
+            return a
         }
         let peripheral = disconnect && s.madeConnection ? s.peripheral : nil
         if hurry {
@@ -245,7 +254,7 @@ final class DeviceSession: Sendable {
                 if let peripheral {
                     group.addTask { try? await self.central.cancelPeripheralConnection(peripheral, timeout: .milliseconds(800)) }
                 }
-                if let agent = s.agent { group.addTask { await agent.unregister(timeout: .milliseconds(800)) } }
+                if let registered { group.addTask { await registered.unregister(timeout: .milliseconds(800)) } }
             }
             return
         }
@@ -253,7 +262,7 @@ final class DeviceSession: Sendable {
         if let peripheral {
             try? await central.cancelPeripheralConnection(peripheral, timeout: .seconds(5))
         }
-        await s.agent?.unregister()
+        await registered?.unregister()
     }
 }
 

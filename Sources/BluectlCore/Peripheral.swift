@@ -163,10 +163,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         }
         channel.after(timeout, .timeout)
         // Signals can be missing (see fetchDeviceProperties): ask bluetoothd every 500 ms too.
-        let poller = Task { [weak self] in
+        // Holds the peripheral strongly: it is cancelled when this returns.
+        let poller = Task { [self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
-                guard let self, !Task.isCancelled, let p = await self.fetchDeviceProperties(timeout: .seconds(2)) else { continue }
+                guard !Task.isCancelled, let p = await fetchDeviceProperties(timeout: .seconds(2)) else { continue }
                 if p["Connected"]?.bool == false { channel.send(.connectedChanged(false)) }
                 if p["ServicesResolved"]?.bool == true {
                     channel.send(.servicesResolvedChanged(true, serviceObjects: serviceCount(mirror.tree)))

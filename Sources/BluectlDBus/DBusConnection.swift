@@ -518,6 +518,12 @@ public final class DBusConnection: Sendable {
             state.outbox.removeAll()
             let handlers = state.disconnectHandlers
             state.disconnectHandlers.removeAll()
+            // A closed connection keeps no handler: whoever they hold (the
+            // object tree's mirror, an agent) is free again, so that they can
+            // hold it strongly instead of weakly (see BlueZMirror).
+            state.subscriptions.removeAll()
+            state.ownerHandlers.removeAll()
+            state.methodHandlers.removeAll()
             return (pending, handlers)
         }
         for call in pending { call.handler(.failure(.disconnected)) }
