@@ -6,8 +6,15 @@
 # It passes when FUNCTION returns 0, fails on `fail "why"` or any non-zero
 # status, and is skipped on `skip "why"`. Output: `PASS NAME`,
 # `FAIL NAME: why` (followed by indented context), `SKIP NAME: why`;
-# `summary` prints the skips and then exactly one line `N passed, M failed`
-# and returns non-zero when anything failed. Skips never count as passes.
+# `summary` prints exactly one line `N passed, M failed, K skipped` and
+# returns non-zero when anything failed or was skipped: a check that did not
+# run proves nothing, so a skip fails the tier too (LAB_ALLOW_SKIPS=1, for a
+# developer's exploratory run, makes skips non-fatal; CI never sets it).
+#
+# Known flake, retried once: a check that fails while bluetoothd's log shows
+# the emulated link's ATT stall (KNOWN_STALL below) is run once more, and the
+# report says so (`RETRIED NAME: ...`, then its second result). Any other
+# failure is final.
 #
 # Inside a check:
 #   bl ARGS...          run $BLUECTL ARGS (stdin /dev/null, killed after $BL_TIMEOUT s);
@@ -16,7 +23,6 @@
 #   expect_json CODE    python over the last bl's stdout: `lines` (parsed JSON
 #                       lines), `text`, `env`; check(cond, msg); see jcheck.py
 #   expect_out TEXT / expect_no_out TEXT   (fixed string, case-insensitive)
-#   need_sub SUB        skip unless `$BLUECTL help SUB` shows SUB's usage
 #   note TEXT           a line in the check's log ($LAB_OUT/checks/NAME.log)
 # Every bl call is logged with its real stdout, stderr and exit status in
 # $LAB_OUT/checks/NAME.log.
@@ -26,7 +32,18 @@ PY=/usr/bin/python3
 BL_TIMEOUT=${BL_TIMEOUT:-60}
 CHECK_DIR=${LAB_OUT:-/tmp}/checks
 mkdir -p "$CHECK_DIR"
-_PASSED=0 _FAILED=0 _SKIPPED=0 _SKIPS=()
+_PASSED=0 _FAILED=0 _SKIPPED=0 _SKIPS=() _RETRIED=()
+# The one flake retried: bluetoothd's ATT transaction timeout (src/shared/att.c
+# timeout_cb, logged through src/device.c gatt_debug with -d): the emulated
+# link under TCG sometimes loses an ATT response and bluetoothd gives up on the
+# request after 30 s (Tests/Lab/README.md, "The one retry").
+KNOWN_STALL='gatt_debug\(\) \(chan 0x[0-9a-f]+\) Operation timed out: 0x[0-9a-f]{2}'
+BTD_LOG=${LAB_OUT:-/tmp}/bluetoothd.log
+# bluetoothd's deaths, one line each, from the guest's supervisor (main.sh)
+SUPERVISOR_LOG=${LAB_OUT:-/tmp}/supervisor.log
+_CRASHES=0
+crashes_since() { tail -n +"$(($1 + 1))" "$SUPERVISOR_LOG" 2>/dev/null | grep -c "bluetoothd .*restarting"; }
+_sup_lines() { cat "$SUPERVISOR_LOG" 2>/dev/null | wc -l; }
 _now() { date +%s.%N; }
 _dt() { awk -v a="$1" -v b="$(_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -43,19 +60,45 @@ _on_term() {
 }
 trap _on_term TERM INT
 
-check() {
+_btd_lines() { cat "$BTD_LOG" 2>/dev/null | wc -l; }
+# The known stall in bluetoothd's log after line $1, if any (the matching line).
+stall_since() { tail -n +"$(($1 + 1))" "$BTD_LOG" 2>/dev/null | grep -m1 -E "$KNOWN_STALL"; }
+
+_run_check() { # NAME FUNCTION [ARGS...] -> rc; logs in $CHECK_DIR/NAME.log
   local name=$1; shift
-  local log=$CHECK_DIR/$name.log t0 rc why
-  _CURRENT=$name
-  t0=$(_now)
   rm -f "$CHECK_DIR/$name".*
   (
     CHECK_NAME=$name; _BL_N=0
     set -o pipefail
     "$@"
-  ) > "$log" 2>&1 < /dev/null
+  ) > "$CHECK_DIR/$name.log" 2>&1 < /dev/null
+}
+
+check() {
+  local name=$1; shift
+  local log=$CHECK_DIR/$name.log t0 rc why btd0 sup0 stall n
+  _CURRENT=$name
+  _RAN=$((${_RAN:-0} + 1))
+  t0=$(_now)
+  btd0=$(_btd_lines)
+  sup0=$(_sup_lines)
+  _run_check "$name" "$@"
   rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && stall=$(stall_since "$btd0"); then
+    why=$(cat "$CHECK_DIR/$name.why" 2>/dev/null || echo "status $rc")
+    echo "RETRIED $name: the known ATT stall during the check ($stall); first failure: $why"
+    _RETRIED+=("$name")
+    mkdir -p "$CHECK_DIR/first-attempt"
+    for f in "$CHECK_DIR/$name".*; do [ -e "$f" ] && mv "$f" "$CHECK_DIR/first-attempt/"; done
+    _run_check "$name" "$@"
+    rc=$?
+  fi
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(_dt "$t0")" >> "$CHECK_DIR/times.tsv"
+  n=$(crashes_since "$sup0")
+  if [ "$n" -gt 0 ]; then
+    echo "CRASH during $name: bluetoothd died $n time(s) and was restarted: $(tail -n +"$((sup0 + 1))" "$SUPERVISOR_LOG" | tr '\n' ';')"
+    _CRASHES=$((_CRASHES + n))
+  fi
   why=$(cat "$CHECK_DIR/$name.why" 2>/dev/null || true)
   case $rc in
     0) echo "PASS $name"; _PASSED=$((_PASSED + 1));;
@@ -87,10 +130,13 @@ import_results() { # PREFIX FILE
 
 summary() {
   if [ "$_SKIPPED" -gt 0 ]; then
-    echo "skipped $_SKIPPED (not counted): ${_SKIPS[*]%%:*}"
+    echo "skipped $_SKIPPED: ${_SKIPS[*]%%:*}$([ "${LAB_ALLOW_SKIPS:-0}" = 1 ] && echo " (allowed: LAB_ALLOW_SKIPS=1)" || echo " (a skip fails the tier)")"
   fi
-  echo "$_PASSED passed, $_FAILED failed"
-  [ "$_FAILED" -eq 0 ]
+  [ ${#_RETRIED[@]} -gt 0 ] && echo "retried after the known ATT stall: ${_RETRIED[*]}"
+  [ "$_CRASHES" -gt 0 ] && echo "bluetoothd died $_CRASHES time(s) during the checks (restarted by the supervisor; see CRASH lines)"
+  echo "$_PASSED passed, $_FAILED failed, $_SKIPPED skipped"
+  [ "$_FAILED" -eq 0 ] || return 1
+  [ "$_SKIPPED" -eq 0 ] || [ "${LAB_ALLOW_SKIPS:-0}" = 1 ]
 }
 
 bl() {
@@ -135,16 +181,6 @@ expect_json() {
 
 expect_out() { grep -qiF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
 expect_no_out() { ! grep -qiF -- "$1" "$OUT" || fail "stdout has '$1'"; }
-
-# A subcommand counts as implemented when `bluectl help SUB` succeeds and
-# shows a usage line naming SUB (a placeholder that prints anything for any
-# arguments does not qualify).
-implemented() {
-  local h
-  h=$(timeout 20 "$BLUECTL" help "$1" 2>&1 < /dev/null) || return 1
-  grep -qiE "usage:.*[[:space:]/]$1([[:space:]]|$)" <<<"$h"
-}
-need_sub() { implemented "$1" || skip "not implemented (bluectl help $1)"; }
 
 # bl_signal INT|TERM DELAY ARGS...: run bluectl ARGS, send it SIGINT/SIGTERM
 # after DELAY s; RC is the status a shell would see (130/143 when the signal
