@@ -44,7 +44,9 @@ finish() {
   { echo "== btmgmt info"; btmgmt info; } > $OUT/controllers.txt 2>&1
   grep -iE 'error|fail|warn' $OUT/bluetoothd.log 2>/dev/null | grep -vE 'Opcode 0x2037 failed|Failed to init (vcp|mcp|bap)|Sap driver|device_bonding_failed' \
     | head -30 > $OUT/bluetoothd-problems.txt
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  touch /run/lab/stopping
+  for p in "${PIDS[@]}" $(cat /run/lab/periph.pids 2>/dev/null); do kill "$p" 2>/dev/null; done
+  pkill -f /usr/libexec/bluetooth/bluetoothd 2>/dev/null
   if [ -n "${LABMON_PID:-}" ]; then
     kill "$LABMON_PID" 2>/dev/null; wait "$LABMON_PID" 2>/dev/null
     cp /run/lab/btmon.snoop $OUT/btmon.snoop 2>/dev/null
@@ -153,48 +155,92 @@ BTD_OPTS=(-n -f /run/lab/main.conf)
 # shellcheck disable=SC2206
 BTD_OPTS+=($LAB_BLUETOOTHD_OPTS)
 echo "bluetoothd ${BTD_OPTS[*]}" >> $OUT/lab.log
-bg $OUT/bluetoothd.log /usr/libexec/bluetooth/bluetoothd "${BTD_OPTS[@]}"
 both_up() { [ -n "$(addr_of hci0)" ] && [ -n "$(addr_of hci1)" ]; }
+powered() { [ "$(adapter_prop "$1" Powered)" = true ]; }
+discoverable() { [ "$(adapter_prop hci0 Discoverable)" = true ]; }
+# (pids in a file: the supervisor, a subshell, takes down what the boot started)
+pbg() { local log=$1; shift; "$@" >> "$log" 2>&1 & echo $! >> /run/lab/periph.pids; }
+
+# The peripheral side, on a running bluetoothd: started at boot, and again by
+# the supervisor after bluetoothd died (its registrations died with it).
+# The python side starts in parallel (each start is seconds of CPU under TCG):
+# the pairing agent (auto-accept; see agent.py), BlueZ's example GATT server and the project's own peripheral.
+# The advertisement waits until hci0 is LE-only and discoverable (its flags).
+# FAIL is called with a reason when a step does not come up.
+peripheral_up() { # FAIL
+  local fail=$1 mark
+  mark=$(date +%s.%N)
+  echo "== peripheral up at $(up)s" | tee -a $OUT/agent.log $OUT/gatt-server.log $OUT/periph.log $OUT/advertisement.log > /dev/null
+  pbg $OUT/agent.log $PY -I -u $G/agent.py KeyboardDisplay
+  pbg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
+  pbg $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
+  # The peripheral is LE-only, or Device1.Connect() on the central tries
+  # BR/EDR (org.bluez.Error.NotAvailable br-connection-profile-unavailable).
+  # BR/EDR can be switched off only while powered off; bluetoothd switches it
+  # on again when it starts (ControllerMode = dual).
+  if [ "$LAB_PERIPH_BREDR" = off ]; then
+    { btmgmt --index 0 power off; btmgmt --index 0 bredr off; btmgmt --index 0 power on; } 2>&1 | detail
+  fi
+  wait_until 60 "hci0 powered" powered hci0 || { $fail "hci0 not powered"; return 1; }
+  wait_until 60 "hci1 powered" powered hci1 || { $fail "hci1 not powered"; return 1; }
+  btmgmt --index 0 info 2>&1 | sed 's/^/[btmgmt hci0] /' | detail
+  # discoverable => "LE General Discoverable" flag in the advertisement
+  adapter_set hci0 DiscoverableTimeout uint32:0 2>&1 | detail
+  adapter_set hci0 Discoverable boolean:true 2>&1 | detail
+  wait_until 60 "hci0 discoverable" discoverable || true
+  pbg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
+  since() { awk -v m="== peripheral up at" '$0 ~ m { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$1" | grep -q "$2"; }
+  wait_until 90 "agent registered" since $OUT/agent.log "agent registered" \
+    || { $fail "agent did not register" $OUT/agent.log; return 1; }
+  wait_until 90 "example GATT application registered" since $OUT/gatt-server.log "GATT application registered" \
+    || { $fail "example-gatt-server did not register" $OUT/gatt-server.log; return 1; }
+  wait_until 90 "project peripheral registered" since $OUT/periph.log "periph: application registered" \
+    || { $fail "periph.py did not register" $OUT/periph.log; return 1; }
+  wait_until 90 "advertisement registered" since $OUT/advertisement.log "Advertisement registered" \
+    || { $fail "example-advertisement did not register" $OUT/advertisement.log; return 1; }
+}
+peripheral_down() {
+  local p
+  for p in $(cat /run/lab/periph.pids 2>/dev/null); do kill "$p" 2>/dev/null; done
+  : > /run/lab/periph.pids
+}
+
+# bluetoothd under a supervisor that restarts it when it dies, as systemd
+# would (bluetoothd 5.66 segfaults in this lab on quick reconnects and
+# AcquireNotify bursts): each death is one line in supervisor.log (guest
+# uptime, how it ended), then the peripheral side is brought up again. Checks
+# read supervisor.log to report the crashes they lived through.
+supervise_bluetoothd() {
+  local n=0 rc how btd
+  while :; do
+    echo "== bluetoothd start $n at $(up)s" >> $OUT/bluetoothd.log
+    /usr/libexec/bluetooth/bluetoothd "${BTD_OPTS[@]}" >> $OUT/bluetoothd.log 2>&1 &
+    btd=$!
+    if [ $n -gt 0 ] && wait_until 60 "bluetoothd exports hci0+hci1 (restart $n)" both_up \
+         && peripheral_up supervisor_failed; then
+      echo "$(up) peripheral ready again (restart $n)" >> $OUT/supervisor.log
+    fi
+    wait $btd
+    rc=$?
+    [ -e /run/lab/stopping ] && return 0
+    if [ $rc -gt 128 ]; then how="killed by signal $((rc - 128))"; else how="exited with status $rc"; fi
+    n=$((n + 1))
+    echo "$(up) bluetoothd $how; restarting (restart $n)" >> $OUT/supervisor.log
+    say "bluetoothd $how; the supervisor restarts it"
+    peripheral_down
+    sleep 0.5
+  done
+}
+supervisor_failed() { echo "$(up) after a restart: $1" >> $OUT/supervisor.log; }
+: > $OUT/supervisor.log
+supervise_bluetoothd &
+SUPERVISOR_PID=$!
 wait_until 60 "bluetoothd exports hci0+hci1" both_up \
   || bringup_failed "bluetoothd did not export both adapters" $OUT/bluetoothd.log
 PERIPH_ADDR=$(addr_of hci0); CENTRAL_ADDR=$(addr_of hci1)
 timing bluetoothd "$(up)"
 say "bluetoothd up: peripheral hci0=$PERIPH_ADDR, central hci1=$CENTRAL_ADDR"
-
-# The python side starts now, in parallel (each start is seconds of CPU under
-# TCG): the pairing agent (auto-accept; one default agent serves both
-# adapters), BlueZ's example GATT server and the project's own peripheral.
-# The advertisement waits until hci0 is LE-only and discoverable (its flags).
-bg $OUT/agent.log $PY -I -u $G/agent.py KeyboardDisplay
-bg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
-bg $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
-
-# The peripheral is LE-only, or Device1.Connect() on the central tries
-# BR/EDR (org.bluez.Error.NotAvailable br-connection-profile-unavailable).
-# BR/EDR can be switched off only while powered off.
-if [ "$LAB_PERIPH_BREDR" = off ]; then
-  { btmgmt --index 0 power off; btmgmt --index 0 bredr off; btmgmt --index 0 power on; } 2>&1 | detail
-fi
-powered() { [ "$(adapter_prop "$1" Powered)" = true ]; }
-wait_until 60 "hci0 powered" powered hci0 || bringup_failed "hci0 not powered"
-wait_until 60 "hci1 powered" powered hci1 || bringup_failed "hci1 not powered"
-btmgmt --index 0 info 2>&1 | sed 's/^/[btmgmt hci0] /' | detail
-
-# discoverable => "LE General Discoverable" flag in the advertisement
-adapter_set hci0 DiscoverableTimeout uint32:0 2>&1 | detail
-adapter_set hci0 Discoverable boolean:true 2>&1 | detail
-discoverable() { [ "$(adapter_prop hci0 Discoverable)" = true ]; }
-wait_until 60 "hci0 discoverable" discoverable || true
-
-bg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
-wait_until 90 "agent registered" grep -q "agent registered" $OUT/agent.log \
-  || bringup_failed "agent did not register" $OUT/agent.log
-wait_until 90 "example GATT application registered" grep -q "GATT application registered" $OUT/gatt-server.log \
-  || bringup_failed "example-gatt-server did not register" $OUT/gatt-server.log
-wait_until 90 "project peripheral registered" grep -q "periph: application registered" $OUT/periph.log \
-  || bringup_failed "periph.py did not register" $OUT/periph.log
-wait_until 90 "advertisement registered" grep -q "Advertisement registered" $OUT/advertisement.log \
-  || bringup_failed "example-advertisement did not register" $OUT/advertisement.log
+peripheral_up bringup_failed
 timing ready "$(up)"
 say "PERIPHERAL READY"
 
