@@ -303,11 +303,29 @@ final class SubscribeJob: Sendable {
                 let take: NotificationSession.ValueSink = { [self] value in self.take(value, from: chr) }
                 let s = notifyVia == .acquire
                     ? try await peripheral.acquireNotifications(for: chr, onValue: take)
-                    : try await peripheral.subscribe(to: chr, onValue: take)
+                    : try await peripheral.subscribe(to: chr, onValue: take) { [self] sharing in self.report(sharing, of: chr) }
+                if s.sharing == .joined { self.report(.joined, of: chr) }
                 session.keep(s)
                 sessions.append(s)
             }
             return (peripheral, sessions)
+        }
+    }
+
+    /// Whose notify session the values come from, when it is not our own:
+    /// an event line, so that nobody wonders why bluectl sent no StartNotify
+    /// or where values went missing.
+    private func report(_ sharing: NotificationSession.Sharing, of chr: GattCharacteristic) {
+        let uuid: (String, SubscribeOutput.Field) = ("characteristic", .string(chr.uuid.uuidString))
+        let label = ValueText.label(chr.uuid)
+        switch sharing {
+        case .own: break
+        case .joined:
+            output.event("shared_session", [uuid],
+                         text: "sharing the notification session another client holds on \(label) (bluetoothd sends a copy of each value per session, so bluectl adds none)")
+        case .tookOver:
+            output.event("own_session", [uuid],
+                         text: "the shared notification session on \(label) ended; bluectl started its own (values sent in between are lost)")
         }
     }
 

@@ -111,6 +111,6 @@ extension NotificationSession {
             channel.close()
             if let failure { continuation.finish(throwing: failure) } else { continuation.finish() }
         }
-        return NotificationSession(characteristic: characteristic, values: values, channel: channel, loop: loop)
+        return NotificationSession(characteristic: characteristic, sharing: .own, values: values, channel: channel, loop: loop)
     }
 }

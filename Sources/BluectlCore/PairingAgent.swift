@@ -106,6 +106,7 @@ public final class PairingAgent: Sendable {
             central.connection.unexport(path)
             throw CentralError.from(error, operation: "register the pairing agent")
         }
+        Trace.log("agent: registered \(path) (\(capability.rawValue))")
         if makeDefault {
             _ = try? await central.connection.callMethod(
                 destination: BlueZ.service, path: BlueZ.root, interface: BlueZ.agentManagerInterface,
@@ -217,6 +218,7 @@ public final class PairingAgent: Sendable {
             sender: message.sender, bluetoothd: connection.owner(of: BlueZ.service))
         let device = message.arguments.first?.objectPath?.rawValue ?? "-"
         log.withLock { $0.append("\(message.member ?? "?") \(device) → \(answer)") }
+        Trace.log("agent: \(message.member ?? "?") \(device) → \(answer)")
         guard !message.noReplyExpected else { return }
         switch answer {
         case .ask(let question):

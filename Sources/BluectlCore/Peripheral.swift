@@ -271,14 +271,30 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         var options: [String: DBusValue] = [:]
         if offset > 0 { options["offset"] = .uint16(UInt16(clamping: offset)) }
         let argument = DBusValue.stringVariantDictionary(options)
-        let reply = try await reportingDisconnect(what()) {
-            try await self.retryingInProgress(what: what()) {
-                try await self.central.connection.callMethod(
-                    destination: BlueZ.service, path: objectPath, interface: interface,
-                    member: "ReadValue", arguments: [argument], timeout: self.central.callTimeout)
+        // Reading a characteristic that notifies makes bluetoothd send every
+        // subscriber a Value signal: say so to bluectl's subscribers (ReadMarker).
+        let connection = central.connection
+        let marked = interface == BlueZ.characteristicInterface
+            && central.mirror.tree.properties(objectPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        if marked { ReadMarker.send(ReadMarker.started, path: objectPath, on: connection) }
+        var replySerial: UInt32 = 0
+        var readBytes: [UInt8] = []
+        defer {
+            if marked {
+                ReadMarker.send(ReadMarker.finished, path: objectPath,
+                                arguments: [.uint32(replySerial), .bytes(readBytes)], on: connection)
             }
         }
-        guard let bytes = reply.first?.bytes else { throw CentralError.unexpected("ReadValue returned \(reply)") }
+        let reply = try await reportingDisconnect(what()) {
+            try await self.retryingInProgress(what: what()) {
+                try await connection.call(
+                    DBusMessage.methodCall(destination: BlueZ.service, path: objectPath, interface: interface,
+                                           member: "ReadValue", arguments: [argument]),
+                    timeout: self.central.callTimeout)
+            }
+        }
+        guard let bytes = reply.arguments.first?.bytes else { throw CentralError.unexpected("ReadValue returned \(reply.arguments)") }
+        (replySerial, readBytes) = (reply.serial, bytes)
         return bytes
     }
 
@@ -318,6 +334,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// questions). Already paired is success.
     public func pair(timeout: Duration = .seconds(30)) async throws {
         if let prepare = pairingPreparation.withLock({ $0 }) { await prepare(self) }
+        Trace.log("pair \(identifier): Device1.Pair")
         do {
             _ = try await central.connection.callMethod(
                 destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Pair",
@@ -398,12 +415,19 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// arrives on (the bus thread), and `values` only ends or fails: no
     /// hand-over to another thread per value. `onValue` must be quick and
     /// must not block (the bus waits for it).
+    ///
+    /// When another client already has a StartNotify session on the
+    /// characteristic, this one shares it instead of adding a second
+    /// (bluetoothd would then send every value twice): `sharing` is then
+    /// `.joined`, and `onSharing` hears `.tookOver` if that client's session
+    /// ends and this one starts its own (values sent in between are lost).
     public func subscribe(to characteristic: GattCharacteristic,
-                          onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
+                          onValue: NotificationSession.ValueSink? = nil,
+                          onSharing: NotificationSession.SharingSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
             throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
-        return try await NotificationSession.start(peripheral: self, characteristic: characteristic, onValue: onValue)
+        return try await NotificationSession.start(peripheral: self, characteristic: characteristic, onValue: onValue, onSharing: onSharing)
     }
 
     /// CoreBluetooth's `setNotifyValue(_:for:)`: turns notifications on
@@ -443,15 +467,30 @@ public final class NotificationSession: Sendable {
     /// Takes each value where it arrives (see `Peripheral.subscribe(to:onValue:)`).
     public typealias ValueSink = @Sendable ([UInt8]) -> Void
 
+    /// Whose StartNotify session the values come from.
+    public enum Sharing: Sendable, Equatable {
+        /// This session's own StartNotify.
+        case own
+        /// Another client's session, already on when this one started.
+        case joined
+        /// The shared session ended and this one started its own.
+        case tookOver
+    }
+    /// Hears a change of `Sharing` (on the session's task).
+    public typealias SharingSink = @Sendable (Sharing) -> Void
+
     public let characteristic: GattCharacteristic
+    /// How the session started: `.own` or `.joined`.
+    public let sharing: Sharing
     /// One element per notification or indication, in arrival order.
     public let values: AsyncThrowingStream<[UInt8], any Error>
     private let channel: EventChannel<NotifyStateMachine.Event>
     private let loop: Task<Void, Never>
 
-    init(characteristic: GattCharacteristic, values: AsyncThrowingStream<[UInt8], any Error>,
+    init(characteristic: GattCharacteristic, sharing: Sharing, values: AsyncThrowingStream<[UInt8], any Error>,
          channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
         self.characteristic = characteristic
+        self.sharing = sharing
         self.values = values
         self.channel = channel
         self.loop = loop
@@ -495,16 +534,28 @@ public final class NotificationSession: Sendable {
     /// only while notifying — from StartNotify's reply, handled on the same
     /// thread in bus order, to StopNotify or failure. The mirror's stream
     /// carries only the rare events (disconnect, removal, bluetoothd gone).
-    /// The `Value` a characteristic's PropertiesChanged carries, if any.
-    static func value(in message: DBusMessage) -> [UInt8]? {
+    /// What a characteristic's PropertiesChanged says: its `Value` and its
+    /// `Notifying`, when present.
+    static func changes(in message: DBusMessage) -> (value: [UInt8]?, notifying: Bool?) {
         let arguments = message.arguments
         guard arguments.count >= 2, arguments[0].string == BlueZ.characteristicInterface,
-              case .dictionary(_, _, let entries) = arguments[1] else { return nil }
-        for entry in entries where entry.key.string == "Value" { return entry.value.unwrapped.bytes }
-        return nil
+              case .dictionary(_, _, let entries) = arguments[1] else { return (nil, nil) }
+        var result: (value: [UInt8]?, notifying: Bool?) = (nil, nil)
+        for entry in entries {
+            switch entry.key.string {
+            case "Value": result.value = entry.value.unwrapped.bytes
+            case "Notifying": result.notifying = entry.value.unwrapped.bool
+            default: break
+            }
+        }
+        return result
     }
 
-    static func start(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotificationSession {
+    /// The `Value` a characteristic's PropertiesChanged carries, if any.
+    static func value(in message: DBusMessage) -> [UInt8]? { changes(in: message).value }
+
+    static func start(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?,
+                      onSharing: SharingSink?) async throws -> NotificationSession {
         let central = peripheral.central
         let charPath = characteristic.path
         let devicePath = peripheral.path
@@ -520,19 +571,49 @@ public final class NotificationSession: Sendable {
         }
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let deliver: ValueSink = onValue ?? { valuesContinuation.yield($0) }
+        // Guarded because the bus thread (signals, StartNotify's reply) and
+        // the session's loop task (stop, failure) both open and close it.
         let open = Locked(false)
+        // Bus thread only (both handlers below); locked for the compiler's
+        // sake and for `releaseAll` at the end, on the loop task.
+        let reads = Locked(ReadCopyFilter())
         let valueFilter = SignalFilter(
             sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", path: charPath)
+        let markerFilter = SignalFilter(interface: ReadMarker.interface, path: charPath)
         let token: DBusConnection.SubscriptionToken
+        let markerToken: DBusConnection.SubscriptionToken
         do {
             token = try await central.connection.subscribe(valueFilter, timeout: central.callTimeout) { message in
-                guard open.withLock({ $0 }), let bytes = Self.value(in: message) else { return }
-                deliver(bytes)
+                let (value, notifying) = Self.changes(in: message)
+                if notifying == false { channel.send(.sharedSessionEnded) }
+                guard let value, open.withLock({ $0 }) else { return }
+                let now = ContinuousClock.now
+                for bytes in reads.withLock({ $0.value(value, serial: message.serial, now: now) }) { deliver(bytes) }
+            }
+            markerToken = try await central.connection.subscribe(markerFilter, timeout: central.callTimeout) { message in
+                guard let reader = message.sender else { return }
+                let now = ContinuousClock.now
+                let release: [[UInt8]]
+                switch message.member {
+                case ReadMarker.started?:
+                    release = reads.withLock { $0.started(by: reader, now: now) }
+                case ReadMarker.finished?:
+                    let arguments = message.arguments
+                    guard arguments.count == 2, case .uint32(let serial) = arguments[0].unwrapped, let bytes = arguments[1].bytes else { return }
+                    release = reads.withLock { $0.finished(by: reader, replySerial: serial, value: bytes, now: now) }
+                default:
+                    return
+                }
+                guard open.withLock({ $0 }) else { return }
+                for bytes in release { deliver(bytes) }
             }
         } catch {
             channel.close()
             throw CentralError.from(error, operation: "listen for values of \(Peripheral.label(characteristic.uuid))")
         }
+        // Another client's StartNotify session already on: share it (see
+        // NotifyStateMachine), or every value would arrive twice.
+        let joining = mirror.tree.properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
         let what = Peripheral.label(characteristic.uuid)
         let deviceID = peripheral.identifier
         let started = StartSignal()
@@ -545,7 +626,8 @@ public final class NotificationSession: Sendable {
 
         let loop = Task {
             var machine = NotifyStateMachine()
-            var pending = machine.handle(.start)
+            if joining { open.withLock { $0 = true } }
+            var pending = machine.handle(joining ? .join : .start)
             var iterator = channel.stream.makeAsyncIterator()
             var stopSent = false
             while true {
@@ -564,6 +646,8 @@ public final class NotificationSession: Sendable {
                         }
                     case .reportStarted:
                         started.resolve(nil)
+                    case .reportTakingOver:
+                        onSharing?(.tookOver)
                     case .deliver(let bytes):
                         deliver(bytes)
                     case .callStopNotify:
@@ -572,6 +656,8 @@ public final class NotificationSession: Sendable {
                         stopSent = true
                         call("StopNotify") { _ in channel.send(.stopFinished) }
                     case .finish:
+                        // values held for another bluectl's read came before the stop
+                        for bytes in reads.withLock({ $0.releaseAll() }) { deliver(bytes) }
                         open.withLock { $0 = false }
                         valuesContinuation.finish()
                         started.resolve(CancellationError())
@@ -599,8 +685,10 @@ public final class NotificationSession: Sendable {
             valuesContinuation.finish()
             started.resolve(CancellationError())
             await central.connection.unsubscribe(token)
+            await central.connection.unsubscribe(markerToken)
         }
-        let session = NotificationSession(characteristic: characteristic, values: values, channel: channel, loop: loop)
+        let session = NotificationSession(characteristic: characteristic, sharing: joining ? .joined : .own,
+                                          values: values, channel: channel, loop: loop)
         do {
             try await withTaskCancellationHandler {
                 try await started.wait()

@@ -1,13 +1,21 @@
 /// One characteristic's notification session: idle → starting → notifying →
-/// stopping → stopped. Values count only while notifying; the device
-/// disconnecting fails the session (after a StopNotify, so that BlueZ does
-/// not re-arm it for this client on reconnect: NOTES.md, pitfall 6).
+/// stopping → stopped, or idle → joined when another client already holds a
+/// StartNotify session on the characteristic. bluetoothd 5.66 sends every
+/// subscriber one Value signal per StartNotify client for each notification
+/// (docs/notifications.md), so a second session would double every value:
+/// joined, this client listens to the existing session and adds none; when
+/// that session ends (Notifying false) it starts its own. Values count only
+/// while notifying or joined; the device disconnecting fails the session
+/// (after a StopNotify of a session of our own, so that BlueZ does not re-arm
+/// it for this client on reconnect: docs/notifications.md).
 public struct NotifyStateMachine: Sendable, Equatable {
     public enum State: Sendable, Equatable {
         case idle
         /// StartNotify sent (the value listener is already in place: pitfall 4).
         case starting
         case notifying
+        /// Listening to another client's session; nothing of ours registered.
+        case joined
         /// StopNotify sent.
         case stopping
         case stopped
@@ -16,6 +24,10 @@ public struct NotifyStateMachine: Sendable, Equatable {
 
     public enum Event: Sendable, Equatable {
         case start
+        /// Start, sharing the session another client holds (Notifying was true).
+        case join
+        /// `Notifying` went false: the session this one shared has ended.
+        case sharedSessionEnded
         case startSucceeded
         case startFailed(name: String, message: String)
         /// A `Value` PropertiesChanged of the characteristic.
@@ -30,6 +42,9 @@ public struct NotifyStateMachine: Sendable, Equatable {
     public enum Action: Sendable, Equatable {
         case callStartNotify
         case reportStarted
+        /// Tell the user that values may have been missed between the shared
+        /// session's end and our own StartNotify.
+        case reportTakingOver
         case deliver([UInt8])
         case callStopNotify
         /// Ended normally.
@@ -57,6 +72,35 @@ public struct NotifyStateMachine: Sendable, Equatable {
         case (.idle, .start):
             state = .starting
             return [.callStartNotify]
+
+        case (.idle, .join):
+            state = .joined
+            return [.reportStarted]
+
+        case (.joined, .value(let bytes)):
+            delivered += 1
+            return [.deliver(bytes)]
+
+        case (.joined, .sharedSessionEnded):
+            state = .starting
+            return [.reportTakingOver, .callStartNotify]
+
+        case (.joined, .stop):
+            state = .stopped
+            return [.finish]
+
+        case (.joined, .deviceDisconnected):
+            state = .failed(.disconnected)
+            return [.fail(.disconnected)]
+
+        case (.joined, .characteristicRemoved):
+            state = .failed(.removed)
+            return [.fail(.removed)]
+
+        case (_, .sharedSessionEnded):
+            // Only a joined session waits for it; our own session ending
+            // shows as a disconnect or a StopNotify reply.
+            return []
 
         case (.starting, .startSucceeded):
             if stopRequested {
