@@ -415,6 +415,8 @@ c_extra_stream_acquire() {
   note " such bursts: then the supervisor restarts it, bluectl --reconnect must carry on, and a second burst"
   note " must arrive whole after the reconnect)"
   sup0=$(_sup_lines)
+  bl connect "$DEV" "${DEV_OPTS[@]}"   # a boot of its own: see extra_subscribe_reconnect
+  expect_rc 0
   timeout -k 5 240 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --notify-via acquire --check-sequence u32 --reconnect --json "${DEV_OPTS[@]}" \
     > "$sub_out" 2> "$sub_err" < /dev/null &
   pid=$!
@@ -479,6 +481,11 @@ if crashed:
 c_extra_subscribe_reconnect() {
   local sub_out=$CHECK_DIR/$CHECK_NAME.sub.out sub_err=$CHECK_DIR/$CHECK_NAME.sub.err pid src
   note "subscribe --reconnect; the peripheral (hci0) powers off and on: the gap is reported, values resume"
+  # A boot of its own: connect first, as the soak does. Otherwise the stream
+  # reads below may make the connection, and a bluectl read disconnects a
+  # connection it made, under the subscriber being set up.
+  bl connect "$DEV" "${DEV_OPTS[@]}"
+  expect_rc 0
   timeout -k 5 170 "$BLUECTL" subscribe "$DEV" "$LAB_STREAM" --reconnect --json --timeout 30 "${DEV_OPTS[@]}" \
     > "$sub_out" 2> "$sub_err" < /dev/null &
   pid=$!
