@@ -869,8 +869,7 @@ class GattServiceObject(BluezObject):
             'Device': dbus.ObjectPath(d.advertiser.path),
             'Primary': dbus.Boolean(d.primary),
             'Includes': dbus.Array([], signature='o'),
-            'Handle': dbus.UInt16(d.handle),
-        })
+        })   # src/gatt-client.c service_properties (5.66: no Handle)
         self.d = d
 
 
@@ -881,9 +880,8 @@ class GattCharacteristicObject(BluezObject):
             'Service': dbus.ObjectPath(d.service.path),
             'Value': _ay(b''),
             'Flags': dbus.Array(d.flags, signature='s'),
-            'Handle': dbus.UInt16(d.handle),
             'MTU': dbus.UInt16(DEFAULT_MTU),
-        })
+        })   # src/gatt-client.c characteristic_properties (5.66: no Handle)
         # src/gatt-client.c characteristic_notifying_exists (notify or
         # indicate), characteristic_notify_acquired_exists (notify only),
         # characteristic_write_acquired_exists (write-without-response)
@@ -1224,9 +1222,7 @@ class GattDescriptorObject(BluezObject):
             'UUID': dbus.String(d.uuid),
             'Characteristic': dbus.ObjectPath(d.chrc.path),
             'Value': _ay(b''),
-            'Flags': dbus.Array(d.flags, signature='s'),
-            'Handle': dbus.UInt16(d.handle),
-        })
+        })   # src/gatt-client.c descriptor_properties (5.66: no Flags, no Handle)
         self.d = d
 
     @dbus.service.method(GATT_DESC_IFACE, in_signature='a{sv}', out_signature='ay')
