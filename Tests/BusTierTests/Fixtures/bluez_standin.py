@@ -35,6 +35,13 @@ session and filter; a client's session and filter end when it leaves the bus
 client with a session (a client without a filter matches everything), so a
 client must re-check what it receives.
 
+GATT follows bluetoothd 5.66 (src/gatt-client.c, src/device.c), checked
+against the real one by Tests/Conformance: with the default [GATT]
+Cache=always a disconnected device keeps its GATT objects and its clients'
+StartNotify sessions (registered again on reconnection; Mock.SetGattCache
+changes the mode); each notification is one PropertiesChanged(Value) per
+registered StartNotify session, and every successful ReadValue emits one.
+
 Control API: methods on the org.freedesktop.DBus.Mock interface of the root
 object "/" (dbusmock's convention for template convenience methods); see
 the functions below decorated with MOCK_IFACE.
