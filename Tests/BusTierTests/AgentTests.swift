@@ -112,14 +112,39 @@ struct AgentTests {
         }
     }
 
-    @Test("the default agent (no-input-no-output) refuses a passkey it cannot enter")
-    func defaultAgentRefusesPasskey() async throws {
+    @Test("the default agent (no-input-no-output) refuses a PIN it cannot enter")
+    func defaultAgentRefusesPin() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            // legacy PIN pairing asks the agent whatever its IO capability (BlueZ 5.66 device_request_pincode)
+            try await bus.setPairing(heartRatePath, "RequestPinCode", 1)
+            let r = try await bus.runBluectl(["connect", heartRateAddress, "--pair"])
+            expectCleanFailure(r, 77, "cannot enter a PIN or passkey")
+            #expect(try await bus.agentLog().map(\.method) == ["RequestPinCode"])
+        }
+    }
+
+    @Test("the default agent (no-input-no-output) is never asked for a passkey: BlueZ pairs NoInputNoOutput, the peripheral refuses")
+    func defaultAgentNoPasskey() async throws {
         try await withPrivateBus { bus in
             _ = try await HeartRateGatt.install(bus)
             try await bus.setPairing(heartRatePath, "RequestPasskey", 1)
             let r = try await bus.runBluectl(["connect", heartRateAddress, "--pair"])
-            expectCleanFailure(r, 77, "cannot enter a PIN or passkey")
-            #expect(try await bus.agentLog().map(\.method) == ["RequestPasskey"])
+            expectCleanFailure(r, 77, "AuthenticationFailed")
+            #expect(try await bus.agentLog().map(\.outcome) == ["error:io capability NoInputNoOutput"], "no agent call")
+            #expect(try await bus.pairLog().map(\.capability) == ["NoInputNoOutput"])
+        }
+    }
+
+    @Test("Pair uses the IO capability of the caller's agent (keyboard-display)")
+    func pairCapabilityRecorded() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 654321)
+            _ = try await pairOnTerminal(bus, prompt: "enter the passkey", answer: "654321")
+            let log = try await bus.pairLog()
+            #expect(log.map(\.capability) == ["KeyboardDisplay"])
+            #expect(log.first.map { $0.agentOwner == $0.caller } == true, "bluectl's own agent")
         }
     }
 }

@@ -1109,6 +1109,43 @@ final class PrivateBus: @unchecked Sendable {
         }
     }
 
+    /// Device1.Pair calls: (device, caller, agent owner, IO capability BlueZ would use).
+    func pairLog() async throws -> [(device: String, caller: String, agentOwner: String, capability: String)] {
+        (try await mock("GetPairLog").first?.array ?? []).compactMap {
+            guard let d = $0[0]?.string, let c = $0[1]?.string, let a = $0[2]?.string, let k = $0[3]?.string else { return nil }
+            return (d, c, a, k)
+        }
+    }
+
+    /// PropertiesChanged(Value) signals `characteristic` has emitted (each notification
+    /// once per registered StartNotify session, plus one per successful ReadValue).
+    func valueSignalCount(_ characteristic: String) async throws -> Int {
+        try await mock("GetValueSignalCount", [.objectPath(characteristic)]).first?.int ?? -1
+    }
+
+    /// Another (non-bluectl) client calls StartNotify / StopNotify on `characteristic`.
+    func startNotify(_ characteristic: String, as client: String) async throws {
+        try await mock("StartNotifyAs", [.objectPath(characteristic), .string(client)])
+    }
+
+    func stopNotify(_ characteristic: String, as client: String) async throws {
+        try await mock("StopNotifyAs", [.objectPath(characteristic), .string(client)])
+    }
+
+    /// Another client reads `characteristic` (BlueZ emits PropertiesChanged(Value) for it).
+    @discardableResult
+    func readValue(_ characteristic: String, asOtherClient: Void = ()) async throws -> [Int] {
+        (try await mock("ReadValueAs", [.objectPath(characteristic)]).first?.array ?? []).compactMap(\.int)
+    }
+
+    /// StartNotify sessions on `characteristic`: (client, registered).
+    func notifyClients(_ characteristic: String) async throws -> [(client: String, registered: Bool)] {
+        (try await mock("GetNotifyClients", [.objectPath(characteristic)]).first?.array ?? []).compactMap {
+            guard let c = $0[0]?.string, let r = $0[1]?.bool else { return nil }
+            return (c, r)
+        }
+    }
+
     // MARK: waiting
 
     /// Polls `check` until it returns true or the time is up.

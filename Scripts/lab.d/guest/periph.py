@@ -24,6 +24,10 @@ Service  b1ec7100-0000-4000-8000-000000000000  "bluectl lab" (primary)
            reads/writes work at any MTU (force them with `Scripts/lab run
            --mtu 48`: at BlueZ's default MTU of 517 300 bytes fit one PDU).
            Longest accepted value: 512 bytes.
+  ...0004  indicate indicate
+           Indicate-only (no read, no notify): what AcquireNotify refuses
+           (Tests/Conformance). StartNotify/StopNotify are accepted; nothing
+           is ever indicated.
 
 The encrypted characteristic comes from BlueZ's example (12345678-1234-5678-
 1234-56789abcdef3, encrypt-read/encrypt-write) with the lab's agent.
@@ -50,6 +54,7 @@ SERVICE_UUID = BASE % 0
 STREAM_UUID = BASE % 1
 CONTROL_UUID = BASE % 2
 LONG_UUID = BASE % 3
+INDICATE_UUID = BASE % 4
 
 APP_PATH = '/org/bluectl/lab'
 LONG_INITIAL = bytes(i & 0xff for i in range(300))
@@ -91,7 +96,7 @@ class LabService(dbus.service.Object):
         dbus.service.Object.__init__(self, bus, path)
         self.stream = StreamChrc(bus, path + '/char0', self)
         self.chrcs = [self.stream, ControlChrc(bus, path + '/char1', self, self.stream),
-                      LongChrc(bus, path + '/char2', self)]
+                      LongChrc(bus, path + '/char2', self), IndicateChrc(bus, path + '/char3', self)]
 
     def props(self):
         return {SVC_IFACE: {'UUID': SERVICE_UUID, 'Primary': True,
@@ -263,6 +268,19 @@ class LongChrc(Chrc):
         if off + len(v) > LONG_MAX:
             raise Error('InvalidValueLength')
         self.value = self.value[:off] + v
+
+
+class IndicateChrc(Chrc):
+    uuid = INDICATE_UUID
+    flags = ['indicate']
+
+    @dbus.service.method(CHRC_IFACE)
+    def StartNotify(self):
+        log('indicate: StartNotify')
+
+    @dbus.service.method(CHRC_IFACE)
+    def StopNotify(self):
+        log('indicate: StopNotify')
 
 
 def main():

@@ -35,6 +35,13 @@ session and filter; a client's session and filter end when it leaves the bus
 client with a session (a client without a filter matches everything), so a
 client must re-check what it receives.
 
+GATT follows bluetoothd 5.66 (src/gatt-client.c, src/device.c), checked
+against the real one by Tests/Conformance: with the default [GATT]
+Cache=always a disconnected device keeps its GATT objects and its clients'
+StartNotify sessions (registered again on reconnection; Mock.SetGattCache
+changes the mode); each notification is one PropertiesChanged(Value) per
+registered StartNotify session, and every successful ReadValue emits one.
+
 Control API: methods on the org.freedesktop.DBus.Mock interface of the root
 object "/" (dbusmock's convention for template convenience methods); see
 the functions below decorated with MOCK_IFACE.
@@ -464,10 +471,18 @@ CALLS = []             # [(path, method)] of BlueZ API calls, in order (GetCalls
 HANGING = set()        # (path, method) whose calls are never answered (HangMethod)
 HUNG_CALLS = []        # [(path, method, ok, err)] calls left unanswered
 AGENTS = {}            # client unique name → (agent path, capability)
-DEFAULT_AGENT = []     # [(client, path)]: RequestDefaultAgent stack
+DEFAULT_AGENT = []     # [(client, path)]: bluetoothd's default_agents queue, head first
 PAIRING = {}           # device path → (agent method, expected value) (SetPairing)
 AGENT_LOG = []         # [(method, device, outcome)] of agent calls made by Pair
+PAIR_LOG = []          # [(device, caller, agent owner, io capability)] per Pair (GetPairLog)
+VALUE_SIGNALS = {}     # characteristic path → PropertiesChanged(Value) emitted (GetValueSignalCount)
+GATT_CACHE = ['always']  # main.conf [GATT] Cache: always (default) | yes | no (SetGattCache)
 _WATCHING = False
+
+
+def _device_connected(adv):
+    dev = mockobject.objects.get(adv.path)
+    return isinstance(dev, DeviceObject) and dev.connected
 
 
 def _adapter_state(name):
@@ -784,7 +799,9 @@ class DeviceObject(BluezObject):
         if not ADAPTERS[self.adapter_name].obj.props[ADAPTER_IFACE]['Powered']:
             raise _err(ERR + 'NotReady', 'Resource Not Ready')
         if self.connected:
-            raise _err(ERR + 'AlreadyConnected', 'Already Connected')
+            # src/device.c dev_connect: an LE device whose LE bearer is
+            # connected → success at once (le_state.connected)
+            return
         if not self.advertiser.connectable or not self.advertiser.in_range:
             raise _err(ERR + 'Failed', 'le-connection-abort-by-local')
         connect_device(self)
@@ -808,10 +825,24 @@ class DeviceObject(BluezObject):
         except dbus.exceptions.DBusException as e:
             err(e)
             return
+        # src/device.c pair_device: agent_get(sender) (the caller's agent,
+        # else the default agent) gives the IO capability sent to the kernel;
+        # no agent → NoInputNoOutput
+        client = _agent_client(sender)
+        io_cap = AGENTS[client][1] if client else 'NoInputNoOutput'
+        PAIR_LOG.append((self.path, sender, client or '', io_cap))
         how = PAIRING.get(self.path)
         if how is None:             # just works, no agent involved
             self.paired()
             ok()
+            return
+        if how[0] not in IO_CAP_METHODS[io_cap] and not (client and how[0] in PIN_METHODS):
+            # The peripheral wants a method this IO capability cannot do: SMP
+            # falls back to Just Works, which a peripheral that asks for a
+            # passkey/confirmation (MITM) refuses → AuthenticationFailed, and
+            # no agent is asked.
+            AGENT_LOG.append((how[0], self.path, f'error:io capability {io_cap}'))
+            err(_err(ERR + 'AuthenticationFailed', 'Authentication Failed'))
             return
         ask_agent(self, sender, how[0], how[1], ok, err)
 
@@ -845,8 +876,7 @@ class GattServiceObject(BluezObject):
             'Device': dbus.ObjectPath(d.advertiser.path),
             'Primary': dbus.Boolean(d.primary),
             'Includes': dbus.Array([], signature='o'),
-            'Handle': dbus.UInt16(d.handle),
-        })
+        })   # src/gatt-client.c service_properties (5.66: no Handle)
         self.d = d
 
 
@@ -856,17 +886,25 @@ class GattCharacteristicObject(BluezObject):
             'UUID': dbus.String(d.uuid),
             'Service': dbus.ObjectPath(d.service.path),
             'Value': _ay(b''),
-            'Notifying': dbus.Boolean(False),
             'Flags': dbus.Array(d.flags, signature='s'),
-            'Handle': dbus.UInt16(d.handle),
             'MTU': dbus.UInt16(DEFAULT_MTU),
-        })
+        })   # src/gatt-client.c characteristic_properties (5.66: no Handle)
+        # src/gatt-client.c characteristic_notifying_exists (notify or
+        # indicate), characteristic_notify_acquired_exists (notify only),
+        # characteristic_write_acquired_exists (write-without-response)
         if 'notify' in d.flags or 'indicate' in d.flags:
+            self.props[GATT_CHRC_IFACE]['Notifying'] = dbus.Boolean(False)
+        if 'notify' in d.flags:
             self.props[GATT_CHRC_IFACE]['NotifyAcquired'] = dbus.Boolean(False)
         if 'write-without-response' in d.flags:
             self.props[GATT_CHRC_IFACE]['WriteAcquired'] = dbus.Boolean(False)
         self.d = d
-        self.notify_clients = set()     # senders with StartNotify
+        # StartNotify sessions, in order: sender → registered (bluetoothd's
+        # struct notify_client with notify_id != 0). Sessions outlive a
+        # disconnection unregistered and are registered again on reconnect
+        # (src/gatt-client.c btd_gatt_client_disconnected clear_notify_id,
+        # btd_gatt_client_connected register_notify).
+        self.notify_clients = {}
         self.notify_sock = None         # our end of an AcquireNotify socket
         self.socket_drops = 0           # values still to drop on that socket (DropSocketNotifications)
         self.notify_watch = None
@@ -875,6 +913,10 @@ class GattCharacteristicObject(BluezObject):
 
     def can_notify(self):
         return 'notify' in self.d.flags or 'indicate' in self.d.flags
+
+    def gatt_connected(self):
+        '''bluetoothd's chrc->service->client->gatt != NULL.'''
+        return _device_connected(self.d.service.advertiser)
 
     @dbus.service.method(GATT_CHRC_IFACE, in_signature='a{sv}', out_signature='ay',
                          async_callbacks=('ok', 'err'))
@@ -885,15 +927,33 @@ class GattCharacteristicObject(BluezObject):
 
     def _read(self, options):
         _check_injected(self.path, 'ReadValue')
+        return self.read_now(options)
+
+    def read_now(self, options):
+        # src/gatt-client.c characteristic_read_value: options are parsed
+        # after the "Not connected" check; the flags are not checked by
+        # bluetoothd, the peripheral answers Read Not Permitted (an ATT error
+        # that create_gatt_dbus_error maps to NotPermitted)
+        if not self.gatt_connected():
+            raise _err(ERR + 'Failed', 'Not connected')
+        offset = _read_options(options)
         if not any('read' in f for f in self.d.flags):
             raise _err(ERR + 'NotPermitted', 'Read not permitted')
-        offset = _read_options(options)
         if offset > len(self.d.value):
             raise _err(ERR + 'InvalidOffset', 'Invalid offset')
         data = self.d.value[offset:]
-        if offset == 0 and _bytes(self.props[GATT_CHRC_IFACE]['Value']) != data:
-            self.update({'Value': _ay(data)})
+        # src/gatt-client.c chrc_read_cb: every successful read is written to
+        # the cache (reset first when offset is 0) and write_characteristic_cb
+        # emits PropertiesChanged(Value) with G_DBUS_PROPERTY_CHANGED_FLAG_FLUSH,
+        # whether or not the value changed and whoever asked
+        cached = _bytes(self.props[GATT_CHRC_IFACE].get('Value', b''))
+        self.value_signal(data if offset == 0 else cached[:offset] + data)
         return _ay(data)
+
+    def value_signal(self, data):
+        '''One PropertiesChanged(Value) (write_characteristic_cb).'''
+        self.update({'Value': _ay(data)})
+        VALUE_SIGNALS[self.path] = VALUE_SIGNALS.get(self.path, 0) + 1
 
     @dbus.service.method(GATT_CHRC_IFACE, in_signature='aya{sv}', out_signature='',
                          async_callbacks=('ok', 'err'))
@@ -902,41 +962,90 @@ class GattCharacteristicObject(BluezObject):
         if not _hangs(self.path, 'WriteValue', ok, err):
             _answer(ok, err, lambda: self._write(value, options))
 
+    WRITE_FLAGS = ('write', 'encrypt-write', 'encrypt-authenticated-write', 'secure-write')
+
     def _write(self, value, options):
         _check_injected(self.path, 'WriteValue')
+        # src/gatt-client.c characteristic_write_value, in its order
+        if not self.gatt_connected():
+            raise _err(ERR + 'Failed', 'Not connected')
+        if self.write_sock is not None:
+            raise _err(ERR + 'NotPermitted', 'Write acquired')
         kind = options.get('type')
-        if kind is not None and (not isinstance(kind, dbus.String) or
-                                 kind not in ('command', 'request', 'reliable')):
-            raise _bluez_invalid()
-        if kind is None:
-            kind = 'request' if 'write' in self.d.flags else 'command'
-        allowed = {'request': ('write', 'encrypt-write', 'encrypt-authenticated-write',
-                               'secure-write'),
-                   'command': ('write-without-response', 'authenticated-signed-writes'),
-                   'reliable': ('reliable-write',)}[str(kind)]
-        if not any(f in self.d.flags for f in allowed):
-            raise _err(ERR + 'NotPermitted', 'Write not permitted')
+        if kind is not None and not isinstance(kind, dbus.String):
+            raise _bluez_invalid()       # parse_options: "type" must be a string
         offset = _read_options(options)
+        kind = None if kind is None else str(kind).lower()   # strcasecmp
+        flags = self.d.flags
+        data = _bytes(value)
+        # "reliable" (or no type and the reliable-write extended property):
+        # reliable long write; "request" (or no type and the write property):
+        # write request. The flags are not checked for an explicit type: the
+        # peripheral answers Write Not Permitted (→ NotPermitted).
+        if kind == 'reliable' or (kind is None and 'reliable-write' in flags):
+            if 'reliable-write' not in flags:
+                raise _err(ERR + 'NotPermitted', 'Write not permitted')
+            return self._store(data, offset, options, 'reliable')
+        if kind == 'request' or (kind is None and 'write' in flags):
+            if not any(f in flags for f in self.WRITE_FLAGS):
+                raise _err(ERR + 'NotPermitted', 'Write not permitted')
+            return self._store(data, offset, options, 'request')
+        # write command: type "command", or no type and the
+        # write-without-response property; no offset. bluetoothd does NOT
+        # check the write-without-response property when the type is given:
+        # the command is sent and the call succeeds. Any other type, an offset,
+        # or no usable property → NotSupported.
+        if (kind is not None and kind != 'command') or offset or \
+                (kind is None and 'write-without-response' not in flags):
+            raise _err(ERR + 'NotSupported', 'Operation is not supported')
+        # The peripheral's ATT server checks the attribute's permissions,
+        # not the characteristic's properties: a writable value takes a
+        # command, anything else drops it silently (no reply either way).
+        if 'write-without-response' in flags or any(f in flags for f in self.WRITE_FLAGS):
+            self._store(data, 0, options, 'command')
+        return None
+
+    def _store(self, data, offset, options, kind):
         if offset > len(self.d.value):
             raise _err(ERR + 'InvalidOffset', 'Invalid offset')
-        data = _bytes(value)
         self.d.value = self.d.value[:offset] + data
-        WRITES.setdefault(self.path, []).append((data, dict(options), str(kind)))
+        WRITES.setdefault(self.path, []).append((data, dict(options), kind))
 
     @dbus.service.method(GATT_CHRC_IFACE, in_signature='', out_signature='',
                          sender_keyword='sender')
     def StartNotify(self, sender=None):
         log(f'StartNotify {self.path} from {sender}')
         _check_injected(self.path, 'StartNotify')
-        if not self.can_notify():
-            raise _err(ERR + 'NotSupported', 'Operation is not supported')
+        self.start_notify(sender)
+
+    def start_notify(self, sender):
+        # src/gatt-client.c characteristic_start_notify, in its order
         if self.notify_sock is not None:
             raise _err(ERR + 'NotPermitted', 'Notify acquired')
+        if not self.can_notify():
+            raise _err(ERR + 'NotSupported', 'Operation is not supported')
+        # "Each client can only have one active notify session": a repeat
+        # succeeds if the session is registered (notify_id != 0, which
+        # bt_gatt_client_register_notify assigns at once, before the CCC
+        # write completes), InProgress if it is not: a session kept across a
+        # disconnection, waiting for the reconnection to register it again.
         if sender in self.notify_clients:
-            return
-        self.notify_clients.add(sender)
+            if self.notify_clients[sender]:
+                return
+            raise _err(ERR + 'InProgress', 'In Progress')
         _watch_clients()
-        if not self.props[GATT_CHRC_IFACE]['Notifying']:
+        if not self.gatt_connected():
+            # "If the device is currently not connected, return success. We
+            # will automatically try and register all clients when a GATT
+            # client becomes ready." Notifying does not change now.
+            self.notify_clients[sender] = False
+            return
+        self.notify_clients[sender] = True
+        self.registered()
+
+    def registered(self):
+        '''src/gatt-client.c register_notify_cb: the CCC write succeeded.'''
+        if not self.props[GATT_CHRC_IFACE].get('Notifying'):
             self.update({'Notifying': dbus.Boolean(True)})
 
     @dbus.service.method(GATT_CHRC_IFACE, in_signature='', out_signature='',
@@ -944,23 +1053,65 @@ class GattCharacteristicObject(BluezObject):
     def StopNotify(self, sender=None):
         log(f'StopNotify {self.path} from {sender}')
         _check_injected(self.path, 'StopNotify')
+        self.stop_notify(sender)
+
+    def stop_notify(self, sender):
+        # src/gatt-client.c characteristic_stop_notify: an acquired notify
+        # socket is closed, whoever asks
+        if self.notify_sock is not None:
+            self.release_notify_sock()
+            return
         if sender not in self.notify_clients:
             raise _err(ERR + 'Failed', 'No notify session started')
         self.drop_notify_client(sender)
 
     def drop_notify_client(self, sender):
-        self.notify_clients.discard(sender)
-        if not self.notify_clients and self.props[GATT_CHRC_IFACE]['Notifying']:
+        '''StopNotify, or the client left the bus (notify_client_disconnect).'''
+        self.notify_clients.pop(sender, None)
+        self.update_notifying()
+
+    def update_notifying(self):
+        '''src/gatt-client.c update_notifying: Notifying goes false when no
+        session is registered (so a StopNotify while disconnected clears it).'''
+        if self.props[GATT_CHRC_IFACE].get('Notifying') and not any(self.notify_clients.values()):
             self.update({'Notifying': dbus.Boolean(False)})
+
+    def link_down(self):
+        '''src/gatt-client.c btd_gatt_client_disconnected: the acquired
+        sockets are shut down (client->ios: NotifyAcquired/WriteAcquired go
+        false), StartNotify sessions stay queued unregistered
+        (clear_notify_id) and Notifying is left as it is. MTU disappears
+        (characteristic_mtu_exists: no GATT client), without a signal.'''
+        self.release_notify_sock()
+        self.release_write_sock()
+        for sender in self.notify_clients:
+            self.notify_clients[sender] = False
+        self.props[GATT_CHRC_IFACE].pop('MTU', None)
+
+    def link_up(self):
+        '''src/gatt-client.c btd_gatt_client_connected: register_notify for
+        every kept session; register_notify_cb sets Notifying if it fell.'''
+        self.props[GATT_CHRC_IFACE]['MTU'] = dbus.UInt16(DEFAULT_MTU)
+        if self.notify_clients:
+            for sender in self.notify_clients:
+                self.notify_clients[sender] = True
+            self.registered()
 
     @dbus.service.method(GATT_CHRC_IFACE, in_signature='a{sv}', out_signature='hq')
     def AcquireNotify(self, options):
         log(f'AcquireNotify {self.path}')
         _check_injected(self.path, 'AcquireNotify')
-        if not self.can_notify():
+        # src/gatt-client.c characteristic_acquire_notify, in its order; only
+        # the notify property qualifies (an indicate-only characteristic is
+        # NotSupported)
+        if not self.gatt_connected():
+            raise _err(ERR + 'Failed', 'Not connected')
+        if self.notify_sock is not None:
+            raise _err(ERR + 'NotPermitted', 'Notify acquired')
+        if self.notify_clients:
+            raise _err(ERR + 'InProgress', 'In Progress')
+        if 'notify' not in self.d.flags:
             raise _err(ERR + 'NotSupported', 'Operation is not supported')
-        if self.notify_sock is not None or self.notify_clients:
-            raise _err(ERR + 'InProgress', 'Operation already in progress')
         # bluetoothd: socketpair(SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC):
         # the client's end arrives non-blocking too
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -1003,10 +1154,13 @@ class GattCharacteristicObject(BluezObject):
     def AcquireWrite(self, options):
         log(f'AcquireWrite {self.path}')
         _check_injected(self.path, 'AcquireWrite')
+        # src/gatt-client.c characteristic_acquire_write, in its order
+        if not self.gatt_connected():
+            raise _err(ERR + 'Failed', 'Not connected')
+        if self.write_sock is not None:
+            raise _err(ERR + 'NotPermitted', 'Write acquired')
         if 'write-without-response' not in self.d.flags:
             raise _err(ERR + 'NotSupported', 'Operation is not supported')
-        if self.write_sock is not None:
-            raise _err(ERR + 'InProgress', 'Operation already in progress')
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
         theirs.setblocking(False)    # as bluetoothd's SOCK_NONBLOCK pair
@@ -1058,11 +1212,14 @@ class GattCharacteristicObject(BluezObject):
                 pass    # full: bluetoothd drops it silently too
             except OSError:
                 self.release_notify_sock()
-        if self.notify_clients:
-            self.update({'Value': _ay(data)})
-            receivers += len(self.notify_clients)
-        else:
-            self.props[GATT_CHRC_IFACE]['Value'] = _ay(data)
+        # src/gatt-client.c notify_cb runs once per registered StartNotify
+        # session (each has its own bt_gatt_client_register_notify), and each
+        # run writes the cache and emits PropertiesChanged(Value) with FLUSH
+        # (write_characteristic_cb): N sessions → N identical signals.
+        registered = [s for s, reg in self.notify_clients.items() if reg]
+        for _ in registered:
+            self.value_signal(data)
+        receivers += len(registered)
         return receivers
 
 
@@ -1072,27 +1229,31 @@ class GattDescriptorObject(BluezObject):
             'UUID': dbus.String(d.uuid),
             'Characteristic': dbus.ObjectPath(d.chrc.path),
             'Value': _ay(b''),
-            'Flags': dbus.Array(d.flags, signature='s'),
-            'Handle': dbus.UInt16(d.handle),
-        })
+        })   # src/gatt-client.c descriptor_properties (5.66: no Flags, no Handle)
         self.d = d
 
     @dbus.service.method(GATT_DESC_IFACE, in_signature='a{sv}', out_signature='ay')
     def ReadValue(self, options):
         _check_injected(self.path, 'ReadValue')
+        # src/gatt-client.c descriptor_read_value / desc_read_cb: every
+        # successful read is cached and signalled (write_descriptor_cb)
+        if not _device_connected(self.d.chrc.service.advertiser):
+            raise _err(ERR + 'Failed', 'Not connected')
+        offset = _read_options(options)
         if not any('read' in f for f in self.d.flags):
             raise _err(ERR + 'NotPermitted', 'Read not permitted')
-        offset = _read_options(options)
         if offset > len(self.d.value):
             raise _err(ERR + 'InvalidOffset', 'Invalid offset')
         data = self.d.value[offset:]
-        if offset == 0 and _bytes(self.props[GATT_DESC_IFACE]['Value']) != data:
-            self.update({'Value': _ay(data)})
+        cached = _bytes(self.props[GATT_DESC_IFACE].get('Value', b''))
+        self.update({'Value': _ay(data if offset == 0 else cached[:offset] + data)})
         return _ay(data)
 
     @dbus.service.method(GATT_DESC_IFACE, in_signature='aya{sv}', out_signature='')
     def WriteValue(self, value, options):
         _check_injected(self.path, 'WriteValue')
+        if not _device_connected(self.d.chrc.service.advertiser):
+            raise _err(ERR + 'Failed', 'Not connected')
         if not any('write' in f for f in self.d.flags):
             raise _err(ERR + 'NotPermitted', 'Write not permitted')
         offset = _read_options(options)
@@ -1293,7 +1454,11 @@ def _resolve_services(dev):
     if not dev.connected or dev.path not in mockobject.objects:
         return False
     for svc in dev.advertiser.services:
-        export_service(svc)
+        export_service(svc)     # (kept objects are not announced again)
+    for path in list(dev.gatt_paths):
+        obj = mockobject.objects.get(path)
+        if isinstance(obj, GattCharacteristicObject):
+            obj.link_up()
     dev.update({'ServicesResolved': dbus.Boolean(True)})
     return False
 
@@ -1356,11 +1521,31 @@ def _unexport(path):
     emit_interfaces_removed(path, sorted(obj.props.keys()))
 
 
+def gatt_cache_enabled(dev):
+    '''src/device.c gatt_cache_is_enabled: main.conf [GATT] Cache.'''
+    mode = GATT_CACHE[0]
+    return mode == 'always' or (mode == 'yes' and bool(dev.props[DEVICE_IFACE]['Paired']))
+
+
 def disconnect_device(dev):
+    '''The link goes (Disconnect, the remote, power-off).
+
+    src/device.c device_remove_connection → device_set_svc_refreshed(false)
+    (ServicesResolved false); att_disconnected_cb → src/gatt-client.c
+    btd_gatt_client_disconnected (sockets closed, notify sessions kept but
+    unregistered); attio_cleanup → gatt_client_cleanup → gatt_cache_cleanup,
+    which clears the GATT database (the objects go, and their notify
+    sessions with them) only when the cache is disabled: with the default
+    Cache=always the objects stay exported.'''
     _fail_hung_calls(dev.path)
     if dev.props[DEVICE_IFACE]['ServicesResolved']:
         dev.update({'ServicesResolved': dbus.Boolean(False)})
-    _unexport_gatt(dev)
+    for path in list(dev.gatt_paths):
+        obj = mockobject.objects.get(path)
+        if isinstance(obj, GattCharacteristicObject):
+            obj.link_down()
+    if not gatt_cache_enabled(dev):
+        _unexport_gatt(dev)
     dev.update({'Connected': dbus.Boolean(False)})
 
 
@@ -1942,6 +2127,74 @@ def GetAgentLog(self):
                        for m, d, o in AGENT_LOG], signature='(sss)')
 
 
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(ssss)')
+def GetPairLog(self):
+    '''GetPairLog() → a(device s, caller s, agent owner s, io capability s):
+    one entry per Device1.Pair that got past its checks, with the IO
+    capability bluetoothd would send to the kernel (src/device.c pair_device:
+    the caller's agent, else the default agent; none → NoInputNoOutput;
+    agent owner "" when there is no agent).'''
+    return dbus.Array([dbus.Struct(tuple(dbus.String(x) for x in e)) for e in PAIR_LOG],
+                      signature='(ssss)')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='')
+def SetGattCache(self, mode):
+    '''SetGattCache(mode s): main.conf [GATT] Cache: "always" (bluetoothd's
+    default: GATT objects and StartNotify sessions survive a disconnection),
+    "yes" (only for paired devices) or "no" (objects removed on
+    disconnection). src/device.c gatt_cache_is_enabled.'''
+    if str(mode) not in ('always', 'yes', 'no'):
+        raise _mock_err('InvalidArgs', f'bad cache mode {mode}')
+    GATT_CACHE[0] = str(mode)
+
+
+def _chrc_obj(characteristic):
+    obj = mockobject.objects.get(str(characteristic))
+    if not isinstance(obj, GattCharacteristicObject):
+        raise _mock_err('NoSuchAttribute', f'{characteristic} is not an exported characteristic')
+    return obj
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='o', out_signature='u')
+def GetValueSignalCount(self, characteristic):
+    '''GetValueSignalCount(characteristic o) → u: PropertiesChanged(Value)
+    signals the characteristic has emitted (notifications × registered
+    StartNotify sessions, plus one per successful ReadValue).'''
+    return dbus.UInt32(VALUE_SIGNALS.get(str(characteristic), 0))
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='os', out_signature='')
+def StartNotifyAs(self, characteristic, client):
+    '''StartNotifyAs(characteristic o, client s): another client (any name,
+    e.g. ":other.1"; it never leaves the bus) calls StartNotify: its session
+    adds one Value signal per notification. Errors as StartNotify's.'''
+    _chrc_obj(characteristic).start_notify(str(client))
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='os', out_signature='')
+def StopNotifyAs(self, characteristic, client):
+    '''StopNotifyAs(characteristic o, client s): that client calls StopNotify.'''
+    _chrc_obj(characteristic).stop_notify(str(client))
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='o', out_signature='ay')
+def ReadValueAs(self, characteristic):
+    '''ReadValueAs(characteristic o) → ay: another client reads the value
+    (one PropertiesChanged(Value) follows, as for any read).'''
+    return _chrc_obj(characteristic).read_now({})
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='o', out_signature='a(sb)')
+def GetNotifyClients(self, characteristic):
+    '''GetNotifyClients(characteristic o) → a(client s, registered b):
+    StartNotify sessions in order; registered false while the device is
+    disconnected (kept, to be registered again on reconnection).'''
+    return dbus.Array([dbus.Struct((dbus.String(c), dbus.Boolean(r)))
+                       for c, r in _chrc_obj(characteristic).notify_clients.items()],
+                      signature='(sb)')
+
+
 @dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(ss)')
 def GetAgents(self):
     '''GetAgents() → a(agent path s, capability s): registered agents.'''
@@ -1960,9 +2213,36 @@ AGENT_METHODS = {
 }
 
 
+# BR/EDR legacy PIN pairing asks the agent whatever its IO capability (the
+# kernel's PIN Code Request → src/adapter.c pin_code_request →
+# src/device.c device_request_pincode; no io_cap check)
+PIN_METHODS = {'RequestPinCode', 'DisplayPinCode'}
+
+# IO capability → agent methods a pairing can use with it (the SMP method
+# tables: DisplayOnly can only show a passkey, KeyboardOnly only enter one,
+# NoInputNoOutput nothing, i.e. Just Works).
+IO_CAP_METHODS = {
+    'DisplayOnly': {'DisplayPasskey', 'DisplayPinCode', 'RequestAuthorization'},
+    'DisplayYesNo': {'RequestConfirmation', 'DisplayPasskey', 'DisplayPinCode',
+                     'RequestAuthorization'},
+    'KeyboardOnly': {'RequestPasskey', 'RequestPinCode', 'RequestAuthorization'},
+    'KeyboardDisplay': set(AGENT_METHODS),
+    'NoInputNoOutput': set(),
+}
+
+
+def _agent_client(sender):
+    '''src/agent.c agent_get: the caller's agent, else the default agent.'''
+    if sender in AGENTS:
+        return sender
+    if DEFAULT_AGENT and DEFAULT_AGENT[0][0] in AGENTS:
+        return DEFAULT_AGENT[0][0]
+    return None
+
+
 def ask_agent(dev, sender, method, value, ok, err):
     '''Pair's conversation with an agent (bluetoothd: agent.c).'''
-    client = sender if sender in AGENTS else (DEFAULT_AGENT[-1][0] if DEFAULT_AGENT else None)
+    client = _agent_client(sender)
     if client is None or client not in AGENTS:
         AGENT_LOG.append((method, dev.path, 'error:no agent'))
         err(_err(ERR + 'AuthenticationFailed', 'Authentication Failed (no agent)'))
@@ -2016,6 +2296,9 @@ class AgentManagerObject(BluezObject):
         if sender in AGENTS:
             raise _err(ERR + 'AlreadyExists', 'Already Exists')
         AGENTS[sender] = (str(agent), str(capability) or 'KeyboardDisplay')
+        # src/agent.c agent_create: every agent joins default_agents; the
+        # first one (into an empty queue) is the default
+        DEFAULT_AGENT.append((sender, str(agent)))
         _watch_clients()
 
     @dbus.service.method(AGENT_MANAGER_IFACE, in_signature='o', out_signature='',
@@ -2033,7 +2316,8 @@ class AgentManagerObject(BluezObject):
         _check_injected(self.path, 'RequestDefaultAgent')
         if AGENTS.get(sender, ('',))[0] != str(agent):
             raise _err(ERR + 'DoesNotExist', 'Does Not Exist')
-        DEFAULT_AGENT.append((sender, str(agent)))
+        # src/agent.c add_default_agent: moved to the head of default_agents
+        DEFAULT_AGENT[:] = [(sender, str(agent))] + [a for a in DEFAULT_AGENT if a[0] != sender]
 
     @dbus.service.method('org.bluez.ProfileManager1', in_signature='osa{sv}', out_signature='')
     def RegisterProfile(self, profile, uuid, options):
