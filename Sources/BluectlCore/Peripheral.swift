@@ -236,7 +236,18 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         guard allowed else {
             throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
-        let limit = characteristic.maximumWriteValueLength(for: type)
+        var limit = characteristic.maximumWriteValueLength(for: type)
+        if value.count > limit, type == .withoutResponse, characteristic.mtu == nil {
+            // BlueZ 5.66 drops MTU from a disconnected device's cached objects and brings it
+            // back on reconnection without a signal (gatt-client.c characteristic_mtu_exists):
+            // ask before refusing on the 23-byte default.
+            let reply = try? await central.connection.callMethod(
+                destination: BlueZ.service, path: characteristic.path, interface: BlueZ.properties, member: "Get",
+                arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: central.callTimeout)
+            if let mtu = reply?.first?.unwrapped.integer {
+                limit = GattCharacteristicLimits.maximum(type: type, mtu: mtu)
+            }
+        }
         guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
         let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
         let uuid = characteristic.uuid
@@ -277,24 +288,33 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let marked = interface == BlueZ.characteristicInterface
             && central.mirror.tree.properties(objectPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
         if marked { ReadMarker.send(ReadMarker.started, path: objectPath, on: connection) }
-        var replySerial: UInt32 = 0
-        var readBytes: [UInt8] = []
-        defer {
-            if marked {
-                ReadMarker.send(ReadMarker.finished, path: objectPath,
-                                arguments: [.uint32(replySerial), .bytes(readBytes)], on: connection)
-            }
+        @Sendable func finished(_ serial: UInt32, _ bytes: [UInt8]) async {
+            guard marked else { return }
+            ReadMarker.send(ReadMarker.finished, path: objectPath, arguments: [.uint32(serial), .bytes(bytes)], on: connection)
+            // a round trip after it: the signal is on the bus before this process may exit
+            _ = try? await connection.callMethod(
+                destination: "org.freedesktop.DBus", path: ObjectPath(verified: "/org/freedesktop/DBus"),
+                interface: "org.freedesktop.DBus.Peer", member: "Ping", timeout: .seconds(2))
         }
-        let reply = try await reportingDisconnect(what()) {
-            try await self.retryingInProgress(what: what()) {
-                try await connection.call(
-                    DBusMessage.methodCall(destination: BlueZ.service, path: objectPath, interface: interface,
-                                           member: "ReadValue", arguments: [argument]),
-                    timeout: self.central.callTimeout)
+        let reply: DBusMessage
+        do {
+            reply = try await reportingDisconnect(what()) {
+                try await self.retryingInProgress(what: what()) {
+                    try await connection.call(
+                        DBusMessage.methodCall(destination: BlueZ.service, path: objectPath, interface: interface,
+                                               member: "ReadValue", arguments: [argument]),
+                        timeout: self.central.callTimeout)
+                }
             }
+        } catch {
+            await finished(0, [])
+            throw error
         }
-        guard let bytes = reply.arguments.first?.bytes else { throw CentralError.unexpected("ReadValue returned \(reply.arguments)") }
-        (replySerial, readBytes) = (reply.serial, bytes)
+        guard let bytes = reply.arguments.first?.bytes else {
+            await finished(0, [])
+            throw CentralError.unexpected("ReadValue returned \(reply.arguments)")
+        }
+        await finished(reply.serial, bytes)
         return bytes
     }
 

@@ -263,12 +263,10 @@ struct GattCommandTests {
             let long = String(repeating: "ab", count: 245)   // MTU 247 − 3 = 244
             let r = try await bus.runBluectl(["write", heartRateAddress, HeartRateGatt.customUUID, long, "--without-response"])
             expectCleanFailure(r, 65, "write limit of 244 bytes")
-            // KNOWN FAILURE against the BlueZ 5.66 model: the first run disconnected, and 5.66
-            // keeps the GATT objects of a disconnected device without their MTU property
-            // (gatt-client.c characteristic_mtu_exists: no GATT client, no MTU). MTU comes back
-            // on reconnection without a PropertiesChanged, so bluectl, which takes MTU from the
-            // cached objects, assumes 23 and refuses 244 bytes (limit 20). bluectl must Get MTU
-            // once ServicesResolved (or re-read the characteristic) after connecting.
+            // The first run disconnected, and 5.66 keeps the GATT objects of a disconnected
+            // device without their MTU property (gatt-client.c characteristic_mtu_exists); MTU
+            // comes back on reconnection without a PropertiesChanged: bluectl asks for it
+            // before refusing a write on the 23-byte default.
             let ok = try await bus.runBluectl(["write", heartRateAddress, HeartRateGatt.customUUID, String(long.dropLast(2)), "--without-response"])
             #expect(ok.exitCode == 0, "\(ok)")
             #expect(try await bus.gattWrites(g.custom).map { $0.hex.count / 2 } == [244])

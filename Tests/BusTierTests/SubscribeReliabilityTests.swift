@@ -126,11 +126,14 @@ struct SubscribeReliabilityTests {
             #expect(await p.waitForStdoutLines(10, timeout: .seconds(10)))
             try await bus.dropConnection(heartRatePath)
             #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"reconnected\"") }, "\(p.stderr)")
-            // BlueZ 5.66 (Cache=always) keeps bluectl's StartNotify session across the drop and
-            // registers it again on reconnection (gatt-client.c btd_gatt_client_connected →
-            // register_notify): no second StartNotify is needed.
-            #expect(Self.notifyCalls(bus, chr).start == 1, "StartNotify again after reconnection, though BlueZ kept the session")
-            #expect(try await bus.notifyClients(chr).map(\.registered) == [true])
+            // BlueZ 5.66 (Cache=always) would keep the session across the drop and register it
+            // again on reconnection (gatt-client.c btd_gatt_client_connected → register_notify).
+            // bluectl stops its session when the link drops (a subscriber that gives up while
+            // the device is away leaves nothing armed) and starts one after reconnecting:
+            // StartNotify, StopNotify, StartNotify — never two sessions of bluectl at once.
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 2 })
+            #expect(Self.notifyCalls(bus, chr).stop == 1, "the first session stopped before the second")
+            #expect(try await bus.notifyClients(chr).map(\.registered) == [true], "one session")
             try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(10), .uint32(10)])
             #expect(await p.waitForStdoutLines(22, timeout: .seconds(10)))
             p.signal(SIGTERM)
@@ -154,44 +157,74 @@ struct SubscribeReliabilityTests {
         return p
     }
 
-    // The next two tests FAIL against the BlueZ 5.66 model until bluectl recognises the
-    // Value signals that are not its notification: each StartNotify session of any client
-    // gets its own PropertiesChanged(Value) per notification (gatt-client.c notify_cb), and
-    // every ReadValue by anyone emits one too (chrc_read_cb → write_characteristic_cb).
-    @Test("another client's StartNotify session too: BlueZ signals each notification once per session, bluectl prints it once")
-    func secondNotifySessionPrintsOnce() async throws {
+    // BlueZ 5.66 sends every subscriber one PropertiesChanged(Value) per StartNotify
+    // session per notification (gatt-client.c notify_cb) and one per successful read by
+    // anyone (chrc_read_cb → write_characteristic_cb): docs/notifications.md.
+    @Test("another client's StartNotify session already on: bluectl shares it (no StartNotify of its own) and prints each value once")
+    func sharesAnotherClientsSession() async throws {
         try await withPrivateBus { bus in
             let chr = try await Self.addStreamPeripheral(bus)
-            let p = try await Self.subscribed(bus, chr)
+            #expect(try await bus.runBluectl(["connect", heartRateAddress]).exitCode == 0)
             try await bus.startNotify(chr, as: ":other.1")
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json"])
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"shared_session\"") }, "\(p.stderr)")
             try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(10)])
-            #expect(try await bus.valueSignalCount(chr) == 20, "two sessions: two Value signals per notification (BlueZ 5.66 notify_cb)")
-            // one session again, then a last value: once it is printed, every earlier signal has been handled
-            try await bus.stopNotify(chr, as: ":other.1")
-            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(10), .uint32(1)])
-            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"0a000000") }, "\(p.stderr)")
+            #expect(try await bus.valueSignalCount(chr) == 10, "one session: one Value signal per notification")
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"09000000") }, "\(p.stderr)")
             p.signal(SIGTERM)
             let r = await p.wait(timeout: .seconds(10))
-            let (seqs, _) = try Self.parse(r.stdoutLines)
-            #expect(seqs == Array(0...10), "each notification printed once: \(seqs)")
+            #expect(r.exitCode == 143, "\(r)")
+            let (seqs, events) = try Self.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<10), "each notification printed once: \(seqs)")
+            #expect(events.compactMap { $0["event"]?.string } == ["shared_session"])
+            #expect(Self.notifyCalls(bus, chr).start == 0 && Self.notifyCalls(bus, chr).stop == 0,
+                    "bluectl registered nothing of its own")
         }
     }
 
-    @Test("another client's ReadValue while subscribed: BlueZ signals the value read, bluectl prints no extra value")
-    func foreignReadPrintsNothing() async throws {
+    @Test("the shared session ends: bluectl starts its own and says so; values before and after once each")
+    func takesOverWhenTheSharedSessionEnds() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await Self.addStreamPeripheral(bus)
+            #expect(try await bus.runBluectl(["connect", heartRateAddress]).exitCode == 0)
+            try await bus.startNotify(chr, as: ":other.1")
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, Self.streamUUID, "--json"])
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"shared_session\"") }, "\(p.stderr)")
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(3)])
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"02000000") })
+            try await bus.stopNotify(chr, as: ":other.1")
+            #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"own_session\"") })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(3), .uint32(3)])
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"05000000") })
+            p.signal(SIGTERM)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 143, "\(r)")
+            let (seqs, _) = try Self.parse(r.stdoutLines)
+            #expect(seqs == Array(0..<6))
+            #expect(Self.notifyCalls(bus, chr).stop == 1, "its own session stopped at exit")
+        }
+    }
+
+    @Test("another bluectl reads the characteristic while subscribed: no extra value printed")
+    func bluectlReadPrintsNothing() async throws {
         try await withPrivateBus { bus in
             let chr = try await Self.addStreamPeripheral(bus)
             let p = try await Self.subscribed(bus, chr)
             try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(5)])
+            #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"04000000") })
             let before = try await bus.valueSignalCount(chr)
-            try await bus.readValue(chr)
-            #expect(try await bus.valueSignalCount(chr) == before + 1, "BlueZ 5.66 chrc_read_cb: a Value signal for every read")
+            for _ in 0..<2 {
+                let read = try await bus.runBluectl(["read", heartRateAddress, Self.streamUUID])
+                #expect(read.exitCode == 0, "\(read)")
+            }
+            #expect(try await bus.valueSignalCount(chr) == before + 2, "BlueZ 5.66 chrc_read_cb: a Value signal for every read")
             try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(5), .uint32(5)])
             #expect(await p.waitForStdout(timeout: .seconds(10)) { $0.contains("\"09000000") }, "\(p.stderr)")
             p.signal(SIGTERM)
             let r = await p.wait(timeout: .seconds(10))
             let (seqs, _) = try Self.parse(r.stdoutLines)
-            #expect(seqs == Array(0..<10), "the value another client read is not a notification: \(seqs)")
+            #expect(seqs == Array(0..<10), "the values another bluectl read are not notifications: \(seqs)")
         }
     }
 
