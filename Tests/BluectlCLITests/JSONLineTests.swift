@@ -135,7 +135,7 @@ private let hostile: [String] = [
         #expect(j.render() == #"{"a":87,"b":36.5,"c":"Chest","d":true,"e":[800,1000],"f":null}"#)
     }
 
-    @Test func largeLinesAreLinear() throws {
+    @Test func largeLinesRenderWhole() throws {
         var j = JSONLine()
         let big = String(repeating: "a\u{1B}\"", count: 200_000)
         for i in 0..<10_000 { j.add("k\(i)", i) }

@@ -8,7 +8,8 @@ import Foundation
 import Testing
 
 /// Runs argv[4:] in a new session whose controlling terminal is a pty, stdin /dev/null,
-/// stdout/stderr to files; answers argv[3] once the terminal shows argv[2].
+/// stdout/stderr to files; answers argv[3] once the terminal shows argv[2]. Prints one
+/// JSON object (tty, exit code, stdout, stderr) and copies bluectl's stderr to its own.
 private let ptyDriver = #"""
 import fcntl, json, os, select, sys, termios
 outdir, prompt, answer = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
@@ -42,6 +43,8 @@ while True:
             status = st
 print(json.dumps({'tty': tty.decode(errors='replace'), 'code': os.waitstatus_to_exitcode(status),
                   'stdout': open(out).read(), 'stderr': open(err).read()}))
+# bluectl's stderr on ours too, where the harness looks for sanitizer reports
+sys.stderr.write(open(err).read())
 """#
 
 @Suite("pairing agent: --agent keyboard-display asks on the terminal", .timeLimit(.minutes(3)))

@@ -17,6 +17,11 @@
 // If the test process dies, its buses still end: dbus-daemon runs under
 // timeout(1) (30 min), and the stand-in and bluectl leave with their bus.
 // BUS_TIER_KEEP=1 keeps each bus's temp dir (stand-in log: standin.log).
+//
+// A sanitizer report from bluectl fails the test that ran it, whatever the
+// test itself checks (see SanitizerReports): every child whose command line
+// names the bluectl executable runs with halt_on_error=1 and has its stderr
+// searched when it is waited for or when its bus is torn down.
 
 import Foundation
 import Testing
@@ -346,6 +351,45 @@ private enum Libc {
     }
 }
 
+/// Sanitizer reports of bluectl children: one place that sets their options and
+/// one check of their stderr, so that a report fails the test even when the test
+/// ignores the exit status, or runs bluectl in the background and kills it.
+enum SanitizerReports {
+    /// Lines that only a sanitizer runtime prints (ASan, LSan, TSan, UBSan).
+    static let markers = [
+        "==ERROR: AddressSanitizer", "AddressSanitizer:DEADLYSIGNAL", "SUMMARY: AddressSanitizer",
+        "ERROR: LeakSanitizer",
+        "WARNING: ThreadSanitizer", "ThreadSanitizer:DEADLYSIGNAL", "SUMMARY: ThreadSanitizer",
+        "SUMMARY: UndefinedBehaviorSanitizer", "runtime error:",
+    ]
+
+    /// `environment` with halt_on_error=1 appended to ASAN_OPTIONS, TSAN_OPTIONS and
+    /// UBSAN_OPTIONS (the last value of an option wins, so this one does); options
+    /// already set (detect_leaks, …) and LSAN_OPTIONS (suppressions) are kept.
+    static func environment(_ environment: [String: String]) -> [String: String] {
+        var env = environment
+        for key in ["ASAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS"] {
+            let existing = env[key].map { $0.hasSuffix(":") || $0.isEmpty ? $0 : $0 + ":" } ?? ""
+            env[key] = existing + "halt_on_error=1"
+        }
+        return env
+    }
+
+    /// The lines of `stderr` a sanitizer wrote (empty when none).
+    static func findings(in stderr: String) -> [Substring] {
+        stderr.split(separator: "\n").filter { line in markers.contains { line.contains($0) } }
+    }
+
+    /// Whether `argv` runs bluectl (directly, or as an argument of a shell, setsid or a
+    /// Python driver).
+    static func runsBluectl(_ argv: [String]) -> Bool {
+        guard let bluectl = bluectlPath else { return false }
+        return argv.contains(bluectl)
+    }
+
+    private static let bluectlPath: String? = try? BusTier.bluectlExecutable()
+}
+
 /// A child process started with posix_spawn — not Foundation's Process, for
 /// two reasons found here: Process passes on the signal mask of the spawning
 /// thread (Swift's worker threads block SIGINT/SIGTERM/…, so children could
@@ -363,6 +407,9 @@ final class ChildProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var waitStatus: Int32?
     private var endedAt: ContinuousClock.Instant?
+    /// bluectl runs in it: its stderr is searched for sanitizer reports (once).
+    let runsBluectl: Bool
+    private var sanitizerChecked = false
 
     /// Starts `executable` with `arguments`; `environment` replaces the
     /// inherited one entirely when given.
@@ -396,7 +443,9 @@ final class ChildProcess: @unchecked Sendable {
         posix_spawnattr_setpgroup(&attributes, 0)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
 
-        let env = environment ?? ProcessInfo.processInfo.environment
+        runsBluectl = SanitizerReports.runsBluectl([executable] + arguments)
+        var env = environment ?? ProcessInfo.processInfo.environment
+        if runsBluectl { env = SanitizerReports.environment(env) }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
@@ -498,6 +547,7 @@ final class ChildProcess: @unchecked Sendable {
         let (ended, _) = lock.withLock { (endedAt ?? ContinuousClock.now, 0) }
         let termination: ProcessResult.Termination = (status & 0x7f) == 0
             ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
+        recordSanitizerReports()
         return ProcessResult(command: command, termination: termination, timedOut: timedOut,
                              stdout: out.text, stderr: err.text, duration: ended - started)
     }
@@ -508,6 +558,29 @@ final class ChildProcess: @unchecked Sendable {
             kill(-pid, SIGKILL)
             kill(pid, SIGKILL)
         }
+    }
+
+    /// For a bluectl child that has ended: records an issue (failing the current
+    /// test) if its stderr holds a sanitizer report. Once per child; called by
+    /// `wait` and by the bus's teardown, so no test can miss it.
+    func recordSanitizerReports() {
+        guard runsBluectl, !isRunning else { return }
+        let first = lock.withLock { () -> Bool in
+            defer { sanitizerChecked = true }
+            return !sanitizerChecked
+        }
+        guard first else { return }
+        // the end of the report may still be in the pipe
+        let drain = ContinuousClock.now + .seconds(2)
+        while !err.isFinished && ContinuousClock.now < drain { usleep(5000) }
+        let text = err.text
+        let findings = SanitizerReports.findings(in: text)
+        guard !findings.isEmpty else { return }
+        Issue.record("""
+            sanitizer report from `\(command)`: \(findings.prefix(5).joined(separator: " | "))
+            --- its stderr ---
+            \(text.suffix(8000))
+            """)
     }
 
     /// Synchronous stop for teardown: SIGTERM, then SIGKILL (with its
@@ -842,6 +915,8 @@ final class PrivateBus: @unchecked Sendable {
         if already { return }
         for c in all { c.kill9() }
         for c in all { c.stopNow(grace: 0.5) }
+        // bluectl children never waited for (background ones the test left running)
+        for c in all { c.recordSanitizerReports() }
         daemon.stopNow()
         if ProcessInfo.processInfo.environment["BUS_TIER_KEEP"] == nil {
             try? FileManager.default.removeItem(at: directory)

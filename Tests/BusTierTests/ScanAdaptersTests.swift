@@ -137,8 +137,10 @@ struct ScanAdaptersTests {
             try await bus.addAdvertiser("hci0", "C0:11:22:33:44:55", [.addressType("random"), .rssi(-70)])
             let r = try await bus.runBluectl(["scan", "--json", "--timeout", "3"])
             #expect(r.exitCode == 0, "\(r)")
-            #expect(!r.timedOut)
-            #expect(r.duration >= .seconds(2.5) && r.duration < .seconds(12), "\(r.duration)")
+            #expect(!r.timedOut, "ended by its --timeout, not by the harness's")
+            // Not before its --timeout: bluectl's 3 s run inside the span measured here
+            // (from before the spawn to the reaping), whatever the machine's speed.
+            #expect(r.duration >= .seconds(3), "\(r.duration)")
             let events = try scanEvents(r)
             #expect(events.count == 2, "\(r)")
             #expect(events.allSatisfy { $0["event"] == .string("discovered") })
@@ -309,9 +311,10 @@ struct ScanAdaptersTests {
             for i in 1...3 {
                 try await bus.addAdvertiser("hci0", "00:11:22:33:44:0\(i)", [.name("dev\(i)"), .rssi(-50)])
             }
-            let r = try await bus.runBluectl(["scan", "--json", "--count", "2", "--timeout", "30"])
+            // --timeout an hour: only --count can end it before the harness kills it as hung.
+            let r = try await bus.runBluectl(["scan", "--json", "--count", "2", "--timeout", "3600"])
+            #expect(!r.timedOut, "\(r)")
             #expect(r.exitCode == 0, "\(r)")
-            #expect(r.duration < .seconds(15), "\(r.duration)")
             let events = try scanEvents(r)
             #expect(events.count == 2, "\(r)")
             #expect(Set(events.compactMap { $0["address"]?.string }).count == 2)

