@@ -177,70 +177,18 @@ public struct ScanSession: Sendable {
 /// answers): `body` is cancelled and left to finish on its own — a task
 /// group would wait for it.
 public func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
-    let race = FirstResult<T?>()
+    let first = HandOff<T?>()
+    let work = Task {
+        first.settle(.success(await body()))
+    }
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        if first.settle(.success(nil)) { work.cancel() }
+    }
+    defer { timer.cancel() }
     return await withTaskCancellationHandler {
-        await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
-            race.start(continuation)
-            let work = Task {
-                let value = await body()
-                race.resolve(value)
-            }
-            race.onTimeoutOrCancel { work.cancel() }
-            Task {
-                try? await Task.sleep(for: timeout)
-                race.resolve(nil)
-            }
-        }
+        (try? await first.wait()) ?? nil
     } onCancel: {
-        race.resolve(nil)
-    }
-}
-
-/// The first of several results, handed to one waiting continuation.
-final class FirstResult<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, Never>?
-        /// A result that came before `start` (zero or one element).
-        var early: [T] = []
-        var hasEarly: Bool { !early.isEmpty }
-        var done = false
-        var loser: (@Sendable () -> Void)?
-    }
-    private let state = Locked(State())
-
-    func start(_ continuation: CheckedContinuation<T, Never>) {
-        let early = state.withLock { s -> [T] in
-            if s.hasEarly { s.done = true; return s.early }
-            s.continuation = continuation
-            return []
-        }
-        if let value = early.first { continuation.resume(returning: value) }
-    }
-
-    /// Runs when a result other than the work's own wins (to cancel the work).
-    func onTimeoutOrCancel(_ action: @escaping @Sendable () -> Void) {
-        let now = state.withLock { s -> Bool in
-            if s.done || s.hasEarly { return true }
-            s.loser = action
-            return false
-        }
-        if now { action() }
-    }
-
-    func resolve(_ value: T) {
-        let (continuation, loser) = state.withLock { s -> (CheckedContinuation<T, Never>?, (@Sendable () -> Void)?) in
-            guard !s.done, !s.hasEarly else { return (nil, nil) }
-            guard let c = s.continuation else {
-                s.early = [value]
-                return (nil, nil)
-            }
-            s.done = true
-            s.continuation = nil
-            let l = s.loser
-            s.loser = nil
-            return (c, l)
-        }
-        continuation?.resume(returning: value)
-        loser?()
+        if first.settle(.success(nil)) { work.cancel() }
     }
 }

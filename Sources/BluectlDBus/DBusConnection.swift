@@ -184,20 +184,12 @@ public final class DBusConnection: Sendable {
     /// `.remote(name:message:)`; no reply within `timeout` throws `.timedOut`.
     /// Task cancellation abandons the call.
     public func call(_ message: DBusMessage, timeout: Duration) async throws -> DBusMessage {
-        let box = CancelBox()
+        let reply = HandOff<DBusMessage>()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<DBusMessage, any Error>) in
-                let once = ResumeOnce(continuation)
-                box.set { once.resume(throwing: CancellationError()) }
-                call(message, timeout: timeout) { result in
-                    switch result {
-                    case .success(let reply): once.resume(returning: reply)
-                    case .failure(let error): once.resume(throwing: error)
-                    }
-                }
-            }
+            call(message, timeout: timeout) { reply.settle($0.mapError { $0 }) }
+            return try await reply.wait()
         } onCancel: {
-            box.cancel()
+            reply.settle(.failure(CancellationError()))
         }
     }
 
@@ -270,25 +262,24 @@ public final class DBusConnection: Sendable {
         try await busCall("AddMatch", [.string(rule)], timeout: timeout)
         // The reply handler runs on the I/O thread in bus order: a
         // NameOwnerChanged that came before the reply is older than it.
-        let owner: String? = try await withCheckedThrowingContinuation { continuation in
-            let message = DBusMessage.methodCall(
-                destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
-                interface: Self.busName, member: "GetNameOwner", arguments: [.string(name)])
-            call(message, timeout: timeout) { [self] result in
-                switch result {
-                case .success(let reply):
-                    let owner = reply.arguments.first?.string
-                    state.withLock { $0.owners[name] = .some(owner) }
-                    continuation.resume(returning: owner)
-                case .failure(.remote(name: "org.freedesktop.DBus.Error.NameHasNoOwner", _)):
-                    state.withLock { $0.owners[name] = .some(nil) }
-                    continuation.resume(returning: nil)
-                case .failure(let error):
-                    continuation.resume(throwing: error)
-                }
+        let owner = HandOff<String?>()
+        let message = DBusMessage.methodCall(
+            destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
+            interface: Self.busName, member: "GetNameOwner", arguments: [.string(name)])
+        call(message, timeout: timeout) { [self] result in
+            switch result {
+            case .success(let reply):
+                let current = reply.arguments.first?.string
+                state.withLock { $0.owners[name] = .some(current) }
+                owner.settle(.success(current))
+            case .failure(.remote(name: "org.freedesktop.DBus.Error.NameHasNoOwner", _)):
+                state.withLock { $0.owners[name] = .some(nil) }
+                owner.settle(.success(nil))
+            case .failure(let error):
+                owner.settle(.failure(error))
             }
         }
-        return owner
+        return try await owner.wait()
     }
 
     /// The current owner of a tracked name (`nil` when it has none or is not tracked).
@@ -555,39 +546,3 @@ extension Duration {
     }
 }
 
-/// Resumes a continuation at most once (a reply and a cancellation may race).
-final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation: Locked<CheckedContinuation<T, any Error>?>
-    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Locked(continuation) }
-    func resume(returning value: T) { take()?.resume(returning: value) }
-    func resume(throwing error: any Error) { take()?.resume(throwing: error) }
-    private func take() -> CheckedContinuation<T, any Error>? {
-        continuation.withLock { c in
-            let taken = c
-            c = nil
-            return taken
-        }
-    }
-}
-
-/// Holds what to do on cancellation; runs it at once if cancelled first.
-final class CancelBox: Sendable {
-    private let state = Locked<(cancelled: Bool, action: (@Sendable () -> Void)?)>((false, nil))
-    func set(_ action: @escaping @Sendable () -> Void) {
-        let runNow = state.withLock { s -> Bool in
-            if s.cancelled { return true }
-            s.action = action
-            return false
-        }
-        if runNow { action() }
-    }
-    func cancel() {
-        let action = state.withLock { s -> (@Sendable () -> Void)? in
-            s.cancelled = true
-            let a = s.action
-            s.action = nil
-            return a
-        }
-        action?()
-    }
-}
