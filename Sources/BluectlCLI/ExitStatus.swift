@@ -30,7 +30,7 @@ public enum ExitStatus: Int32, Sendable {
 
     public init(_ error: CentralError) {
         switch error {
-        case .busUnavailable, .bluetoothdNotRunning, .noAdapter, .adapterNotFound, .adapterPoweredOff:
+        case .busUnavailable, .bluetoothdNotRunning, .bluetoothdStopped, .noAdapter, .adapterNotFound, .adapterPoweredOff:
             self = .unavailable
         case .accessDenied, .notPermitted: self = .noPermission
         case .deviceNotFound: self = .notFound

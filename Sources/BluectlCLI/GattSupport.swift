@@ -205,11 +205,31 @@ final class DeviceSession: Sendable {
         slot.withLock { $0 = agent }
     }
 
-    /// Connects unless connected, then waits for the services.
+    /// Connects unless connected, then waits for the services. bluetoothd
+    /// 5.66 can crash in the middle (seen in the lab on quick reconnects);
+    /// when it stops, this says so on stderr, waits for it to come back (a
+    /// supervisor restarts it, as systemd does), finds the device again and
+    /// starts over — at most `--retries` times (once with `--retries 0`),
+    /// within the deadline.
     func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline) async throws {
-        let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries)
-        state.withLock { $0.madeConnection = made }
-        try await peripheral.discoverServices(timeout: deadline.remaining)
+        var restarts = 0
+        while true {
+            do {
+                let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries)
+                state.withLock { $0.madeConnection = made }
+                try await peripheral.discoverServices(timeout: deadline.remaining)
+                return
+            } catch let error as CentralError {
+                guard case .bluetoothdStopped = error, restarts < max(1, options.retries) else { throw error }
+                restarts += 1
+                Output.error("\(error.description); waiting for it to come back")
+                try await central.waitForAdapter(adapter, timeout: deadline.remaining)
+                if peripheral.info == nil {
+                    _ = try await central.findDevice(peripheral.identifier, adapter: adapter, timeout: deadline.remaining * 0.8)
+                }
+                Trace.log("bluetoothd is back: connect to \(peripheral.identifier) again")
+            }
+        }
     }
 
     func keep(_ session: NotificationSession) {

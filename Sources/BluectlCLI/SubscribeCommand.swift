@@ -390,7 +390,7 @@ final class SubscribeJob: Sendable {
         case let error as CentralError:
             switch error {
             case .disconnected, .timeout, .deviceNotFound, .adapterPoweredOff, .adapterNotFound, .noAdapter,
-                 .bluetoothdNotRunning, .inProgress, .bluez:
+                 .bluetoothdNotRunning, .bluetoothdStopped, .inProgress, .bluez:
                 return true
             case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest:
                 return false

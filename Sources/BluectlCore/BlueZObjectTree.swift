@@ -30,6 +30,8 @@ public struct BlueZObjectTree: Sendable, Equatable {
         case propertiesChanged(ObjectPath, interface: String, changed: PropertyMap, invalidated: [String])
         /// The whole tree was replaced (first snapshot, or bluetoothd restarted).
         case replaced
+        /// bluetoothd left the bus (it stopped or crashed): every object is gone.
+        case cleared
     }
 
     public subscript(path: ObjectPath) -> InterfaceMap? { objects[path] }
@@ -60,7 +62,7 @@ public struct BlueZObjectTree: Sendable, Equatable {
 
     public mutating func clear() -> Change {
         objects = [:]
-        return .replaced
+        return .cleared
     }
 
     /// `InterfacesAdded(o, a{sa{sv}})`

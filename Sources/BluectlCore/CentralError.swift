@@ -7,6 +7,8 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
     case busUnavailable(address: String, reason: String)
     /// org.bluez is not on the bus.
     case bluetoothdNotRunning
+    /// bluetoothd left the bus (stopped or crashed) during what is named.
+    case bluetoothdStopped(String)
     /// The bus policy refused us.
     case accessDenied(String)
     /// No adapter at all.
@@ -38,6 +40,8 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot connect to the system bus at \(address): \(reason)"
         case .bluetoothdNotRunning:
             return "bluetoothd is not running (org.bluez is not on the system bus)"
+        case .bluetoothdStopped(let during):
+            return "bluetoothd stopped (exited or crashed) while \(during)"
         case .accessDenied(let message):
             return "access denied by the bus policy: \(message)"
         case .noAdapter:

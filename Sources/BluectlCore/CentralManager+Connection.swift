@@ -124,6 +124,8 @@ extension CentralManager {
                 return [.deviceRemoved]
             case .replaced:
                 return mirror.tree.properties(path, BlueZ.deviceInterface) == nil ? [.deviceRemoved] : []
+            case .cleared:
+                return [.bluetoothdStopped]
             default:
                 return []
             }
@@ -159,6 +161,12 @@ extension CentralManager {
                                     }
                                 }
                             case .failure(let error):
+                                // bluetoothd gone: the bus answers the pending call for it
+                                // (NoReply), after its NameOwnerChanged (bus order).
+                                guard mirror.bluetoothdRunning else {
+                                    channel.send(.bluetoothdStopped)
+                                    return
+                                }
                                 let (name, message) = error.nameAndMessage
                                 channel.send(.connectFailed(name: name, message: message))
                             }
@@ -190,6 +198,7 @@ extension CentralManager {
         case .timeout: return .timeout(operation)
         case .inProgress: return .inProgress("\(operation): \(failure)")
         case .deviceRemoved: return .deviceNotFound("\(id) (removed by BlueZ while connecting)")
+        case .bluetoothdStopped: return .bluetoothdStopped("connecting to \(id)")
         case .abortedByLocal, .dualMode:
             return .bluez(name: "org.bluez.Error.Failed", message: failure.description, operation: operation)
         case .bluez(let name, let message):

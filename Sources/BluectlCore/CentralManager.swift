@@ -93,6 +93,20 @@ public final class CentralManager: Sendable {
         guard reached == true else { throw .timeout("power \(on ? "on" : "off") \(adapter.name)") }
     }
 
+    /// Waits until bluetoothd is on the bus and exports `adapter` again
+    /// (after it stopped or crashed and was restarted, as systemd does).
+    public func waitForAdapter(_ adapter: AdapterInfo, timeout: Duration) async throws(CentralError) {
+        let (_, changes) = mirror.changes()
+        let back = await firstValue(within: timeout) { [mirror] in
+            if mirror.bluetoothdRunning, mirror.tree.properties(adapter.path, BlueZ.adapterInterface) != nil { return true }
+            for await _ in changes {
+                if mirror.bluetoothdRunning, mirror.tree.properties(adapter.path, BlueZ.adapterInterface) != nil { return true }
+            }
+            return false
+        }
+        guard back == true else { throw .timeout("wait for bluetoothd to export \(adapter.name) again") }
+    }
+
     // MARK: - Scanning
 
     /// Starts a discovery session on `adapter` with `options`. Results come
@@ -116,7 +130,7 @@ public final class CentralManager: Sendable {
         let observer = mirror.observe(start: { tree in
             for discovery in tracker.value.start(with: tree) { continuation.yield(discovery) }
         }, onChange: { change, tree, bluetoothdRunning in
-            if case .replaced = change, !bluetoothdRunning {
+            if case .cleared = change {
                 continuation.finish(throwing: CentralError.bluetoothdNotRunning)
                 return
             }

@@ -157,6 +157,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                 return [.deviceRemoved]
             case .replaced:
                 return mirror.tree.properties(path, BlueZ.deviceInterface) == nil ? [.deviceRemoved] : []
+            case .cleared:
+                return [.bluetoothdStopped]
             default:
                 return []
             }
@@ -201,6 +203,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         case .notConnected: return .disconnected("\(id) is not connected")
         case .disconnected: return .disconnected("\(id) disconnected before its services were resolved")
         case .deviceRemoved: return .deviceNotFound("\(id) (removed by BlueZ)")
+        case .bluetoothdStopped: return .bluetoothdStopped("resolving the services of \(id)")
         case .timeout: return .timeout("resolve the services of \(id)")
         }
     }
@@ -539,6 +542,8 @@ public final class NotificationSession: Sendable {
             if path == devicePath, interfaces.contains(BlueZ.deviceInterface) { return [.deviceDisconnected] }
             if path == charPath, interfaces.contains(BlueZ.characteristicInterface) { return [.characteristicRemoved] }
             return []
+        case .cleared:
+            return [.deviceDisconnected]
         case .replaced:
             let tree = mirror.tree
             if tree.properties(devicePath, BlueZ.deviceInterface)?["Connected"]?.bool != true { return [.deviceDisconnected] }

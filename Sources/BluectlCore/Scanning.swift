@@ -119,7 +119,7 @@ public struct ScanTracker: Sendable {
         case .removed(let path, let interfaces):
             if interfaces.contains(BlueZ.deviceInterface) { seen.remove(path) }
             return nil
-        case .replaced:
+        case .replaced, .cleared:
             return nil
         }
     }

@@ -142,10 +142,37 @@ private let failed = "org.bluez.Error.Failed"
         #expect(m.handle(.deviceRemoved) == [.fail(.deviceRemoved)])
     }
 
+    @Test("bluetoothd stopping fails a pending connect at once (nothing to disconnect), in every pending state")
+    func bluetoothdStoppedFailsWithoutDisconnect() {
+        var connecting = ConnectionStateMachine()
+        _ = connecting.handle(.start(alreadyConnected: false))
+        #expect(connecting.handle(.bluetoothdStopped) == [.fail(.bluetoothdStopped)])
+        #expect(connecting.state == .failed(.bluetoothdStopped))
+        var awaiting = ConnectionStateMachine()
+        _ = awaiting.handle(.start(alreadyConnected: false))
+        _ = awaiting.handle(.connectSucceeded)
+        #expect(awaiting.state == .awaitingConnected(attempt: 1))
+        #expect(awaiting.handle(.bluetoothdStopped) == [.fail(.bluetoothdStopped)])
+        var retrying = ConnectionStateMachine()
+        _ = retrying.handle(.start(alreadyConnected: false))
+        _ = retrying.handle(.connectFailed(name: "org.bluez.Error.InProgress", message: "In Progress"))
+        #expect(retrying.state == .retryDelay(attempt: 1))
+        #expect(retrying.handle(.bluetoothdStopped) == [.fail(.bluetoothdStopped)])
+        var disconnecting = ConnectionStateMachine()
+        _ = disconnecting.handle(.start(alreadyConnected: false))
+        _ = disconnecting.handle(.timeout)
+        #expect(disconnecting.handle(.bluetoothdStopped) == [.fail(.timeout)], "the reason it was disconnecting stands")
+        var connected = ConnectionStateMachine()
+        _ = connected.handle(.start(alreadyConnected: true))
+        #expect(connected.handle(.bluetoothdStopped) == [])
+        #expect(connected.state == .connected)
+    }
+
     @Test func impossibleEventsChangeNothing() {
         var m = ConnectionStateMachine()
         for event: ConnectionStateMachine.Event in [.connectSucceeded, .retryTimerFired, .timeout, .disconnectFinished,
-                                                    .connectFailed(name: failed, message: "x"), .deviceRemoved] {
+                                                    .connectFailed(name: failed, message: "x"), .deviceRemoved,
+                                                    .bluetoothdStopped] {
             #expect(m.handle(event) == [])
             #expect(m.state == .disconnected)
         }
@@ -237,6 +264,10 @@ private let failed = "org.bluez.Error.Failed"
         var b = ServiceDiscoveryStateMachine()
         _ = b.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
         #expect(b.handle(.deviceRemoved) == [.fail(.deviceRemoved)])
+        var d = ServiceDiscoveryStateMachine()
+        _ = d.handle(.start(connected: true, servicesResolved: true, serviceObjects: 0))
+        #expect(d.state == .settling)
+        #expect(d.handle(.bluetoothdStopped) == [.fail(.bluetoothdStopped)])
         var c = ServiceDiscoveryStateMachine()
         _ = c.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
         #expect(c.handle(.connectedChanged(true)) == [])
@@ -247,7 +278,8 @@ private let failed = "org.bluez.Error.Failed"
     @Test func impossibleEventsChangeNothing() {
         var m = ServiceDiscoveryStateMachine()
         for event: ServiceDiscoveryStateMachine.Event in [.servicesResolvedChanged(true, serviceObjects: 1), .serviceAdded,
-                                                          .connectedChanged(false), .deviceRemoved, .settleTimerFired, .timeout] {
+                                                          .connectedChanged(false), .deviceRemoved, .bluetoothdStopped,
+                                                          .settleTimerFired, .timeout] {
             #expect(m.handle(event) == [])
             #expect(m.state == .idle)
         }

@@ -253,6 +253,27 @@ struct SubscribeReliabilityTests {
         }
     }
 
+    @Test("connect: bluetoothd stops while Connect is pending; bluectl says so on one line, waits for it to come back and connects (exit 0)")
+    func connectSurvivesBluetoothdRestart() async throws {
+        try await withPrivateBus { bus in
+            _ = try await Self.addStreamPeripheral(bus)
+            try await bus.hang(heartRatePath, "Connect")
+            let p = try bus.startBluectl(["connect", heartRateAddress, "--json", "--timeout", "60"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { try await bus.callCount(heartRatePath, "Connect") == 1 })
+            await bus.stopStandIn()   // as bluetoothd 5.66 crashing in the lab
+            let warning = "bluectl: bluetoothd stopped (exited or crashed) while connecting to \(heartRateAddress); waiting for it to come back"
+            #expect(await p.waitForStderr(timeout: .seconds(10)) { $0.contains(warning) }, "\(p.stderr)")
+            try await bus.startStandIn(adapters: [.hci0])
+            _ = try await Self.addStreamPeripheral(bus)
+            let r = await p.wait(timeout: .seconds(60))
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(r.stderrLines == [warning])
+            let line = try JSONValue.parse(try #require(r.stdoutLines.first))
+            #expect(line["connected"]?.bool == true, "\(r.stdout)")
+            #expect(try await bus.callCount(heartRatePath, "Connect") == 1, "one Connect to the new bluetoothd")
+        }
+    }
+
     @Test("--reconnect: the adapter is powered off and on again")
     func reconnectAfterPowerCycle() async throws {
         try await withPrivateBus { bus in

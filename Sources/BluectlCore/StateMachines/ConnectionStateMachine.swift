@@ -10,6 +10,7 @@
 ///      profile-unavailable, other, │
 ///      out of attempts ────────────┴──▶ failed
 ///     timeout / cancel in any pending state ──▶ disconnecting ──▶ failed / cancelled
+///     bluetoothd stopped in any pending state ──▶ failed (nothing left to undo)
 public struct ConnectionStateMachine: Sendable, Equatable {
     public enum State: Sendable, Equatable {
         case disconnected
@@ -46,6 +47,9 @@ public struct ConnectionStateMachine: Sendable, Equatable {
         case retryTimerFired
         /// The device object disappeared (InterfacesRemoved).
         case deviceRemoved
+        /// bluetoothd left the bus (stopped or crashed): its objects and the
+        /// pending Connect are gone with it.
+        case bluetoothdStopped
         /// The overall deadline passed.
         case timeout
         /// The caller gave up (cancelPeripheralConnection, Ctrl-C).
@@ -131,6 +135,12 @@ public struct ConnectionStateMachine: Sendable, Equatable {
             state = .failed(.deviceRemoved)
             return [.fail(.deviceRemoved)]
 
+        case (.connecting, .bluetoothdStopped), (.waitingForDisconnect, .bluetoothdStopped),
+             (.retryDelay, .bluetoothdStopped), (.awaitingConnected, .bluetoothdStopped):
+            // Nothing to undo: the connection, if any, went with bluetoothd.
+            state = .failed(.bluetoothdStopped)
+            return [.fail(.bluetoothdStopped)]
+
         case (.connecting, .timeout), (.waitingForDisconnect, .timeout), (.retryDelay, .timeout),
              (.awaitingConnected, .timeout):
             state = .disconnecting(then: .fail(.timeout))
@@ -141,7 +151,8 @@ public struct ConnectionStateMachine: Sendable, Equatable {
             state = .disconnecting(then: .cancel)
             return [.callDisconnect]
 
-        case (.disconnecting(let then), .disconnectFinished):
+        case (.disconnecting(let then), .disconnectFinished), (.disconnecting(let then), .bluetoothdStopped):
+            // (bluetoothd gone: no reply will come; report why we were disconnecting)
             switch then {
             case .fail(let failure):
                 state = .failed(failure)
@@ -217,6 +228,8 @@ public enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
     /// `br-connection-profile-unavailable`: BlueZ tried BR/EDR.
     case dualMode(message: String)
     case deviceRemoved
+    /// bluetoothd stopped (or crashed) in the middle.
+    case bluetoothdStopped
     case timeout
     case bluez(name: String, message: String)
 
@@ -230,6 +243,8 @@ public enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
             return "BlueZ tried a BR/EDR (classic) connection: the device looks dual-mode (\(message)); connect over LE or remove the device and scan with --transport le"
         case .deviceRemoved:
             return "the device disappeared from BlueZ while connecting"
+        case .bluetoothdStopped:
+            return "bluetoothd stopped while connecting"
         case .timeout:
             return "no connection within the time allowed"
         case .bluez(let name, let message):

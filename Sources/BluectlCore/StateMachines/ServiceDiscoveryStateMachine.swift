@@ -22,6 +22,8 @@ public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         case serviceAdded
         case connectedChanged(Bool)
         case deviceRemoved
+        /// bluetoothd left the bus (stopped or crashed).
+        case bluetoothdStopped
         case settleTimerFired
         case timeout
     }
@@ -74,6 +76,9 @@ public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         case (.waiting, .deviceRemoved), (.settling, .deviceRemoved):
             return fail(.deviceRemoved)
 
+        case (.waiting, .bluetoothdStopped), (.settling, .bluetoothdStopped):
+            return fail(.bluetoothdStopped)
+
         case (.waiting, .timeout):
             return fail(.timeout)
 
@@ -106,6 +111,7 @@ public enum DiscoveryFailure: Sendable, Equatable, CustomStringConvertible {
     case notConnected
     case disconnected
     case deviceRemoved
+    case bluetoothdStopped
     case timeout
 
     public var description: String {
@@ -113,6 +119,7 @@ public enum DiscoveryFailure: Sendable, Equatable, CustomStringConvertible {
         case .notConnected: return "the device is not connected"
         case .disconnected: return "the device disconnected before its services were resolved"
         case .deviceRemoved: return "the device disappeared from BlueZ before its services were resolved"
+        case .bluetoothdStopped: return "bluetoothd stopped before the services were resolved"
         case .timeout: return "services not resolved in time"
         }
     }

@@ -792,19 +792,28 @@ class DeviceObject(BluezObject):
     def connected(self):
         return bool(self.props[DEVICE_IFACE]['Connected'])
 
-    @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='')
-    def Connect(self):
+    @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='',
+                         async_callbacks=('ok', 'err'))
+    def Connect(self, ok=None, err=None):
         log(f'Connect {self.path}')
-        _check_injected(self.path, 'Connect')
-        if not ADAPTERS[self.adapter_name].obj.props[ADAPTER_IFACE]['Powered']:
-            raise _err(ERR + 'NotReady', 'Resource Not Ready')
-        if self.connected:
-            # src/device.c dev_connect: an LE device whose LE bearer is
-            # connected → success at once (le_state.connected)
+        if _hangs(self.path, 'Connect', ok, err):
+            return      # (HangMethod: bluetoothd busy, or about to crash)
+        try:
+            _check_injected(self.path, 'Connect')
+            if not ADAPTERS[self.adapter_name].obj.props[ADAPTER_IFACE]['Powered']:
+                raise _err(ERR + 'NotReady', 'Resource Not Ready')
+            if self.connected:
+                # src/device.c dev_connect: an LE device whose LE bearer is
+                # connected → success at once (le_state.connected)
+                ok()
+                return
+            if not self.advertiser.connectable or not self.advertiser.in_range:
+                raise _err(ERR + 'Failed', 'le-connection-abort-by-local')
+        except dbus.exceptions.DBusException as e:
+            err(e)
             return
-        if not self.advertiser.connectable or not self.advertiser.in_range:
-            raise _err(ERR + 'Failed', 'le-connection-abort-by-local')
         connect_device(self)
+        ok()
 
     @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='')
     def Disconnect(self):
@@ -2077,7 +2086,7 @@ def GetCalls(self, path):
 @dbus.service.method(MOCK_IFACE, in_signature='ssb', out_signature='')
 def HangMethod(self, path, method, hang):
     '''HangMethod(path s, method s, hang b): calls of method (ReadValue or
-    WriteValue of a characteristic) on path are never answered while hang is
+    WriteValue of a characteristic, Connect of a device) on path are never answered while hang is
     true (unless the device disconnects: then they fail "Not connected", as
     in bluetoothd).'''
     key = (str(path), str(method))
