@@ -42,10 +42,10 @@ public struct Bluectl: AsyncParsableCommand {
             exit(withError: nil)
         } catch let failure as CLIFailure {
             if !failure.message.isEmpty { Output.error(TextSafety.oneLine(failure.message)) }
-            _exit(failure.status.rawValue)
+            terminate(failure.status.rawValue)
         } catch let error as CentralError {
             Output.error(TextSafety.oneLine(error.description))
-            _exit(ExitStatus(error).rawValue)
+            terminate(ExitStatus(error).rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success || error is CleanExit {
@@ -53,7 +53,7 @@ public struct Bluectl: AsyncParsableCommand {
             }
             let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
             Output.error(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
-            _exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
+            terminate(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
         }
     }
 }

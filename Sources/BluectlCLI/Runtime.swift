@@ -55,7 +55,7 @@ public enum SignalScope {
                 task.cancel()
                 DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
                     Output.error("cleanup did not finish within 2 s")
-                    _exit(128 + number)
+                    terminate(128 + number)
                 }
             }
             source.resume()
@@ -78,3 +78,19 @@ public enum SignalScope {
 public func uncancellable<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
     await Task { await body() }.value
 }
+
+/// Ends the process now with `status`: `_exit`, because other threads (the
+/// bus thread, a writer) may still run and `exit` would run static
+/// destructors under them. But `_exit` also skips LeakSanitizer's check, so
+/// when bluectl is built with it (`Scripts/test --sanitizers`) the check runs
+/// first, and a leak on an error path is reported on stderr like any other
+/// (the bus tier fails a test on a child's sanitizer report). In other
+/// builds the symbol is absent and this is `_exit`.
+func terminate(_ status: Int32) -> Never {
+    if let check = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__lsan_do_recoverable_leak_check") {
+        typealias LeakCheck = @convention(c) () -> Int32
+        _ = unsafeBitCast(check, to: LeakCheck.self)()
+    }
+    _exit(status)
+}
+
