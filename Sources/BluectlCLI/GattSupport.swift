@@ -247,7 +247,7 @@ final class DeviceSession: Sendable {
 
     /// StopNotify, disconnect if we connected, unregister the agent. Never throws.
     /// In order (StopNotify before Disconnect, so that BlueZ does not re-arm
-    /// notifications on a later connection: NOTES.md, pitfall 6). After a
+    /// notifications on a later connection: docs/bluez-pitfalls.md, 6). After a
     /// signal (`hurry`) each step is bounded: the process must end within
     /// 2 s, and bluetoothd finishes what was sent even if we are gone.
     func cleanUp(disconnect: Bool = true, hurry: Bool = false) async {

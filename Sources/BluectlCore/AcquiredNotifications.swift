@@ -11,8 +11,8 @@ import Foundation
 extension Peripheral {
     /// `AcquireNotify`: BlueZ hands over a socket and writes each value to
     /// it, instead of one PropertiesChanged signal per value — fewer
-    /// messages and wake-ups. The price (NOTES.md, "Peers measured in the
-    /// lab"): bluetoothd drops values silently while the socket is full or
+    /// messages and wake-ups. The price (docs/bluez-pitfalls.md, 7;
+    /// measured in the lab): bluetoothd drops values silently while the socket is full or
     /// not yet ready. A reader thread of its own drains the socket at once to
     /// keep that window small; only a sequence check in the values
     /// themselves can show a loss.

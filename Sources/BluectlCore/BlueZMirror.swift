@@ -4,7 +4,7 @@ import Dispatch
 /// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
 /// number of listeners take a snapshot and the changes after it, with no gap.
 ///
-/// Order matters (NOTES.md, pitfall 4): the signal subscriptions are in place
+/// Order matters (docs/bluez-pitfalls.md, 4): the signal subscriptions are in place
 /// before `GetManagedObjects`, and both are handled on the connection's I/O
 /// thread in bus order, so nothing that happens in between is missed. Only
 /// signals from the current owner of `org.bluez` are accepted; when the owner

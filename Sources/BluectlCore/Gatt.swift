@@ -222,7 +222,7 @@ public struct GattDatabase: Sendable, Equatable {
         uuids.isEmpty ? services : services.filter { uuids.contains($0.uuid) }
     }
 
-    // MARK: lookup (duplicate UUIDs are legal: NOTES.md, pitfall 10)
+    // MARK: lookup (duplicate UUIDs are legal: docs/bluez-pitfalls.md, 10)
 
     /// The one characteristic `selector` names, optionally within services of `service`.
     public func characteristic(_ selector: AttributeSelector, service: BluetoothUUID? = nil) throws(GattError) -> GattCharacteristic {

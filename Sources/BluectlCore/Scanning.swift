@@ -34,7 +34,7 @@ public struct ScanOptions: Sendable, Equatable {
     }
 
     /// BlueZ merges the filters of all its clients, so every result is checked
-    /// again against ours (NOTES.md, pitfall 9).
+    /// again against ours (docs/bluez-pitfalls.md, 9).
     public func matches(_ device: DeviceInfo) -> Bool {
         if !services.isEmpty {
             let advertised = Set(device.serviceUUIDs).union(device.serviceData.keys)

@@ -12,7 +12,7 @@ import Glibc
 
 /// A private connection to a message bus, owned by one I/O thread.
 ///
-/// Why this shape (see NOTES.md, "libdbus from Swift"):
+/// Why this shape (docs/bluez-pitfalls.md, "libdbus from Swift"):
 /// - only the I/O thread touches the libdbus connection, so no two threads
 ///   ever pop each other's messages;
 /// - replies are matched to calls through our own serial → handler table

@@ -1,5 +1,5 @@
-/// Connecting to a peripheral the way BlueZ really behaves (NOTES.md,
-/// pitfalls 1 and 2). A pure value: the driver (`CentralManager.connect`)
+/// Connecting to a peripheral the way BlueZ really behaves (docs/bluez-pitfalls.md,
+/// 1 and 2). A pure value: the driver (`CentralManager.connect`)
 /// feeds it events and performs the actions it returns; tests do the same
 /// with no bus.
 ///

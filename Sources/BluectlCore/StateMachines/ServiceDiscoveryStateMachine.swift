@@ -1,4 +1,4 @@
-/// Waiting for BlueZ's own GATT discovery (NOTES.md, pitfall 3): bluetoothd
+/// Waiting for BlueZ's own GATT discovery (docs/bluez-pitfalls.md, 3): bluetoothd
 /// discovers the whole database itself and sets `Device1.ServicesResolved`;
 /// we wait for it while racing `Connected=false`, the device's removal and a
 /// timeout. ServicesResolved can flip true before the service objects are
