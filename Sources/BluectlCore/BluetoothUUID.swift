@@ -388,7 +388,7 @@ public enum CompanyIdentifiers {
     /// ("Apple, Inc." → "Apple", "Nordic Semiconductor ASA" → "Nordic Semiconductor"),
     /// cut at a word to at most `maxShortLength` characters plus "…"; nil when unassigned.
     public static func shortName(for id: UInt16) -> String? {
-        if id == 0xFFFF { return "reserved (no Device ID)" }  // the SIG's long "Default Vendor ID for …" sentence
+        if id == 0xFFFF { return "SIG reserved default ID" }  // the SIG's long "Default Vendor ID for …" sentence
         return name(for: id).map(shorten)
     }
 

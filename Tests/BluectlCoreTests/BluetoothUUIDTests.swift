@@ -338,7 +338,7 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
         #expect(CompanyIdentifiers.shortName(for: 0x0CB9) == "seca")  // seca GmbH & Co. KG
         #expect(CompanyIdentifiers.shortName(for: 0x0A21) == "Apollogic")  // Apollogic Sp. z o.o.
         #expect(CompanyIdentifiers.shortName(for: 0x0380) == "LLC \"MEGA-F service\"")  // a leading legal form stays
-        #expect(CompanyIdentifiers.shortName(for: 0xFFFF) == "reserved (no Device ID)")
+        #expect(CompanyIdentifiers.shortName(for: 0xFFFF) == "SIG reserved default ID")
         #expect(CompanyIdentifiers.shortName(for: 0x0F4E) == "Ningbo Dooya Mechanic…", "cut at a word, no dangling &")
         #expect(CompanyIdentifiers.shortName(for: 0x0917) == "ASR Microelectronics(ShenZhen)…", "a long word is cut inside")
         #expect(CompanyIdentifiers.shortName(for: 0xFFFE) == nil)
