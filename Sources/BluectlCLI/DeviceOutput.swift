@@ -54,6 +54,12 @@ enum DeviceOutput {
         return "0x" + String(repeating: "0", count: 4 - hex.count) + hex
     }
 
+    /// "0x004c (Apple)": the identifier and, when assigned, the company's short name.
+    static func companyLabel(_ company: UInt16) -> String {
+        let name = CompanyIdentifiers.shortName(for: company).map { " (\(TextSafety.terminalSafe($0)))" } ?? ""
+        return companyKey(company) + name
+    }
+
     /// One readable line for a terminal; device-supplied text is escaped. A manufacturer- or
     /// service-data entry that holds a beacon is shown decoded (`Beacon.summary`), others as hex.
     static func text(_ device: DeviceInfo, event: String? = nil) -> String {
@@ -72,8 +78,7 @@ enum DeviceOutput {
                 parts.append(beacon.summary)
                 continue
             }
-            let name = CompanyIdentifiers.shortName(for: company).map { " (\(TextSafety.terminalSafe($0)))" } ?? ""
-            parts.append("mfr \(companyKey(company))\(name)=\(ByteFormats.hex(bytes))")
+            parts.append("mfr \(companyLabel(company))=\(ByteFormats.hex(bytes))")
         }
         for (uuid, bytes) in device.serviceData.sorted(by: { $0.key < $1.key }) {
             parts.append(BeaconDecoding.beacon(service: uuid, data: bytes)?.summary ?? "data \(uuid.shortString)=\(ByteFormats.hex(bytes))")
