@@ -139,11 +139,12 @@ struct InfoCommand: AsyncParsableCommand {
                     lines.append("advertised  " + info.serviceUUIDs.map { DeviceOutput.uuidLabel($0) }.joined(separator: ", "))
                 }
                 for (company, bytes) in info.manufacturerData.sorted(by: { $0.key < $1.key }) {
-                    lines.append("mfr data    \(DeviceOutput.companyKey(company)) \(ByteFormats.hex(bytes))")
+                    lines.append("mfr data    \(DeviceOutput.companyLabel(company)) \(ByteFormats.hex(bytes))")
                 }
                 for (uuid, bytes) in info.serviceData.sorted(by: { $0.key < $1.key }) {
                     lines.append("svc data    \(uuid.shortString) \(ByteFormats.hex(bytes))")
                 }
+                for beacon in BeaconDecoding.beacons(in: info) { lines.append("beacon      \(beacon.summary)") }
                 if info.servicesResolved {
                     lines.append("services    " + services.map { DeviceOutput.uuidLabel($0.uuid) }.joined(separator: ", "))
                 }

@@ -30,6 +30,18 @@ enum DeviceOutput {
         }
         if let flags = device.advertisingFlags { line.add("flags", ByteFormats.hex(flags)) }
         if let appearance = device.appearance { line.add("appearance", appearance) }
+        let beacons = BeaconDecoding.beacons(in: device)
+        if !beacons.isEmpty {
+            // One member per format (the first of a kind when a device repeats one).
+            var object = JSONLine()
+            var kinds = Set<String>()
+            for beacon in beacons where kinds.insert(beacon.kind).inserted {
+                var fields = JSONLine()
+                for field in beacon.fields { fields.add(field.name, field.value) }
+                object.add(beacon.kind, object: fields)
+            }
+            line.add("beacon", object: object)
+        }
         line.add("connected", device.connected)
         line.add("paired", device.paired)
         line.add("path", device.path.rawValue)
@@ -42,7 +54,14 @@ enum DeviceOutput {
         return "0x" + String(repeating: "0", count: 4 - hex.count) + hex
     }
 
-    /// One readable line for a terminal; device-supplied text is escaped.
+    /// "0x004c (Apple)": the identifier and, when assigned, the company's short name.
+    static func companyLabel(_ company: UInt16) -> String {
+        let name = CompanyIdentifiers.shortName(for: company).map { " (\(TextSafety.terminalSafe($0)))" } ?? ""
+        return companyKey(company) + name
+    }
+
+    /// One readable line for a terminal; device-supplied text is escaped. A manufacturer- or
+    /// service-data entry that holds a beacon is shown decoded (`Beacon.summary`), others as hex.
     static func text(_ device: DeviceInfo, event: String? = nil) -> String {
         var parts: [String] = []
         if let event { parts.append(event == "discovered" ? "NEW" : "CHG") }
@@ -55,11 +74,14 @@ enum DeviceOutput {
             parts.append("services " + device.serviceUUIDs.map { uuidLabel($0) }.joined(separator: ","))
         }
         for (company, bytes) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
-            let name = CompanyIdentifiers.name(for: company).map { " (\(TextSafety.terminalSafe($0)))" } ?? ""
-            parts.append("mfr \(companyKey(company))\(name)=\(ByteFormats.hex(bytes))")
+            if let beacon = BeaconDecoding.beacon(company: company, data: bytes) {
+                parts.append(beacon.summary)
+                continue
+            }
+            parts.append("mfr \(companyLabel(company))=\(ByteFormats.hex(bytes))")
         }
         for (uuid, bytes) in device.serviceData.sorted(by: { $0.key < $1.key }) {
-            parts.append("data \(uuid.shortString)=\(ByteFormats.hex(bytes))")
+            parts.append(BeaconDecoding.beacon(service: uuid, data: bytes)?.summary ?? "data \(uuid.shortString)=\(ByteFormats.hex(bytes))")
         }
         if device.connected { parts.append("connected") }
         return parts.joined(separator: "  ")

@@ -64,10 +64,16 @@ enum ValueText {
     static var stdoutIsTerminal: Bool { isatty(1) == 1 }
 
     /// A value as one line of text (nil format: hex dump on a terminal, plain hex otherwise).
+    /// In the hex formats a value bluectl can decode is followed by its decoded form in
+    /// parentheses: `64 (100 %)`, so that a byte is not read as a decimal number.
     static func text(_ bytes: [UInt8], uuid: BluetoothUUID, format: ValueFormat?) -> String {
+        func withDecoded(_ hex: String) -> String {
+            guard let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) else { return hex }
+            return "\(hex) (\(TextSafety.terminalSafe(decoded.summary)))"
+        }
         switch format {
-        case nil: return stdoutIsTerminal ? ByteFormats.hexDump(bytes) : ByteFormats.hex(bytes)
-        case .hex: return ByteFormats.hexDump(bytes)
+        case nil: return withDecoded(stdoutIsTerminal ? ByteFormats.hexDump(bytes) : ByteFormats.hex(bytes))
+        case .hex: return withDecoded(ByteFormats.hexDump(bytes))
         case .utf8: return TextSafety.terminalSafe(ByteFormats.utf8Text(bytes))
         case .decoded:
             if let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) {

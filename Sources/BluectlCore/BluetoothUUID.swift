@@ -383,6 +383,48 @@ public enum CompanyIdentifiers {
         guard lo < codes.count, codes[lo] == id else { return nil }
         return names[lo]
     }
+
+    /// The name to show beside the identifier: `name(for:)` without its legal-form suffix
+    /// ("Apple, Inc." → "Apple", "Nordic Semiconductor ASA" → "Nordic Semiconductor"),
+    /// cut at a word to at most `maxShortLength` characters plus "…"; nil when unassigned.
+    public static func shortName(for id: UInt16) -> String? {
+        if id == 0xFFFF { return "SIG reserved default ID" }  // the SIG's long "Default Vendor ID for …" sentence
+        return name(for: id).map(shorten)
+    }
+
+    /// The longest `shortName` before its "…".
+    public static let maxShortLength = 30
+
+    /// Legal forms and their parts, lowercased without dots, as the last word of a name.
+    static let legalSuffixes: Set<String> = [
+        "inc", "incorporated", "corp", "corporation", "co", "company", "ltd", "ltda", "limited", "llc", "lllp", "llp",
+        "plc", "pte", "pty", "gmbh", "mbh", "ag", "kg", "ug", "se", "ab", "asa", "as", "a/s", "aps", "oy", "oyj", "sa",
+        "sas", "sarl", "uab", "spa", "srl", "sro", "bv", "nv", "kk", "kft", "doo", "sl", "slu", "sau", "lda", "ev", "coltd",
+        "sp", "z", "oo", "oü", "&", "-", "(publ)",
+        "(haftungsbeschraenkt)", "(haftungsbeschränkt)",
+    ]
+
+    static func shorten(_ full: String) -> String {
+        // Words are slices of `full`: what is kept is `full` up to the last kept word.
+        var words = full.split(whereSeparator: { $0 == " " || $0 == "," })
+        while words.count > 1, let last = words.last,
+              legalSuffixes.contains(String(last.lowercased().filter { $0 != "." })) {
+            words.removeLast()
+        }
+        guard let end = words.last?.endIndex else { return full }
+        let name = String(full[..<end])
+        guard name.count > maxShortLength else { return name }
+        var cut = ""
+        for word in name.split(separator: " ") {
+            let next = cut.isEmpty ? String(word) : cut + " " + word
+            if next.count > maxShortLength { break }
+            cut = next
+        }
+        // A word too long to cut at ("Microelectronics(ShenZhen)Co."): cut inside it.
+        if cut.count < maxShortLength / 2 { cut = String(name.prefix(maxShortLength)) }
+        while let last = cut.last, [",", "-", "(", "&", " "].contains(last) { cut.removeLast() }
+        return cut + "…"
+    }
 }
 
 // MARK: - Tables

@@ -79,6 +79,7 @@ public struct DeviceInfo: Sendable, Equatable {
     public var addressType: String?
     public var name: String?
     public var alias: String?
+    /// dBm; nil when BlueZ reports none, or 127, HCI's "RSSI is not available".
     public var rssi: Int?
     public var txPower: Int?
     public var serviceUUIDs: [BluetoothUUID]
@@ -104,7 +105,7 @@ public struct DeviceInfo: Sendable, Equatable {
         addressType = p["AddressType"]?.string
         name = p["Name"]?.string
         alias = p["Alias"]?.string
-        rssi = p["RSSI"]?.integer
+        rssi = p["RSSI"]?.integer.flatMap { $0 == Self.rssiNotAvailable ? nil : $0 }
         txPower = p["TxPower"]?.integer
         serviceUUIDs = (p["UUIDs"]?.stringArray ?? []).compactMap { try? BluetoothUUID($0) }
         var manufacturer: [UInt16: [UInt8]] = [:]
@@ -128,6 +129,9 @@ public struct DeviceInfo: Sendable, Equatable {
         trusted = p["Trusted"]?.bool ?? false
         servicesResolved = p["ServicesResolved"]?.bool ?? false
     }
+
+    /// The RSSI value (127) by which HCI advertising reports say "not available"; never a reading.
+    public static let rssiNotAvailable = 127
 
     /// "AA:BB:…" from ".../dev_AA_BB_…" when the Address property is missing.
     public static func addressFromPath(_ path: ObjectPath) -> String {

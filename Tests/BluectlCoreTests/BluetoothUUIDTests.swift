@@ -329,6 +329,26 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
         }
     }
 
+    @Test func companyShortNames() {
+        #expect(CompanyIdentifiers.shortName(for: 0x004C) == "Apple")
+        #expect(CompanyIdentifiers.shortName(for: 0x0000) == "Ericsson")
+        #expect(CompanyIdentifiers.shortName(for: 0x0006) == "Microsoft")
+        #expect(CompanyIdentifiers.shortName(for: 0x0059) == "Nordic Semiconductor")
+        #expect(CompanyIdentifiers.shortName(for: 0x0118) == "Radius Networks")
+        #expect(CompanyIdentifiers.shortName(for: 0x0CB9) == "seca")  // seca GmbH & Co. KG
+        #expect(CompanyIdentifiers.shortName(for: 0x0A21) == "Apollogic")  // Apollogic Sp. z o.o.
+        #expect(CompanyIdentifiers.shortName(for: 0x0380) == "LLC \"MEGA-F service\"")  // a leading legal form stays
+        #expect(CompanyIdentifiers.shortName(for: 0xFFFF) == "SIG reserved default ID")
+        #expect(CompanyIdentifiers.shortName(for: 0x0F4E) == "Ningbo Dooya Mechanic…", "cut at a word, no dangling &")
+        #expect(CompanyIdentifiers.shortName(for: 0x0917) == "ASR Microelectronics(ShenZhen)…", "a long word is cut inside")
+        #expect(CompanyIdentifiers.shortName(for: 0xFFFE) == nil)
+        for code in AssignedNumbers.companies.codes {
+            let short = CompanyIdentifiers.shortName(for: code) ?? ""
+            #expect(!short.isEmpty && short.count <= CompanyIdentifiers.maxShortLength + 1, "\(code): \(short)")
+            #expect(short.first?.isWhitespace == false && short.last?.isWhitespace == false, "\(code): \(short)")
+        }
+    }
+
     @Test func companies() {
         #expect(CompanyIdentifiers.name(for: 0x004C) == "Apple, Inc.")
         #expect(CompanyIdentifiers.name(for: 0x0000) == "Ericsson AB")

@@ -109,6 +109,12 @@ enum Fixture {
         #expect(device.serviceUUIDs == [BluetoothUUID(uint16: 0x180f)], "unparsable UUIDs are skipped")
         #expect(device.address == "AA:BB:CC:DD:EE:FF", "from the path when the property is missing")
     }
+
+    @Test func rssiNotAvailableIsNoReading() {
+        #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: 127)).rssi == nil)
+        #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: 126)).rssi == 126)
+        #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: -127)).rssi == -127)
+    }
 }
 
 @Suite struct ScanTests {

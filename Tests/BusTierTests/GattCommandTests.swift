@@ -150,7 +150,7 @@ struct GattCommandTests {
             try await bus.setGattValue(g.location, [0x03])
             let r = try await bus.runBluectl(["read", heartRateAddress, selector])
             #expect(r.exitCode == 0, "\(r)")
-            #expect(r.stdout == "03\n", "\(r)")
+            #expect(r.stdout == "03 (Finger)\n", "\(r)")
             #expect(try await bus.callCount(g.location, "ReadValue") == 1)
             #expect(try await bus.callCount(g.device, "Connect") == 1)
             #expect(try await bus.callCount(g.device, "Disconnect") == 1)
@@ -166,7 +166,7 @@ struct GattCommandTests {
             let before = try await bus.calls("")
             let r = try await bus.runBluectl(["read", heartRateAddress, "2a38"])
             #expect(r.exitCode == 0, "\(r)")
-            #expect(r.stdout == "01\n", "\(r)")
+            #expect(r.stdout == "01 (Chest)\n", "\(r)")
             let made = Array(try await bus.calls("").dropFirst(before.count))
             #expect(made == ["\(g.location) ReadValue"], "\(made)")
 
@@ -207,10 +207,29 @@ struct GattCommandTests {
             #expect(j["value"] == .string("5c"))
             #expect(j["decoded"]?["level_percent"] == .int(92))
             let decoded = try await bus.runBluectl(["read", heartRateAddress, "battery_level", "--format", "decoded"])
-            #expect(decoded.stdout.contains("92"), "\(decoded)")
+            #expect(decoded.stdout == "92 %\n", "\(decoded)")
             // the connection was there before: bluectl leaves it up
             #expect(try await bus.callCount(g.device, "Disconnect") == 0)
             #expect(try await bus.property(g.device, "org.bluez.Device1", "Connected")["data"] == .bool(true))
+        }
+    }
+
+    @Test("read (text): a value bluectl decodes shows its meaning beside the hex (5c is 92 %, not 5c or 92); others stay hex")
+    func readTextShowsDecoded() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            _ = try await bus.runBluectl(["connect", heartRateAddress])
+            let battery = try await bus.runBluectl(["read", heartRateAddress, "battery_level"])
+            #expect(battery.stdout == "5c (92 %)\n", "\(battery)")
+            let location = try await bus.runBluectl(["read", heartRateAddress, "2a38"])
+            #expect(location.stdout == "01 (Chest)\n", "\(location)")
+            let hex = try await bus.runBluectl(["read", heartRateAddress, "battery_level", "--format", "hex"])
+            #expect(hex.stdout == "5c  |\\| (92 %)\n", "\(hex)")
+            let custom = try await bus.runBluectl(["read", heartRateAddress, HeartRateGatt.customUUID])
+            #expect(custom.stdout == "48656c6c6f\n", "\(custom)")
+            // --json keeps its fields: value (hex) and decoded
+            let json = try await bus.runBluectl(["read", heartRateAddress, "battery_level", "--json"])
+            #expect(json.stdout == #"{"device":"\#(heartRateAddress)","characteristic":"00002a19-0000-1000-8000-00805f9b34fb","value":"5c","decoded":{"level_percent":92}}"# + "\n", "\(json)")
         }
     }
 
@@ -297,8 +316,9 @@ struct GattCommandTests {
             }
             let r = await sub.wait(timeout: .seconds(15))
             #expect(r.exitCode == 0, "\(r)")
-            let values = r.stdoutLines.map { $0.split(separator: " ", omittingEmptySubsequences: true).last.map(String.init) ?? "" }
-            #expect(values == ["003c", "003d", "003e"], "\(r)")
+            // Each line: time, characteristic, value in hex and decoded.
+            let values = r.stdoutLines.map { $0.components(separatedBy: "(Heart Rate Measurement)  ").last ?? "" }
+            #expect(values == ["003c (60 bpm)", "003d (61 bpm)", "003e (62 bpm)"], "\(r)")
             #expect(r.stdoutLines.allSatisfy { $0.contains("2a37 (Heart Rate Measurement)") }, "\(r)")
             #expect(try await bus.calls(g.hrm) == ["StartNotify", "StopNotify"])
             #expect(try await bus.callCount(g.device, "Disconnect") == 1)
@@ -414,7 +434,7 @@ struct GattCommandTests {
             try await bus.injectError(g.device, "Connect", "org.bluez.Error.Failed", "le-connection-abort-by-local", times: 1)
             let r = try await bus.runBluectl(["read", heartRateAddress, "2a38"])
             #expect(r.exitCode == 0, "\(r)")
-            #expect(r.stdout == "01\n")
+            #expect(r.stdout == "01 (Chest)\n")
             #expect(try await bus.callCount(g.device, "Connect") == 2)
 
             try await bus.injectError(g.device, "Connect", "org.bluez.Error.Failed", "le-connection-abort-by-local", times: 5)
@@ -437,7 +457,7 @@ struct GattCommandTests {
             try await bus.injectError(g.location, "ReadValue", "org.bluez.Error.InProgress", "Operation already in progress", times: 3)
             let read = try await bus.runBluectl(["read", heartRateAddress, "2a38"])
             #expect(read.exitCode == 0, "\(read)")
-            #expect(read.stdout == "01\n")
+            #expect(read.stdout == "01 (Chest)\n")
             #expect(try await bus.callCount(g.location, "ReadValue") == 4)
         }
     }

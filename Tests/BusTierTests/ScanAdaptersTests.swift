@@ -150,7 +150,7 @@ struct ScanAdaptersTests {
                 "adapter": .string("hci0"), "address_type": .string("random"), "rssi": .int(-70),
                 "path": .string("/org/bluez/hci0/dev_C0_11_22_33_44_55"),
             ])
-            for key in ["name", "tx_power", "manufacturer_data", "service_data", "flags"] {
+            for key in ["name", "tx_power", "manufacturer_data", "service_data", "flags", "beacon"] {
                 #expect(anon[key] == nil, "\(key) should be absent: \(anon)")
             }
             try await expectStoppedItsOwnDiscovery(bus)
@@ -163,9 +163,108 @@ struct ScanAdaptersTests {
             try await bus.addAdvertiser("hci0", heartRateAddress, heartRate)
             let r = try await bus.runBluectl(["scan", "--timeout", "2"])
             #expect(r.exitCode == 0, "\(r)")
-            #expect(r.stdoutLines.count == 1, "\(r)")
-            #expect(r.stdout.contains(heartRateAddress) && r.stdout.contains("HeartRate"), "\(r)")
+            #expect(r.stdoutLines == [
+                "NEW  \(heartRateAddress)  public  -52 dBm  \"HeartRate\"  tx 4 dBm  services 180d (Heart Rate),180f (Battery Service)"
+                    + "  mfr 0xffff (SIG reserved default ID)=00010203  data 9999=0001020304",
+            ], "\(r)")
             try await expectStoppedItsOwnDiscovery(bus)
+        }
+    }
+
+    // MARK: beacons, RSSI "not available"
+
+    /// iBeacon (Apple's Proximity Beacon Specification layout) beside Nordic data that is no beacon.
+    static let iBeaconAddress = "C0:00:00:00:00:01"
+    static let iBeacon: [AdField] = [
+        .addressType("random"), .rssi(-60), .flags([0x06]),
+        .manufacturerData([
+            0x004C: [0x02, 0x15, 0xe2, 0xc5, 0x6d, 0xb5, 0xdf, 0xfb, 0x48, 0xd2, 0xb0, 0x60, 0xd0, 0xf5, 0xa7, 0x10, 0x96, 0xe0,
+                     0x00, 0x01, 0x00, 0x02, 0xc5],
+            0x0059: [0x01, 0x02],
+        ]),
+    ]
+    /// Eddystone-URL, the spec's example URL https://goo.gl/Aq18zF at -18 dBm (github.com/google/eddystone).
+    static let eddystoneAddress = "C0:00:00:00:00:02"
+    static let eddystone: [AdField] = [
+        .addressType("random"), .rssi(-70), .uuids(["feaa"]),
+        .serviceData(["feaa": [0x10, 0xee, 0x03] + Array("goo.gl/Aq18zF".utf8)]),
+    ]
+
+    @Test("scan --json: iBeacon and Eddystone-URL decoded into beacon; the raw data stays in manufacturer_data / service_data")
+    func scanBeaconsJSON() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", Self.iBeaconAddress, Self.iBeacon)
+            try await bus.addAdvertiser("hci0", Self.eddystoneAddress, Self.eddystone)
+            let r = try await bus.runBluectl(["scan", "--json", "--timeout", "2"])
+            #expect(r.exitCode == 0, "\(r)")
+            let events = try scanEvents(r)
+            #expect(events.count == 2, "\(r)")
+            let ibeacon = events.first { $0["address"] == .string(Self.iBeaconAddress) }
+            #expect(ibeacon?["beacon"] == .object(["ibeacon": .object([
+                "uuid": .string("e2c56db5-dffb-48d2-b060-d0f5a71096e0"), "major": .int(1), "minor": .int(2),
+                "measured_power": .int(-59),
+            ])]), "\(r)")
+            #expect(ibeacon?["manufacturer_data"] == .object([
+                "0x004c": .string("0215e2c56db5dffb48d2b060d0f5a71096e000010002c5"), "0x0059": .string("0102"),
+            ]), "\(r)")
+            let url = events.first { $0["address"] == .string(Self.eddystoneAddress) }
+            #expect(url?["beacon"] == .object(["eddystone_url": .object([
+                "url": .string("https://goo.gl/Aq18zF"), "tx_power": .int(-18),
+            ])]), "\(r)")
+            #expect(url?["service_data"] == .object([
+                "0000feaa-0000-1000-8000-00805f9b34fb": .string("10ee03676f6f2e676c2f417131387a46"),
+            ]), "\(r)")
+        }
+    }
+
+    @Test("scan (text): a beacon is shown decoded in place of its hex, other data as hex with a short company name")
+    func scanBeaconsText() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", Self.iBeaconAddress, Self.iBeacon)
+            try await bus.addAdvertiser("hci0", Self.eddystoneAddress, Self.eddystone)
+            let r = try await bus.runBluectl(["scan", "--timeout", "2"])
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(Set(r.stdoutLines) == [
+                "NEW  \(Self.iBeaconAddress)  random  -60 dBm  (no name)"
+                    + "  iBeacon e2c56db5-dffb-48d2-b060-d0f5a71096e0 major 1 minor 2, -59 dBm at 1 m"
+                    + "  mfr 0x0059 (Nordic Semiconductor)=0102",
+                "NEW  \(Self.eddystoneAddress)  random  -70 dBm  (no name)  services feaa (Eddystone)"
+                    + "  Eddystone-URL https://goo.gl/Aq18zF, -18 dBm at 0 m",
+            ], "\(r)")
+            #expect(r.stdoutLines.count == 2, "\(r)")
+        }
+    }
+
+    @Test("info (text): manufacturer data with short company names, a line per beacon; info --json has the beacon object")
+    func infoBeacons() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", Self.iBeaconAddress, Self.iBeacon)
+            let r = try await bus.runBluectl(["info", Self.iBeaconAddress])
+            #expect(r.exitCode == 0, "\(r)")
+            let advertised = r.stdoutLines.filter { $0.hasPrefix("mfr data") || $0.hasPrefix("beacon") }
+            #expect(advertised == [
+                "mfr data    0x004c (Apple) 0215e2c56db5dffb48d2b060d0f5a71096e000010002c5",
+                "mfr data    0x0059 (Nordic Semiconductor) 0102",
+                "beacon      iBeacon e2c56db5-dffb-48d2-b060-d0f5a71096e0 major 1 minor 2, -59 dBm at 1 m",
+            ], "\(r)")
+            let j = try await bus.runBluectl(["info", Self.iBeaconAddress, "--json"])
+            #expect(try j.jsonLines().first?["beacon"]?["ibeacon"]?["major"] == .int(1), "\(j)")
+        }
+    }
+
+    @Test("RSSI 127 (HCI's \"not available\") is no reading: absent from scan --json, \"- dBm\" in text")
+    func rssiNotAvailable() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", "C0:00:00:00:00:7F", [.addressType("random"), .rssi(127), .name("NoRSSI")])
+            let j = try await bus.runBluectl(["scan", "--json", "--timeout", "2"])
+            #expect(j.exitCode == 0, "\(j)")
+            let events = try scanEvents(j)
+            #expect(events.count == 1, "\(j)")
+            #expect(events.first?["name"] == .string("NoRSSI"), "\(j)")
+            #expect(events.first?["rssi"] == nil, "\(j)")
+            #expect(!j.stdout.contains("127"), "\(j)")
+            let t = try await bus.runBluectl(["scan", "--timeout", "2"])
+            #expect(t.stdoutLines == ["NEW  C0:00:00:00:00:7F  random  - dBm  \"NoRSSI\""], "\(t)")
         }
     }
 

@@ -222,8 +222,8 @@ check("device" in r, "no device key")'
 c_read_plain() {
   bl read "$DEV" "$BODY_LOC" "${DEV_OPTS[@]}"
   expect_rc 0
-  # exactly the value (the example's body sensor location is 0x01, "chest")
-  [ "$(cat "$OUT")" = 01 ] || fail "stdout $(head -c 80 "$OUT" | od -An -c | tr -s ' ' | head -c 120), expected exactly 01"
+  # exactly the value and its meaning (the example's body sensor location is 0x01, "chest")
+  [ "$(cat "$OUT")" = "01 (Chest)" ] || fail "stdout $(head -c 80 "$OUT" | od -An -c | tr -s ' ' | head -c 120), expected exactly 01 (Chest)"
 }
 read_value() { # UUID -> VALUE (hex) of `read --json`, into $VALUE
   bl read "$DEV" "$1" --json "${DEV_OPTS[@]}"

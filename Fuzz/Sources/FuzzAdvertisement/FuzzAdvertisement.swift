@@ -5,14 +5,21 @@
 // First byte even — characteristic mode: a characteristic (mostly one bluectl
 // decodes) and the rest as its value. Properties: a decoded value comes only
 // from a UUID `canDecode` names, only when the value has exactly the length
-// its flags imply, and fields are named snake_case.
+// its flags imply, and fields are named snake_case. Second byte 0xE0…0xEF —
+// beacon mode instead: a company identifier and the rest as manufacturer data
+// (of Apple, or of that company) or as Eddystone service data, through
+// BeaconDecoding. Properties: decoded exactly when the layout matches; a
+// decoded iBeacon, AltBeacon or Eddystone UID/TLM/EID re-encodes to the same
+// bytes; a URL is printable ASCII after a scheme.
 //
 // First byte odd — advertisement mode: a Device1 property map drawn by
 // ValueGenerator (each known property usually of BlueZ's type, sometimes of
 // any type), announced through InterfacesAdded into a BlueZObjectTree, seen
 // by a ScanTracker and read as DeviceInfo; then changed by PropertiesChanged.
-// Properties: DeviceInfo reports exactly the well-typed entries; the same
-// InterfacesAdded marshalled by libdbus and decoded gives the same tree.
+// Properties: DeviceInfo reports exactly the well-typed entries (an RSSI of
+// 127, "not available", as none); the same InterfacesAdded marshalled by
+// libdbus and decoded gives the same tree; the device's beacons are those of
+// its entries one by one.
 import FuzzSupport
 #if canImport(Glibc)
 import Glibc
@@ -38,6 +45,10 @@ let decodable: [UInt16] = [0x2A19, 0x2A37, 0x2A38, 0x2A1C, 0x2A6E, 0x2A00, 0x2A2
 
 func characteristic(_ input: inout FuzzInput) {
     let choice = input.byte()
+    if (0xE0..<0xF0).contains(choice) {
+        beaconFrame(kind: choice & 0x0F, &input)
+        return
+    }
     let uuid16 = choice < 0xF0 ? decodable[Int(choice) % decodable.count] : UInt16(truncatingIfNeeded: input.integer(2))
     let value = input.rest()
     let decoded = CharacteristicDecoding.decode(uuid16: uuid16, value)
@@ -54,10 +65,7 @@ func characteristic(_ input: inout FuzzInput) {
         return
     }
     check(CharacteristicDecoding.canDecode(uuid16: uuid16), "decoded \(uuid16) that canDecode denies")
-    check(!decoded.fields.isEmpty, "no fields")
-    let names = decoded.fields.map(\.name)
-    check(Set(names).count == names.count, "repeated field names \(names)")
-    check(names.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (0x61...0x7A).contains($0) || $0 == 0x5F } }, "field names \(names)")
+    checkFieldNames(decoded.fields)
     switch uuid16 {
     case 0x2A19: check(value.count == 1 && decoded.fields[0].value == .int(Int(value[0])), "battery level \(value)")
     case 0x2A37: check(heartRateLengthOK(value) == true, "heart rate \(value) decoded as \(decoded)")
@@ -72,6 +80,77 @@ func characteristic(_ input: inout FuzzInput) {
         check(decoded.summary == String(decoding: value[..<end], as: UTF8.self), "string characteristic \(value)")
     default: break
     }
+}
+
+/// Fields exist, are named snake_case, each name once.
+func checkFieldNames(_ fields: [DecodedField]) {
+    check(!fields.isEmpty, "no fields")
+    let names = fields.map(\.name)
+    check(Set(names).count == names.count, "repeated field names \(names)")
+    check(names.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (0x61...0x7A).contains($0) || $0 == 0x5F } }, "field names \(names)")
+}
+
+// MARK: - Beacons
+
+/// Kind 0: manufacturer data of Apple; 1: of the company read from the input; 2 and up:
+/// Eddystone service data.
+func beaconFrame(kind: UInt8, _ input: inout FuzzInput) {
+    let company = UInt16(truncatingIfNeeded: input.integer(2))
+    let d = input.rest()
+    switch kind {
+    case 0, 1:
+        let owner = kind == 0 ? BeaconDecoding.appleCompany : company
+        let beacon = BeaconDecoding.beacon(company: owner, data: d)
+        let isIBeacon = owner == BeaconDecoding.appleCompany && d.count == 23 && d[0] == 0x02 && d[1] == 0x15
+        let isAltBeacon = d.count == 24 && d[0] == 0xBE && d[1] == 0xAC
+        switch beacon {
+        case .iBeacon(let b)?: check(isIBeacon && b.manufacturerData == d, "iBeacon \(d) → \(b)")
+        case .altBeacon(let b)?: check(isAltBeacon && b.company == owner && b.manufacturerData == d, "AltBeacon \(d) → \(b)")
+        case nil: check(!isIBeacon && !isAltBeacon, "manufacturer data \(d) of \(owner) not decoded")
+        case let other?: check(false, "manufacturer data decoded as \(other)")
+        }
+        if let beacon { checkBeacon(beacon) }
+    default:
+        let beacon = BeaconDecoding.beacon(service: BeaconDecoding.eddystoneService, data: d)
+        check(beacon == BeaconDecoding.eddystone(d), "by service and by frame differ")
+        check(BeaconDecoding.beacon(service: BluetoothUUID(uint16: company), data: d) == nil || company == 0xFEAA,
+              "a beacon under service \(company)")
+        let type = d.first ?? 0xFF
+        switch beacon {
+        case .eddystoneUID(let b)?:
+            check(type == 0x00 && (d.count == 18 || d.count == 20) && b.serviceData.prefix(18) == d.prefix(18), "UID \(d) → \(b)")
+        case .eddystoneURL(let b)?:
+            check(urlFrameOK(d), "URL \(d) decoded as \(b.url)")
+            check(EddystoneURL.schemes.contains { b.url.hasPrefix($0) }, "URL \(b.url) without a scheme")
+            check(b.url.utf8.allSatisfy { (0x21...0x7E).contains($0) }, "URL \(b.url) not printable ASCII")
+        case .eddystoneTLM(let b)?: check(type == 0x20 && b.serviceData == d, "TLM \(d) → \(b)")
+        case .eddystoneEID(let b)?: check(type == 0x30 && b.serviceData == d, "EID \(d) → \(b)")
+        case nil:
+            let expected = switch type {
+            case 0x00: d.count == 18 || d.count == 20
+            case 0x10: urlFrameOK(d)
+            case 0x20: d.count == 14 && d[1] == 0
+            case 0x30: d.count == 10
+            default: false
+            }
+            check(!expected, "Eddystone frame \(d) not decoded")
+        case let other?: check(false, "service data decoded as \(other)")
+        }
+        if let beacon { checkBeacon(beacon) }
+    }
+}
+
+/// An Eddystone-URL frame's layout: type, TX power, scheme 0…3, up to 17 bytes that are
+/// expansion codes or printable ASCII.
+func urlFrameOK(_ d: [UInt8]) -> Bool {
+    d.count >= 3 && d.count <= 20 && d[0] == 0x10 && d[2] <= 3 && d[3...].allSatisfy { $0 <= 0x0D || (0x21...0x7E).contains($0) }
+}
+
+func checkBeacon(_ beacon: Beacon) {
+    checkFieldNames(beacon.fields)
+    check(!beacon.kind.isEmpty && !beacon.summary.isEmpty, "kind or summary empty")
+    // Printable ASCII but for TLM's "°".
+    check(beacon.summary.unicodeScalars.allSatisfy { (0x20...0x7E).contains($0.value) || $0 == "°" }, "summary \(beacon.summary)")
 }
 
 /// Heart Rate Measurement: whether the value is as long as its flags say:
@@ -200,7 +279,7 @@ func advertisement(_ g: inout ValueGenerator) {
 func checkDevice(_ d: DeviceInfo, _ p: PropertyMap) {
     check(d.address == (p["Address"]?.string ?? DeviceInfo.addressFromPath(d.path)), "address \(d.address)")
     check(d.name == p["Name"]?.string && d.alias == p["Alias"]?.string, "name/alias")
-    check(d.rssi == p["RSSI"]?.integer && d.txPower == p["TxPower"]?.integer, "rssi/tx power")
+    check(d.rssi == p["RSSI"]?.integer.flatMap { $0 == 127 ? nil : $0 } && d.txPower == p["TxPower"]?.integer, "rssi/tx power")
     let uuidStrings = p["UUIDs"]?.stringArray ?? []
     check(d.serviceUUIDs.count <= uuidStrings.count, "more service UUIDs than strings")
     check(d.serviceUUIDs == uuidStrings.compactMap { try? BluetoothUUID($0) }, "service UUIDs")
@@ -217,6 +296,12 @@ func checkDevice(_ d: DeviceInfo, _ p: PropertyMap) {
     check(d.advertisingFlags == p["AdvertisingFlags"]?.bytes, "flags")
     if let name = d.name, !name.isEmpty { check(d.displayName == name, "display name") }
     _ = ScanOptions().matches(d)
+    let beacons = BeaconDecoding.beacons(in: d)
+    let oneByOne = d.manufacturerData.compactMap { BeaconDecoding.beacon(company: $0.key, data: $0.value) }
+        + d.serviceData.compactMap { BeaconDecoding.beacon(service: $0.key, data: $0.value) }
+    check(beacons.count == oneByOne.count && oneByOne.allSatisfy(beacons.contains), "device beacons \(beacons)")
+    check((BeaconDecoding.summary(of: d) == nil) == beacons.isEmpty, "summary without beacons")
+    beacons.forEach(checkBeacon)
 }
 
 /// Equal, a NaN equal to a NaN with the same bits.
