@@ -113,7 +113,9 @@ d = one(lambda l: l.get("event") == "discovered" and l.get("address") == PERIPH_
 check(d.get("adapter") == CENTRAL, "adapter %r" % d.get("adapter"))
 check(d.get("address_type") == "public", "address_type %r, expected public (btvirt)" % d.get("address_type"))
 check(d.get("name") == "TestAdvertisement", "name %r" % d.get("name"))
-check(isinstance(d.get("rssi"), int), "rssi %r must be an int" % d.get("rssi"))
+# btvirt reports no signal strength: HCI RSSI 127 ("not available"), which bluectl
+# leaves out rather than print as a reading (every scan line here had "rssi":127 before)
+check("rssi" not in d, "rssi %r printed, but the emulated controller reports 127 (not available)" % d.get("rssi"))
 su = d.get("service_uuids") or []
 check(u16("180d") in su and u16("180f") in su, "service_uuids %r lack 180d/180f (full 128-bit form)" % su)
 check(d.get("manufacturer_data") == {"0xffff": "00010203"}, "manufacturer_data %r" % d.get("manufacturer_data"))
