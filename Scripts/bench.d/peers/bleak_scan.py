@@ -1,43 +1,36 @@
-"""Bleak's scanner as a peer for `Scripts/bench scan`: counts detection
-callbacks while the bus-tier stand-in announces devices and updates.
+"""Bleak's scanner as a peer for `Scripts/bench scan`: one line per detection
+callback on stdout (as `bluectl scan --json --duplicates` prints one per
+event), until SIGINT. The harness counts the lines and reads CPU and RSS
+from /proc, the same way for both tools. Output is flushed every 10 ms
+(bluectl batches its writes too), not per line.
 
-usage: python bleak_scan.py EXPECTED QUIET_SECONDS
-Prints "ready" once scanning, then "count N span S last T cpu C rss_kb R"
-(T: time.monotonic() of the last callback)."""
+usage: python bleak_scan.py ADAPTER"""
 import asyncio
-import resource
+import signal
 import sys
-import time
 
 from bleak import BleakScanner
 
-EXPECTED, QUIET = int(sys.argv[1]), float(sys.argv[2])
-seen = {"count": 0, "first": None, "last": None}
+out = sys.stdout
 
 
-def detected(_device, _advertisement):
-    now = time.monotonic()
-    seen["count"] += 1
-    seen["first"] = seen["first"] or now
-    seen["last"] = now
+def detected(device, advertisement):
+    out.write(f"{device.address} {advertisement.rssi}\n")
 
 
 async def main():
-    scanner = BleakScanner(detection_callback=detected, bluez={"adapter": "hci0"})
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
+    scanner = BleakScanner(detection_callback=detected, bluez={"adapter": sys.argv[1]})
     await scanner.start()
-    print("ready", flush=True)
-    previous, changed = -1, time.monotonic()
-    while seen["count"] < EXPECTED:
-        await asyncio.sleep(0.05)
-        if seen["count"] != previous:
-            previous, changed = seen["count"], time.monotonic()
-        elif time.monotonic() - changed > QUIET and seen["count"] > 0:
-            break
+    while not stop.is_set():
+        out.flush()
+        try:
+            await asyncio.wait_for(stop.wait(), 0.01)
+        except asyncio.TimeoutError:
+            pass
     await scanner.stop()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    span = (seen["last"] or 0) - (seen["first"] or 0)
-    print(f"count {seen['count']} span {span:.2f} last {seen['last'] or 0:.4f} "
-          f"cpu {usage.ru_utime + usage.ru_stime:.2f} rss_kb {usage.ru_maxrss}", flush=True)
+    out.flush()
 
 
 asyncio.run(main())
