@@ -16,12 +16,7 @@ public struct Bluectl: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "bluectl",
         abstract: "A Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.",
-        discussion: """
-            Exit codes: 0 ok, 1 BlueZ reported a failure, 64 bad usage, 65 unusable value, \
-            68 not found, 69 bus/bluetoothd/adapter unavailable, 70 unexpected reply, \
-            74 disconnected, 75 still in progress, 77 not permitted, 124 timeout, \
-            130 SIGINT, 143 SIGTERM.
-            """,
+        discussion: "Exit codes: \(ExitStatus.summary).",
         version: version,
         subcommands: [AdaptersCommand.self, ScanCommand.self, ConnectCommand.self, DisconnectCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self, WriteCommand.self, SubscribeCommand.self]
     )

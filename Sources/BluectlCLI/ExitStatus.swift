@@ -1,7 +1,7 @@
 import BluectlCore
 
 /// bluectl's exit codes (documented in README.md), mostly from sysexits.h.
-public enum ExitStatus: Int32, Sendable {
+public enum ExitStatus: Int32, Sendable, CaseIterable {
     case success = 0
     /// A BlueZ operation failed for a reason not listed below (BlueZ's message is shown).
     case failure = 1
@@ -27,6 +27,31 @@ public enum ExitStatus: Int32, Sendable {
     /// The reader of stdout went away (`bluectl subscribe … | head -1`): a quiet exit, like SIGPIPE's.
     case brokenPipe = 141
     case terminated = 143
+
+    /// A few words for `--help` and the man page (README.md's table says more).
+    public var brief: String {
+        switch self {
+        case .success: return "ok"
+        case .failure: return "BlueZ reported a failure"
+        case .usage: return "bad usage"
+        case .dataError: return "unusable value"
+        case .notFound: return "not found"
+        case .unavailable: return "bus/bluetoothd/adapter unavailable"
+        case .software: return "unexpected reply"
+        case .ioError: return "disconnected"
+        case .temporaryFailure: return "still in progress"
+        case .noPermission: return "not permitted"
+        case .timeout: return "timeout"
+        case .interrupted: return "SIGINT"
+        case .brokenPipe: return "stdout's reader went away"
+        case .terminated: return "SIGTERM"
+        }
+    }
+
+    /// Every exit code with its brief meaning, in one line: "0 ok, 1 …".
+    public static var summary: String {
+        allCases.map { "\($0.rawValue) \($0.brief)" }.joined(separator: ", ")
+    }
 
     public init(_ error: CentralError) {
         switch error {
