@@ -70,18 +70,34 @@ extension Bluectl {
     }
 }
 
-/// Options every command that touches an adapter takes.
-struct AdapterOptions: ParsableArguments {
+/// `--adapter`: every command that touches an adapter takes it.
+struct AdapterChoice: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Adapter to use, e.g. hci0 (default: the first powered one).", valueName: "hciN"))
     var adapter: String?
+
+    func validate() throws {
+        if let adapter, !AdapterOptions.isAdapterName(adapter) {
+            throw ValidationError("invalid adapter name \"\(TextSafety.escapedForMessage(adapter))\": expected hciN, e.g. hci0")
+        }
+    }
+}
+
+/// `--adapter` and `--power-on`: the commands that need a powered adapter
+/// (`info` and `disconnect` take only `AdapterChoice`).
+struct AdapterOptions: ParsableArguments {
+    @OptionGroup var choice: AdapterChoice
 
     @Flag(name: .long, help: "Power the adapter on if it is off.")
     var powerOn = false
 
-    func validate() throws {
-        if let adapter, !Self.isAdapterName(adapter) {
-            throw ValidationError("invalid adapter name \"\(TextSafety.escapedForMessage(adapter))\": expected hciN, e.g. hci0")
-        }
+    var adapter: String? { choice.adapter }
+
+    init() {}
+
+    /// The options of a command that does not offer --power-on.
+    init(_ choice: AdapterChoice) {
+        self.choice = choice
+        powerOn = false
     }
 
     static func isAdapterName(_ text: String) -> Bool {

@@ -61,8 +61,8 @@ struct DisconnectCommand: AsyncParsableCommand {
         commandName: "disconnect",
         abstract: "Disconnect a device and wait until BlueZ shows it disconnected.")
 
-    @OptionGroup var adapterOptions: AdapterOptions
-    @OptionGroup var options: DeviceCommandOptions
+    @OptionGroup var adapterChoice: AdapterChoice
+    @OptionGroup var deadline: OperationTimeout
 
     @Argument(help: "Address, D-Bus path, or name.")
     var device: String
@@ -72,7 +72,8 @@ struct DisconnectCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (device, json) = (self.device, self.json)
-        try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "disconnect \(device)",
+        try await runDeviceCommand(adapterOptions: AdapterOptions(adapterChoice), options: DeviceCommandOptions(deadline),
+                                   what: "disconnect \(device)",
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             let wasConnected = await peripheral.isConnected()
@@ -97,8 +98,8 @@ struct InfoCommand: AsyncParsableCommand {
         abstract: "Show what BlueZ knows about a device: connection, pairing, RSSI, MTU, services resolved, advertised data.",
         discussion: "Does not connect.")
 
-    @OptionGroup var adapterOptions: AdapterOptions
-    @OptionGroup var options: DeviceCommandOptions
+    @OptionGroup var adapterChoice: AdapterChoice
+    @OptionGroup var deadline: OperationTimeout
 
     @Argument(help: "Address, D-Bus path, or name.")
     var device: String
@@ -108,7 +109,8 @@ struct InfoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (device, json) = (self.device, self.json)
-        try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "info \(device)",
+        try await runDeviceCommand(adapterOptions: AdapterOptions(adapterChoice), options: DeviceCommandOptions(deadline),
+                                   what: "info \(device)",
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             guard let info = peripheral.info else { throw CentralError.deviceNotFound(device) }

@@ -10,13 +10,26 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Options of every command that works with one device (besides `AdapterOptions`).
-struct DeviceCommandOptions: ParsableArguments {
+/// `--timeout` of every command that works with one device.
+struct OperationTimeout: ParsableArguments {
     /// Unconditional: "--timeout -1" reaches validation and is rejected by name.
     @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp(
-        "Bound the whole operation (finding, connecting, the operation itself) to this many seconds (default 30).",
+        "Bound the whole command (finding the device included) to this many seconds (default 30).",
         valueName: "SECONDS"))
-    var timeoutText: String?
+    var text: String?
+
+    func validate() throws {
+        if let text { _ = try parseSeconds(text, option: "--timeout") }
+    }
+
+    var seconds: Double { ((try? text.map { try parseSeconds($0, option: "--timeout") }) ?? nil) ?? 30 }
+}
+
+/// Options of the commands that connect (besides `AdapterOptions`): the
+/// timeout, connection retries and the pairing agent. `info` and
+/// `disconnect` take only `OperationTimeout`.
+struct DeviceCommandOptions: ParsableArguments {
+    @OptionGroup var deadline: OperationTimeout
 
     /// Unconditional: "--retries -1" is rejected by name, not as a missing value.
     @Option(parsing: .unconditional, help: ArgumentHelp("Extra connection attempts after le-connection-abort-by-local or InProgress.", valueName: "N"))
@@ -28,11 +41,19 @@ struct DeviceCommandOptions: ParsableArguments {
     var agent: AgentChoice = .noInputNoOutput
 
     func validate() throws {
-        if let timeoutText { _ = try parseSeconds(timeoutText, option: "--timeout") }
         if !(0...10).contains(retries) { throw ValidationError("invalid --retries \"\(retries)\": expected 0 to 10") }
     }
 
-    var timeout: Double { ((try? timeoutText.map { try parseSeconds($0, option: "--timeout") }) ?? nil) ?? 30 }
+    var timeout: Double { deadline.seconds }
+
+    init() {}
+
+    /// The options of a command that does not connect: its timeout, the defaults otherwise.
+    init(_ deadline: OperationTimeout) {
+        self.deadline = deadline
+        retries = 2
+        agent = .noInputNoOutput
+    }
 }
 
 enum AgentChoice: String, ExpressibleByArgument, Sendable {

@@ -65,11 +65,13 @@ struct ReadCommand: AsyncParsableCommand {
                 flags: ["power-on", "json"]),
               plain.positionals.count == 2
         else { return nil }
-        var adapterOptions = AdapterOptions()
-        adapterOptions.adapter = plain.value("adapter")
+        var choice = AdapterChoice()
+        choice.adapter = plain.value("adapter")
+        var adapterOptions = AdapterOptions(choice)
         adapterOptions.powerOn = plain.flag("power-on")
-        var options = DeviceCommandOptions()
-        options.timeoutText = plain.value("timeout")
+        var deadline = OperationTimeout()
+        deadline.text = plain.value("timeout")
+        var options = DeviceCommandOptions(deadline)
         options.retries = 2
         options.agent = .noInputNoOutput
         if let text = plain.value("retries") {
@@ -99,7 +101,8 @@ struct ReadCommand: AsyncParsableCommand {
         }
         command.json = plain.flag("json")
         do {
-            try adapterOptions.validate()
+            try choice.validate()
+            try deadline.validate()
             try options.validate()
             try command.validate()
         } catch {

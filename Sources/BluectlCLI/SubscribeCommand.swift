@@ -105,7 +105,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         let target = try SubscriptionTarget(device: device, characteristics: characteristics, service: serviceText,
                                             adapter: adapterOptions.adapter, restored: restored, restoreID: restoreID)
         var adapterOptions = self.adapterOptions
-        if adapterOptions.adapter == nil { adapterOptions.adapter = target.adapter }
+        if adapterOptions.adapter == nil { adapterOptions.choice.adapter = target.adapter }
         let selectors = try target.characteristics.map { try parseSelector($0, kind: .characteristic, what: "CHARACTERISTIC") }
         let service = try target.service.map { try parseServiceUUID($0, option: "--service") }
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
@@ -116,7 +116,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         if let restored, let restoreID { job.reportRestored(restored, id: restoreID) }
         // --timeout bounds each set-up; the notifications then run until count/duration/signal.
         var streamOptions = options
-        streamOptions.timeoutText = String(31_536_000)
+        streamOptions.deadline.text = String(31_536_000)
         do {
             try await runDeviceCommand(adapterOptions: adapterOptions, options: streamOptions,
                                        what: "subscribe to \(target.characteristics.joined(separator: " ")) of \(target.device)") { session, _ in
