@@ -5,7 +5,12 @@ import BluectlCore
 struct AdaptersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adapters",
-        abstract: "List Bluetooth adapters: name, address, powered, discovering, state.")
+        abstract: "List Bluetooth adapters: name, address, powered, discovering, state.",
+        discussion: """
+            Examples:
+              bluectl adapters
+              bluectl adapters --json
+            """)
 
     @Flag(name: .long, help: "One JSON object per line.")
     var json = false

@@ -63,7 +63,8 @@ extension Bluectl {
     /// messages and exit codes stay the root's.
     static func parseSubcommandDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
         if arguments.first == "read", let read = ReadCommand.parsePlain(Array(arguments.dropFirst())) { return read }
-        guard let name = arguments.first,
+        // help goes through the root, so its usage line names the tool ("bluectl scan …")
+        guard let name = arguments.first, !arguments.contains(where: { ["-h", "--help", "help"].contains($0) }),
               let subcommand = configuration.subcommands.first(where: { $0._commandName == name })
         else { return nil }
         return try? subcommand.parseAsRoot(Array(arguments.dropFirst()))

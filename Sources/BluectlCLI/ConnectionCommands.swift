@@ -9,6 +9,11 @@ struct ConnectCommand: AsyncParsableCommand {
         discussion: """
             DEVICE is an address, a D-Bus path, or a name/alias BlueZ knows; an unknown device is \
             scanned for (bounded by --timeout). Retries le-connection-abort-by-local and InProgress.
+
+            Examples:
+              bluectl connect AA:BB:CC:DD:EE:FF
+              bluectl connect AA:BB:CC:DD:EE:FF --pair --agent keyboard-display
+              bluectl connect "My Sensor" --json --timeout 60
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -59,7 +64,12 @@ struct ConnectCommand: AsyncParsableCommand {
 struct DisconnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "disconnect",
-        abstract: "Disconnect a device and wait until BlueZ shows it disconnected.")
+        abstract: "Disconnect a device and wait until BlueZ shows it disconnected.",
+        discussion: """
+            Examples:
+              bluectl disconnect AA:BB:CC:DD:EE:FF
+              bluectl disconnect AA:BB:CC:DD:EE:FF --json
+            """)
 
     @OptionGroup var adapterChoice: AdapterChoice
     @OptionGroup var deadline: OperationTimeout
@@ -96,7 +106,13 @@ struct InfoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "info",
         abstract: "Show what BlueZ knows about a device: connection, pairing, RSSI, MTU, services resolved, advertised data.",
-        discussion: "Does not connect.")
+        discussion: """
+            Does not connect.
+
+            Examples:
+              bluectl info AA:BB:CC:DD:EE:FF
+              bluectl info AA:BB:CC:DD:EE:FF --json
+            """)
 
     @OptionGroup var adapterChoice: AdapterChoice
     @OptionGroup var deadline: OperationTimeout

@@ -6,7 +6,14 @@ struct DiscoverCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "discover",
         abstract: "List a device's services, characteristics (properties, handle) and descriptors, with SIG names.",
-        discussion: "Connects when needed, and then disconnects afterwards (only a connection bluectl made).")
+        discussion: """
+            Connects when needed, and then disconnects afterwards (only a connection bluectl made).
+
+            Examples:
+              bluectl discover AA:BB:CC:DD:EE:FF
+              bluectl discover AA:BB:CC:DD:EE:FF --service heart_rate
+              bluectl discover AA:BB:CC:DD:EE:FF --json
+            """)
 
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions

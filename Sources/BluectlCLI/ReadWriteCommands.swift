@@ -20,6 +20,11 @@ struct ReadCommand: AsyncParsableCommand {
             name one by D-Bus path or handle:N. Connects when needed and disconnects afterwards \
             only if bluectl made the connection. An encrypted characteristic pairs (just works) \
             through bluectl's agent.
+
+            Examples:
+              bluectl read AA:BB:CC:DD:EE:FF battery_level
+              bluectl read AA:BB:CC:DD:EE:FF 2a38 --json
+              bluectl read AA:BB:CC:DD:EE:FF device_name --format utf8
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -162,6 +167,11 @@ struct WriteCommand: AsyncParsableCommand {
             Without --with-response/--without-response the characteristic's flags choose (with \
             response when allowed). A value longer than the write limit is refused with the limit \
             in the message.
+
+            Examples:
+              bluectl write AA:BB:CC:DD:EE:FF 2a39 01 --with-response
+              bluectl write AA:BB:CC:DD:EE:FF 12345678-1234-5678-1234-56789abcdef1 --utf8 Hello
+              bluectl write AA:BB:CC:DD:EE:FF 2a39 --file payload.bin
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions

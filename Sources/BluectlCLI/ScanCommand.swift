@@ -6,7 +6,14 @@ struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scan",
         abstract: "Scan for advertising devices and print each one as it is found.",
-        discussion: "Runs until --timeout, --count or Ctrl-C; stops the discovery it started.")
+        discussion: """
+            Runs until --timeout, --count or Ctrl-C; stops the discovery it started.
+
+            Examples:
+              bluectl scan --timeout 10
+              bluectl scan --json --service heart_rate --rssi -80 --count 1
+              bluectl scan --json --duplicates --name sensor --adapter hci1
+            """)
 
     @OptionGroup var adapterOptions: AdapterOptions
 
@@ -29,7 +36,7 @@ struct ScanCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
     var count: Int?
 
-    @Option(help: ArgumentHelp("le (default), bredr or auto.", valueName: "TRANSPORT"))
+    @Option(help: ArgumentHelp("le, bredr or auto.", valueName: "TRANSPORT"))
     var transport: String = "le"
 
     @Flag(help: "One JSON object per line.")

@@ -22,6 +22,11 @@ struct SubscribeCommand: AsyncParsableCommand {
             with a message if the device disconnects, unless --reconnect. --timeout bounds finding, \
             connecting and subscribing (each attempt, with --reconnect). A reader that stops reading \
             (`| head -1`) ends bluectl quietly with status 141 after the same clean-up.
+
+            Examples:
+              bluectl subscribe AA:BB:CC:DD:EE:FF heart_rate_measurement --count 10
+              bluectl subscribe AA:BB:CC:DD:EE:FF heart_rate_measurement --json | jq .decoded.bpm
+              bluectl subscribe AA:BB:CC:DD:EE:FF 2a37 --reconnect --restore-id hr --json >> hr.jsonl
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -62,7 +67,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     var restoreID: String?
 
     @Option(name: .customLong("notify-via"), help: ArgumentHelp("""
-        notify: StartNotify, a D-Bus signal per value (default; BlueZ never drops one). acquire: \
+        notify: StartNotify, a D-Bus signal per value (BlueZ never drops one). acquire: \
         AcquireNotify, values over a socket (cheaper; bluetoothd drops values silently when the socket \
         is full: see --check-sequence).
         """, valueName: "notify|acquire"))
@@ -75,7 +80,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     var checkSequence: SequenceWidth?
 
     @Option(name: .customLong("queue"), parsing: .unconditional, help: ArgumentHelp(
-        "Values waiting for a slow stdout at most; beyond that they are dropped and counted (default 100000).",
+        "Values waiting for a slow stdout at most; beyond that they are dropped and counted.",
         valueName: "N"))
     var queueCapacity: Int = 100_000
 
