@@ -1,4 +1,7 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 import BluectlCore
 
 /// `bluectl scan`: discover advertising devices.
@@ -42,6 +45,16 @@ struct ScanCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per line.")
     var json = false
 
+    @Flag(inversion: .prefixedNo, help: """
+        A table updated in place, strongest first (default on a terminal without --json); \
+        --no-live prints a line per event as in a pipe.
+        """)
+    var live: Bool?
+
+    @Option(name: .customLong("age-out"), parsing: .unconditional, help: ArgumentHelp(
+        "In the live table, drop a device not heard for this many seconds.", valueName: "SECONDS"))
+    var ageOut: Double = 30
+
     @Option(name: .customLong("restore-id"), help: ArgumentHelp("""
         Keep this scan's filter under $XDG_STATE_HOME/bluectl/NAME.json; a later scan with the same NAME \
         and no filter options first reports the saved filter, then scans with it.
@@ -58,6 +71,9 @@ struct ScanCommand: AsyncParsableCommand {
         }
         if let timeoutText { _ = try parseSeconds(timeoutText, option: "--timeout") }
         if let count, count < 1 { throw ValidationError("invalid --count \"\(count)\": expected 1 or more") }
+        if live == true, json { throw ValidationError("--live and --json cannot be used together") }
+        if live == true, isatty(1) == 0 { throw ValidationError("--live needs a terminal on stdout (without it, scan prints a line per event)") }
+        if !(ageOut.isFinite && ageOut > 0) { throw ValidationError("invalid --age-out \"\(ageOut)\": expected a positive number of seconds") }
         if let restoreID {
             do { _ = try RestoreStore(identifier: restoreID) } catch { throw ValidationError("\(error)") }
         }
@@ -136,6 +152,7 @@ struct ScanCommand: AsyncParsableCommand {
         }
         let timeout = try timeoutText.map { try parseSeconds($0, option: "--timeout") }
         let (json, count, adapterOptions, scanOptions) = (self.json, self.count, self.adapterOptions, options)
+        let liveAgeOut: Double? = (live ?? (isatty(1) == 1)) && !json ? ageOut : nil
         let (restored, saveStore) = (restoredLine, store)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
@@ -149,6 +166,11 @@ struct ScanCommand: AsyncParsableCommand {
             }
             if let restored { queue.line(restored) }
             let outcome: Result<Void, any Error> = await withTimeLimit(seconds: timeout) {
+                if let liveAgeOut {
+                    await queue.finished()   // the restored line, above the table
+                    try await LiveScanView.run(session.discoveries, adapter: adapter.name, count: count, ageOut: liveAgeOut)
+                    return
+                }
                 var distinct = Set<String>()
                 for try await discovery in session.discoveries {
                     let line = json

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+/// `bluectl scan` on a terminal: the live table, through a real pseudo-terminal
+/// (a tmux server of the test's own), its screen read with `capture-pane`.
+@Suite("Live scan view (bus tier, through tmux)", .serialized)
+struct LiveScanTests {
+    static let tmux = "/usr/bin/tmux"
+
+    /// A tmux server (own socket) running one command in a WIDTH × HEIGHT pane that stays after it exits.
+    struct Pane {
+        let socket: String
+        let target = "live"
+
+        func run(_ arguments: [String]) async throws -> ProcessResult {
+            try await runProcess(LiveScanTests.tmux, ["-L", socket] + arguments, timeout: .seconds(10))
+        }
+
+        func screen() async throws -> [String] {
+            let r = try await run(["capture-pane", "-p", "-t", target])
+            return r.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        }
+
+        /// Waits for the screen to satisfy `predicate` (a hang guard, not a timed assertion).
+        func waitForScreen(_ predicate: ([String]) -> Bool) async throws -> [String] {
+            let deadline = ContinuousClock.now + .seconds(30)
+            var last: [String] = []
+            while ContinuousClock.now < deadline {
+                last = try await screen()
+                if predicate(last) { return last }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return last
+        }
+    }
+
+    @Test("a table sorted by signal, escaped names, fits the width, redraws on resize, Ctrl-C leaves the cursor on and exits 130")
+    func liveTable() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", "AA:00:00:00:00:01", [.name("Weak one"), .rssi(-90)])
+            try await bus.addAdvertiser("hci0", "AA:00:00:00:00:02", [.name("Strong one"), .rssi(-40), .uuids(["180d"])])
+            let evil = "\u{1B}[31mEVIL\u{07}" + String(repeating: "x", count: 80)
+            try await bus.addAdvertiser("hci0", "AA:00:00:00:00:03", [.name(evil), .rssi(-60)])
+            // the command, its environment and its exit status, through a script tmux runs
+            let script = bus.directory.appendingPathComponent("live.sh")
+            let exitFile = bus.directory.appendingPathComponent("exit")
+            let env = bus.environment.map { "export \($0.key)='\($0.value.replacingOccurrences(of: "'", with: "'\\''"))'" }
+            // (the shell ignores the Ctrl-C meant for bluectl, to report its status)
+            try (["#!/bin/sh", "trap '' INT"] + env + ["'\(try BusTier.bluectlExecutable())' scan --adapter hci0", "echo $? > '\(exitFile.path)'"])
+                .joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
+            let pane = Pane(socket: "bluectl-live-\(getpid())")
+            defer { _ = try? Process.run(URL(fileURLWithPath: Self.tmux), arguments: ["-L", pane.socket, "kill-server"]) }
+            #expect(try await pane.run(["new-session", "-d", "-s", pane.target, "-x", "100", "-y", "20", "sh '\(script.path)'"]).exitCode == 0)
+            _ = try await pane.run(["set-option", "-t", pane.target, "remain-on-exit", "on"])
+            let raw = bus.directory.appendingPathComponent("raw")
+            _ = try await pane.run(["pipe-pane", "-o", "-t", pane.target, "cat >> '\(raw.path)'"])
+
+            let screen = try await pane.waitForScreen { $0.first?.hasPrefix("bluectl scan on hci0: 3 devices") == true }
+            #expect(screen.first?.hasPrefix("bluectl scan on hci0: 3 devices, ") == true, "\(screen)")
+            #expect(screen.first?.hasSuffix("(Ctrl-C to stop)") == true, "\(screen)")
+            let rows = screen.filter { $0.hasPrefix("AA:00:00:00:00:0") }
+            #expect(rows.map { String($0.prefix(17)) } == ["AA:00:00:00:00:02", "AA:00:00:00:00:03", "AA:00:00:00:00:01"],
+                    "strongest first: \(screen)")
+            #expect(rows.first?.contains("-40 dBm  ██████".prefix(10)) == true, "\(rows)")
+            #expect(rows.first?.contains("180d (Heart Rate)") == true, "\(rows)")
+            // the name's escape sequence is shown, not obeyed; the row is cut to the width
+            let evilRow = try #require(rows.dropFirst().first)
+            #expect(evilRow.contains("[31mEVIL"), "\(evilRow)")
+            #expect(screen.allSatisfy { $0.count <= 100 }, "\(screen)")
+            #expect(evilRow.contains("EVIL\\") && evilRow.contains("…") && !evilRow.contains("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+                    "the long name is cut in its column: \(evilRow)")
+
+            _ = try await pane.run(["resize-window", "-t", pane.target, "-x", "60", "-y", "20"])
+            let narrow = try await pane.waitForScreen { lines in
+                lines.first?.hasPrefix("bluectl scan on hci0") == true && lines.allSatisfy { $0.count <= 60 }
+                    && lines.filter { $0.hasPrefix("AA:00:00:00:00:0") }.count == 3
+            }
+            #expect(narrow.allSatisfy { $0.count <= 60 } && narrow.filter { $0.hasPrefix("AA:00:00:00:00:0") }.count == 3,
+                    "after the resize: \(narrow)")
+
+            _ = try await pane.run(["send-keys", "-t", pane.target, "C-c"])
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !FileManager.default.fileExists(atPath: exitFile.path), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let status = try? String(contentsOf: exitFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(status == "130", "exit status \(status ?? "none")")
+            // tmux may still be applying the last bytes it read: wait for its state to settle (a hang guard)
+            var cursor = try await pane.run(["display-message", "-p", "-t", pane.target, "#{cursor_flag}"])
+            let settle = ContinuousClock.now + .seconds(10)
+            while cursor.stdout.trimmingCharacters(in: .whitespacesAndNewlines) != "1", ContinuousClock.now < settle {
+                try await Task.sleep(for: .milliseconds(100))
+                cursor = try await pane.run(["display-message", "-p", "-t", pane.target, "#{cursor_flag}"])
+            }
+            let rawTail = ((try? Data(contentsOf: raw)) ?? Data()).suffix(80).map { $0 == 0x1B ? "\\e" : String(UnicodeScalar($0)) }.joined()
+            #expect(cursor.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the cursor is hidden after exit: \(rawTail)")
+            let after = try await pane.screen()
+            #expect(after.contains { $0.hasPrefix("AA:00:00:00:00:02") }, "the last table stays on the screen: \(after)")
+        }
+    }
+
+    @Test("--live without a terminal on stdout: one line, exit 64; not a terminal: lines as before")
+    func liveNeedsATerminal() async throws {
+        try await withPrivateBus { bus in
+            let r = try await bus.runBluectl(["scan", "--live", "--timeout", "1"])
+            #expect(r.exitCode == 64, "\(r)")
+            #expect(r.stderrLines == ["bluectl: --live needs a terminal on stdout (without it, scan prints a line per event)"],
+                    "\(r.stderr)")
+        }
+    }
+}
