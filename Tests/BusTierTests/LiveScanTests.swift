@@ -49,54 +49,63 @@ struct LiveScanTests {
             try (["#!/bin/sh", "trap '' INT"] + env + ["'\(try BusTier.bluectlExecutable())' scan --adapter hci0", "echo $? > '\(exitFile.path)'"])
                 .joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
             let pane = Pane(socket: "bluectl-live-\(getpid())")
-            defer { _ = try? Process.run(URL(fileURLWithPath: Self.tmux), arguments: ["-L", pane.socket, "kill-server"]) }
-            #expect(try await pane.run(["new-session", "-d", "-s", pane.target, "-x", "100", "-y", "20", "sh '\(script.path)'"]).exitCode == 0)
-            _ = try await pane.run(["set-option", "-t", pane.target, "remain-on-exit", "on"])
-            let raw = bus.directory.appendingPathComponent("raw")
-            _ = try await pane.run(["pipe-pane", "-o", "-t", pane.target, "cat >> '\(raw.path)'"])
-
-            let screen = try await pane.waitForScreen { $0.first?.hasPrefix("bluectl scan on hci0: 3 devices") == true }
-            #expect(screen.first?.hasPrefix("bluectl scan on hci0: 3 devices, ") == true, "\(screen)")
-            #expect(screen.first?.hasSuffix("(Ctrl-C to stop)") == true, "\(screen)")
-            let rows = screen.filter { $0.hasPrefix("AA:00:00:00:00:0") }
-            #expect(rows.map { String($0.prefix(17)) } == ["AA:00:00:00:00:02", "AA:00:00:00:00:03", "AA:00:00:00:00:01"],
-                    "strongest first: \(screen)")
-            #expect(rows.first?.contains("-40 dBm  ██████".prefix(10)) == true, "\(rows)")
-            #expect(rows.first?.contains("180d (Heart Rate)") == true, "\(rows)")
-            // the name's escape sequence is shown, not obeyed; the row is cut to the width
-            let evilRow = try #require(rows.dropFirst().first)
-            #expect(evilRow.contains("[31mEVIL"), "\(evilRow)")
-            #expect(screen.allSatisfy { $0.count <= 100 }, "\(screen)")
-            #expect(evilRow.contains("EVIL\\") && evilRow.contains("…") && !evilRow.contains("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
-                    "the long name is cut in its column: \(evilRow)")
-
-            _ = try await pane.run(["resize-window", "-t", pane.target, "-x", "60", "-y", "20"])
-            let narrow = try await pane.waitForScreen { lines in
-                lines.first?.hasPrefix("bluectl scan on hci0") == true && lines.allSatisfy { $0.count <= 60 }
-                    && lines.filter { $0.hasPrefix("AA:00:00:00:00:0") }.count == 3
+            do {
+                try await Self.checkLiveTable(pane, script: script, exitFile: exitFile, raw: bus.directory.appendingPathComponent("raw"))
+            } catch {
+                _ = try? await pane.run(["kill-server"])
+                throw error
             }
-            #expect(narrow.allSatisfy { $0.count <= 60 } && narrow.filter { $0.hasPrefix("AA:00:00:00:00:0") }.count == 3,
-                    "after the resize: \(narrow)")
-
-            _ = try await pane.run(["send-keys", "-t", pane.target, "C-c"])
-            let deadline = ContinuousClock.now + .seconds(20)
-            while !FileManager.default.fileExists(atPath: exitFile.path), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            let status = try? String(contentsOf: exitFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(status == "130", "exit status \(status ?? "none")")
-            // tmux may still be applying the last bytes it read: wait for its state to settle (a hang guard)
-            var cursor = try await pane.run(["display-message", "-p", "-t", pane.target, "#{cursor_flag}"])
-            let settle = ContinuousClock.now + .seconds(10)
-            while cursor.stdout.trimmingCharacters(in: .whitespacesAndNewlines) != "1", ContinuousClock.now < settle {
-                try await Task.sleep(for: .milliseconds(100))
-                cursor = try await pane.run(["display-message", "-p", "-t", pane.target, "#{cursor_flag}"])
-            }
-            let rawTail = ((try? Data(contentsOf: raw)) ?? Data()).suffix(80).map { $0 == 0x1B ? "\\e" : String(UnicodeScalar($0)) }.joined()
-            #expect(cursor.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the cursor is hidden after exit: \(rawTail)")
-            let after = try await pane.screen()
-            #expect(after.contains { $0.hasPrefix("AA:00:00:00:00:02") }, "the last table stays on the screen: \(after)")
+            _ = try? await pane.run(["kill-server"])
         }
+    }
+
+    static func checkLiveTable(_ pane: Pane, script: URL, exitFile: URL, raw: URL) async throws {
+        #expect(try await pane.run(["new-session", "-d", "-s", pane.target, "-x", "100", "-y", "20", "sh '\(script.path)'"]).exitCode == 0)
+        _ = try await pane.run(["set-option", "-t", pane.target, "remain-on-exit", "on"])
+        _ = try await pane.run(["pipe-pane", "-o", "-t", pane.target, "cat >> '\(raw.path)'"])
+
+        let screen = try await pane.waitForScreen { $0.first?.hasPrefix("bluectl scan on hci0: 3 devices") == true }
+        #expect(screen.first?.hasPrefix("bluectl scan on hci0: 3 devices, ") == true, "\(screen)")
+        #expect(screen.first?.hasSuffix("(Ctrl-C to stop)") == true, "\(screen)")
+        let rows = screen.filter { $0.hasPrefix("AA:00:00:00:00:0") }
+        #expect(rows.map { String($0.prefix(17)) } == ["AA:00:00:00:00:02", "AA:00:00:00:00:03", "AA:00:00:00:00:01"],
+                "strongest first: \(screen)")
+        #expect(rows.first?.contains("-40 dBm  ██████".prefix(10)) == true, "\(rows)")
+        #expect(rows.first?.contains("180d (Heart Rate)") == true, "\(rows)")
+        // the name's escape sequence is shown, not obeyed; the row is cut to the width
+        let evilRow = try #require(rows.dropFirst().first)
+        #expect(evilRow.contains("[31mEVIL"), "\(evilRow)")
+        #expect(screen.allSatisfy { $0.count <= 100 }, "\(screen)")
+        #expect(evilRow.contains("EVIL\\") && evilRow.contains("…") && !evilRow.contains("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+                "the long name is cut in its column: \(evilRow)")
+
+        _ = try await pane.run(["resize-window", "-t", pane.target, "-x", "60", "-y", "20"])
+        let narrow = try await pane.waitForScreen { lines in
+            lines.first?.hasPrefix("bluectl scan on hci0") == true && lines.allSatisfy { $0.count <= 60 }
+                && lines.filter { $0.hasPrefix("AA:00:00:00:00:0") }.count == 3
+        }
+        #expect(narrow.allSatisfy { $0.count <= 60 } && narrow.filter { $0.hasPrefix("AA:00:00:00:00:0") }.count == 3,
+                "after the resize: \(narrow)")
+
+        _ = try await pane.run(["send-keys", "-t", pane.target, "C-c"])
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: exitFile.path), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let status = try? String(contentsOf: exitFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(status == "130", "exit status \(status ?? "none")")
+        // What bluectl left the terminal in: its output stream (pipe-pane, which starts
+        // after the first bytes) must end by resetting attributes and showing the cursor
+        // it hid. (tmux's own cursor flag for a dead pane proved unreliable under the
+        // sanitizers.) Waits for tmux to write the stream out (a hang guard).
+        let reset = Array("\u{1B}[0m\u{1B}[?25h".utf8)
+        func stream() -> [UInt8] { [UInt8]((try? Data(contentsOf: raw)) ?? Data()) }
+        let settle = ContinuousClock.now + .seconds(10)
+        while !stream().ends(with: reset), ContinuousClock.now < settle { try await Task.sleep(for: .milliseconds(100)) }
+        let rawTail = stream().suffix(80).map { $0 == 0x1B ? "\\e" : String(UnicodeScalar($0)) }.joined()
+        #expect(stream().ends(with: reset), "the terminal is not restored after exit: \(rawTail)")
+        let after = try await pane.screen()
+        #expect(after.contains { $0.hasPrefix("AA:00:00:00:00:02") }, "the last table stays on the screen: \(after)")
     }
 
     @Test("--live without a terminal on stdout: one line, exit 64; not a terminal: lines as before")
@@ -109,3 +118,8 @@ struct LiveScanTests {
         }
     }
 }
+
+private extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
+}
+
