@@ -26,8 +26,9 @@ public struct Bluectl: AsyncParsableCommand {
     /// Parses and runs; every error becomes one line on stderr and a
     /// documented exit status. Help and --version print as usual.
     public static func runMain(arguments: [String]? = nil) async -> Never {
+        let given = arguments ?? Array(CommandLine.arguments.dropFirst())
         do {
-            var command = try parseSubcommandDirectly(arguments ?? Array(CommandLine.arguments.dropFirst()))
+            var command = try parseSubcommandDirectly(given)
                 ?? parseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
@@ -47,7 +48,7 @@ public struct Bluectl: AsyncParsableCommand {
                 exit(withError: error)
             }
             let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-            Output.error(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
+            Output.error(UsageHints.styled(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message, arguments: given))
             terminate(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
         }
     }

@@ -46,10 +46,14 @@ private let tooLongWithResponse = String(repeating: "00", count: 513)
 
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
+    // one style for the argument parser's lines too, and a did-you-mean for a mistyped subcommand or option
+    BadInput(args: ["scna"], code: 64, message: "bluectl: unexpected argument 'scna'. Did you mean 'scan'?"),
+    BadInput(args: ["reed", D, "2a19"], code: 64, message: "unexpected arguments: 'reed', '\(D)', '2a19'. Did you mean 'read'?"),
+    BadInput(args: ["scan", "--timout", "3"], code: 64, message: "bluectl: unknown option '--timout'. Did you mean '--timeout'?"),
     // info and disconnect neither connect nor pair: they do not offer what only that needs
-    BadInput(args: ["info", D, "--retries", "3"], code: 64, message: "Unknown option '--retries'"),
-    BadInput(args: ["info", D, "--agent", "none"], code: 64, message: "Unknown option '--agent'"),
-    BadInput(args: ["disconnect", D, "--power-on"], code: 64, message: "Unknown option '--power-on'"),
+    BadInput(args: ["info", D, "--retries", "3"], code: 64, message: "unknown option '--retries'"),
+    BadInput(args: ["info", D, "--agent", "none"], code: 64, message: "unknown option '--agent'"),
+    BadInput(args: ["disconnect", D, "--power-on"], code: 64, message: "unknown option '--power-on'"),
     BadInput(args: ["read", D, "12x4"], code: 64, message: "invalid UUID \"12x4\""),
     BadInput(args: ["read", D, ""], code: 64, message: "invalid UUID \"\": empty"),
     BadInput(args: ["read", D, "0000180d-0000-1000-8000-00805f9b34fbXX"], code: 64, message: "8-4-4-4-12"),
