@@ -19,7 +19,7 @@ struct ConnectCommand: AsyncParsableCommand {
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address (AA:BB:CC:DD:EE:FF), D-Bus path, or name.")
+    @Argument(help: "Address (AA:BB:CC:DD:EE:FF), D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Flag(help: "One JSON object.")
@@ -74,7 +74,7 @@ struct DisconnectCommand: AsyncParsableCommand {
     @OptionGroup var adapterChoice: AdapterChoice
     @OptionGroup var deadline: OperationTimeout
 
-    @Argument(help: "Address, D-Bus path, or name.")
+    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Flag(help: "One JSON object.")
@@ -117,7 +117,7 @@ struct InfoCommand: AsyncParsableCommand {
     @OptionGroup var adapterChoice: AdapterChoice
     @OptionGroup var deadline: OperationTimeout
 
-    @Argument(help: "Address, D-Bus path, or name.")
+    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Flag(help: "One JSON object.")

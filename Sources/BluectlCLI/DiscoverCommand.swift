@@ -18,7 +18,7 @@ struct DiscoverCommand: AsyncParsableCommand {
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name.")
+    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Option(name: .customLong("service"), help: ArgumentHelp("Only this service (repeatable).", valueName: "UUID"))

@@ -56,6 +56,13 @@ struct DeviceCommandOptions: ParsableArguments {
     }
 }
 
+/// Tab completion of a DEVICE argument: the addresses of the devices BlueZ
+/// knows, asked of the system bus by the shell (busctl, one second at most;
+/// nothing when there is no bus or no bluetoothd).
+let deviceCompletion = CompletionKind.shellCommand(
+    "busctl --system --timeout=1 tree --list org.bluez 2>/dev/null"
+        + " | sed -n 's|^/org/bluez/hci[0-9]*/dev_\\([0-9A-F_]*\\)$|\\1|p' | tr _ : | sort -u")
+
 enum AgentChoice: String, ExpressibleByArgument, Sendable {
     case noInputNoOutput = "no-input-no-output"
     /// Passkeys, PINs and confirmations asked on the controlling terminal.

@@ -30,7 +30,7 @@ struct ReadCommand: AsyncParsableCommand {
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name.")
+    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Argument(help: "UUID, SIG name, D-Bus path or handle:N.")
@@ -177,7 +177,7 @@ struct WriteCommand: AsyncParsableCommand {
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name.")
+    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Argument(help: "UUID, SIG name, D-Bus path or handle:N.")

@@ -32,7 +32,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name (may be left out with a saved --restore-id).")
+    @Argument(help: "Address, D-Bus path, or name (may be left out with a saved --restore-id).", completion: deviceCompletion)
     var device: String?
 
     @Argument(help: "UUIDs, SIG names, D-Bus paths or handle:N.")
