@@ -150,9 +150,10 @@ struct LiveScanTerminal {
 /// Discoveries and a 250 ms tick (ages, the clock, ageing out) arrive as
 /// events on one stream; the table is redrawn at most every 100 ms, so a
 /// burst of advertisements does not spend its CPU on the terminal. Ends when
-/// `count` devices were seen, the discoveries end (their error is thrown
-/// after the last drawing) or the task is cancelled (Ctrl-C, --timeout);
-/// the terminal is restored on every way out.
+/// `count` devices were seen, `timeout` seconds passed (checked at every
+/// event, so within a tick), the discoveries end (their error is thrown
+/// after the last drawing) or the task is cancelled (Ctrl-C); the terminal
+/// is restored on every way out, before the process can end.
 enum LiveScanView {
     private enum Event: Sendable {
         case discovery(DeviceInfo)
@@ -161,7 +162,7 @@ enum LiveScanView {
     }
 
     static func run(_ discoveries: AsyncThrowingStream<Discovery, any Error>, adapter: String, count: Int?,
-                    ageOut: Double) async throws {
+                    ageOut: Double, timeout: Double?) async throws {
         let (events, feed) = AsyncStream<Event>.makeStream()
         let feeder = Task {
             do {
@@ -211,6 +212,7 @@ enum LiveScanView {
                 break loop
             }
             if let count, distinct.count >= count { break }
+            if let timeout, seconds(since: start) >= timeout { break }
             if clock.now - lastDraw >= .milliseconds(100) {
                 draw()
                 lastDraw = clock.now

@@ -165,20 +165,29 @@ struct ScanCommand: AsyncParsableCommand {
                 return Array("-- \(text)\n".utf8)
             }
             if let restored { queue.line(restored) }
-            let outcome: Result<Void, any Error> = await withTimeLimit(seconds: timeout) {
-                if let liveAgeOut {
-                    await queue.finished()   // the restored line, above the table
-                    try await LiveScanView.run(session.discoveries, adapter: adapter.name, count: count, ageOut: liveAgeOut)
-                    return
+            let outcome: Result<Void, any Error>
+            if let liveAgeOut {
+                // The live loop ends at --timeout itself: it must restore the terminal
+                // before the process ends, which withTimeLimit does not wait for.
+                await queue.finished()   // the restored line, above the table
+                do {
+                    try await LiveScanView.run(session.discoveries, adapter: adapter.name, count: count, ageOut: liveAgeOut,
+                                               timeout: timeout)
+                    outcome = .success(())
+                } catch {
+                    outcome = .failure(error)
                 }
-                var distinct = Set<String>()
-                for try await discovery in session.discoveries {
-                    let line = json
-                        ? DeviceOutput.json(discovery.device, adapter: adapter.name, event: discovery.kind.rawValue).render()
-                        : DeviceOutput.text(discovery.device, event: discovery.kind.rawValue)
-                    guard queue.line(line) != .closed else { return }  // stdout closed: stop quietly
-                    distinct.insert(discovery.device.address)
-                    if let count, distinct.count >= count { return }
+            } else {
+                outcome = await withTimeLimit(seconds: timeout) {
+                    var distinct = Set<String>()
+                    for try await discovery in session.discoveries {
+                        let line = json
+                            ? DeviceOutput.json(discovery.device, adapter: adapter.name, event: discovery.kind.rawValue).render()
+                            : DeviceOutput.text(discovery.device, event: discovery.kind.rawValue)
+                        guard queue.line(line) != .closed else { return }  // stdout closed: stop quietly
+                        distinct.insert(discovery.device.address)
+                        if let count, distinct.count >= count { return }
+                    }
                 }
             }
             _ = await uncancellable { try? await session.stop() }

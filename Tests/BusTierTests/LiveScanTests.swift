@@ -41,13 +41,7 @@ struct LiveScanTests {
             try await bus.addAdvertiser("hci0", "AA:00:00:00:00:02", [.name("Strong one"), .rssi(-40), .uuids(["180d"])])
             let evil = "\u{1B}[31mEVIL\u{07}" + String(repeating: "x", count: 80)
             try await bus.addAdvertiser("hci0", "AA:00:00:00:00:03", [.name(evil), .rssi(-60)])
-            // the command, its environment and its exit status, through a script tmux runs
-            let script = bus.directory.appendingPathComponent("live.sh")
-            let exitFile = bus.directory.appendingPathComponent("exit")
-            let env = bus.environment.map { "export \($0.key)='\($0.value.replacingOccurrences(of: "'", with: "'\\''"))'" }
-            // (the shell ignores the Ctrl-C meant for bluectl, to report its status)
-            try (["#!/bin/sh", "trap '' INT"] + env + ["'\(try BusTier.bluectlExecutable())' scan --adapter hci0", "echo $? > '\(exitFile.path)'"])
-                .joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
+            let (script, exitFile) = try Self.script(bus, "scan --adapter hci0")
             let pane = Pane(socket: "bluectl-live-\(getpid())")
             do {
                 try await Self.checkLiveTable(pane, script: script, exitFile: exitFile, raw: bus.directory.appendingPathComponent("raw"))
@@ -88,24 +82,62 @@ struct LiveScanTests {
                 "after the resize: \(narrow)")
 
         _ = try await pane.run(["send-keys", "-t", pane.target, "C-c"])
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !FileManager.default.fileExists(atPath: exitFile.path), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        let status = try? String(contentsOf: exitFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let status = try await Self.waitForExit(exitFile)
         #expect(status == "130", "exit status \(status ?? "none")")
-        // What bluectl left the terminal in: its output stream (pipe-pane, which starts
-        // after the first bytes) must end by resetting attributes and showing the cursor
-        // it hid. (tmux's own cursor flag for a dead pane proved unreliable under the
-        // sanitizers.) Waits for tmux to write the stream out (a hang guard).
+        try await Self.expectTerminalRestored(raw)
+        let after = try await pane.screen()
+        #expect(after.contains { $0.hasPrefix("AA:00:00:00:00:02") }, "the last table stays on the screen: \(after)")
+    }
+
+    /// What bluectl left the terminal in: its output stream (pipe-pane, which starts
+    /// after the first bytes) must end by resetting attributes and showing the cursor
+    /// it hid. (tmux's own cursor flag for a dead pane proved unreliable under the
+    /// sanitizers.) Waits for tmux to write the stream out (a hang guard).
+    static func expectTerminalRestored(_ raw: URL) async throws {
         let reset = Array("\u{1B}[0m\u{1B}[?25h".utf8)
         func stream() -> [UInt8] { [UInt8]((try? Data(contentsOf: raw)) ?? Data()) }
         let settle = ContinuousClock.now + .seconds(10)
         while !stream().ends(with: reset), ContinuousClock.now < settle { try await Task.sleep(for: .milliseconds(100)) }
         let rawTail = stream().suffix(80).map { $0 == 0x1B ? "\\e" : String(UnicodeScalar($0)) }.joined()
         #expect(stream().ends(with: reset), "the terminal is not restored after exit: \(rawTail)")
-        let after = try await pane.screen()
-        #expect(after.contains { $0.hasPrefix("AA:00:00:00:00:02") }, "the last table stays on the screen: \(after)")
+    }
+
+    /// Writes a script that runs bluectl with the bus's environment and records its exit status.
+    static func script(_ bus: PrivateBus, _ arguments: String) throws -> (script: URL, exitFile: URL) {
+        let script = bus.directory.appendingPathComponent("live-\(UInt32.random(in: 0...UInt32.max)).sh")
+        let exitFile = script.appendingPathExtension("exit")
+        let env = bus.environment.map { "export \($0.key)='\($0.value.replacingOccurrences(of: "'", with: "'\\''"))'" }
+        // (the shell ignores the Ctrl-C meant for bluectl, to report its status)
+        try (["#!/bin/sh", "trap '' INT"] + env + ["'\(try BusTier.bluectlExecutable())' \(arguments)", "echo $? > '\(exitFile.path)'"])
+            .joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
+        return (script, exitFile)
+    }
+
+    static func waitForExit(_ exitFile: URL) async throws -> String? {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !FileManager.default.fileExists(atPath: exitFile.path), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return try? String(contentsOf: exitFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("--timeout ends the live view with exit 0, the last table on the screen and the terminal restored")
+    func liveTimeout() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", "AA:00:00:00:00:07", [.name("Only one"), .rssi(-55)])
+            let (script, exitFile) = try Self.script(bus, "scan --adapter hci0 --timeout 3")
+            let pane = Pane(socket: "bluectl-live-t-\(getpid())")
+            let raw = bus.directory.appendingPathComponent("raw-timeout")
+            _ = try await pane.run(["new-session", "-d", "-s", pane.target, "-x", "100", "-y", "20", "sh '\(script.path)'"])
+            _ = try await pane.run(["set-option", "-t", pane.target, "remain-on-exit", "on"])
+            _ = try await pane.run(["pipe-pane", "-o", "-t", pane.target, "cat >> '\(raw.path)'"])
+            let status = try await Self.waitForExit(exitFile)
+            #expect(status == "0", "exit status \(status ?? "none")")
+            try await Self.expectTerminalRestored(raw)
+            let screen = try await pane.screen()
+            #expect(screen.contains { $0.hasPrefix("AA:00:00:00:00:07  -55 dBm") }, "\(screen)")
+            _ = try? await pane.run(["kill-server"])
+        }
     }
 
     @Test("--live without a terminal on stdout: one line, exit 64; not a terminal: lines as before")
