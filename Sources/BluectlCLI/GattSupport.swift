@@ -239,19 +239,30 @@ final class DeviceSession: Sendable {
         slot.withLock { $0 = agent }
     }
 
-    /// Connects unless connected, then waits for the services. bluetoothd
+    /// Connects unless connected, then waits for the services (connecting
+    /// again if the link drops before they are resolved). bluetoothd
     /// 5.66 can crash in the middle (seen in the lab on quick reconnects);
     /// when it stops, this says so on stderr, waits for it to come back (a
     /// supervisor restarts it, as systemd does), finds the device again and
     /// starts over — at most `--retries` times (once with `--retries 0`),
     /// within the deadline.
     func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline) async throws {
-        var restarts = 0
+        var restarts = 0, drops = 0
         while true {
             do {
                 let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries)
                 state.withLock { $0.madeConnection = made }
-                try await peripheral.discoverServices(timeout: deadline.remaining)
+                do {
+                    try await peripheral.discoverServices(timeout: deadline.remaining)
+                } catch CentralError.disconnected(let why) where drops < options.retries {
+                    // The link went down between the connection and its services: in the
+                    // lab, bluetoothd 5.66 re-connected a bonded device by itself, bluectl
+                    // found it connected, and the link dropped again at once. Connect again
+                    // (counted against --retries, as an aborted connection is).
+                    drops += 1
+                    Trace.log("connect \(peripheral.identifier) again: \(why)")
+                    continue
+                }
                 return
             } catch let error as CentralError {
                 guard case .bluetoothdStopped = error, restarts < max(1, options.retries) else { throw error }

@@ -274,6 +274,29 @@ struct SubscribeReliabilityTests {
         }
     }
 
+    @Test("read: the link drops between 'connected' and the services (a connection bluetoothd made by itself): bluectl connects again and reads (exit 0)")
+    func linkDropsBeforeServices() async throws {
+        try await withPrivateBus { bus in
+            _ = try await Self.addStreamPeripheral(bus)
+            let first = try await bus.runBluectl(["connect", heartRateAddress])
+            #expect(first.exitCode == 0, "\(first)")
+            let second = try await bus.runBluectl(["disconnect", heartRateAddress])
+            #expect(second.exitCode == 0, "\(second)")
+            // bluetoothd re-connects the device by itself (bonded, in the lab): bluectl finds it connected
+            try await bus.setProperties(heartRatePath, "org.bluez.Device1", [("Connected", .bool(true)), ("ServicesResolved", .bool(false))])
+            let connects = try await bus.callCount(heartRatePath, "Connect")
+            let p = try bus.startBluectl(["read", heartRateAddress, Self.streamUUID, "--json"], environment: ["BLUECTL_DEBUG": "1"])
+            #expect(await p.waitForStderr(timeout: .seconds(10)) { $0.contains("services \(heartRateAddress): start -> waiting") },
+                    "\(p.stderr)")
+            // … and the link drops again before the services are resolved
+            try await bus.setProperties(heartRatePath, "org.bluez.Device1", [("Connected", .bool(false))])
+            let r = await p.wait(timeout: .seconds(30))
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(r.stdoutLines.count == 1 && r.stdoutLines.first?.contains("\"value\"") == true, "\(r.stdout)")
+            #expect(try await bus.callCount(heartRatePath, "Connect") == connects + 1, "one Connect, after the drop")
+        }
+    }
+
     @Test("--reconnect: the adapter is powered off and on again")
     func reconnectAfterPowerCycle() async throws {
         try await withPrivateBus { bus in
