@@ -151,13 +151,18 @@ struct ScanCommand: AsyncParsableCommand {
             try store.save(Self.state(options, adapter: adapterOptions.adapter, running: true))
         }
         let timeout = try timeoutText.map { try parseSeconds($0, option: "--timeout") }
-        let (json, count, adapterOptions, scanOptions) = (self.json, self.count, self.adapterOptions, options)
         let liveAgeOut: Double? = (live ?? (isatty(1) == 1)) && !json ? ageOut : nil
+        // The live table's SEEN column and ageing need every change BlueZ reports, not only the
+        // first sighting (BlueZ signals nothing for an advertisement that changed nothing).
+        var withUpdates = options
+        withUpdates.duplicates = options.duplicates || liveAgeOut != nil
+        let sessionOptions = withUpdates
+        let (json, count, adapterOptions, scanOptions) = (self.json, self.count, self.adapterOptions, options)
         let (restored, saveStore) = (restoredLine, store)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
-            let session = try await central.startScan(adapter: adapter, options: scanOptions)
+            let session = try await central.startScan(adapter: adapter, options: sessionOptions)
             // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
             let queue = OutputQueue(capacity: 100_000) { dropped in
                 let text = "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow"
