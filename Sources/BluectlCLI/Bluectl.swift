@@ -28,8 +28,13 @@ public struct Bluectl: AsyncParsableCommand {
     public static func runMain(arguments: [String]? = nil) async -> Never {
         let given = arguments ?? Array(CommandLine.arguments.dropFirst())
         do {
-            var command = try parseSubcommandDirectly(given)
-                ?? parseAsRoot(arguments)
+            // async parsing: the DEVICE arguments' completion asks the bus (deviceCompletion)
+            var command: any ParsableCommand
+            if let direct = await parseSubcommandDirectly(given) {
+                command = direct
+            } else {
+                command = try await asyncParseAsRoot(arguments)
+            }
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -62,13 +67,13 @@ extension Bluectl {
     /// instructions. Anything this does not parse cleanly — help, --version,
     /// a usage error — returns nil and goes through the root as before, so
     /// messages and exit codes stay the root's.
-    static func parseSubcommandDirectly(_ arguments: [String]) -> (any ParsableCommand)? {
+    static func parseSubcommandDirectly(_ arguments: [String]) async -> (any ParsableCommand)? {
         if arguments.first == "read", let read = ReadCommand.parsePlain(Array(arguments.dropFirst())) { return read }
         // help goes through the root, so its usage line names the tool ("bluectl scan …")
         guard let name = arguments.first, !arguments.contains(where: { ["-h", "--help", "help"].contains($0) }),
-              let subcommand = configuration.subcommands.first(where: { $0._commandName == name })
+              let subcommand = configuration.subcommands.first(where: { $0._commandName == name }) as? AsyncParsableCommand.Type
         else { return nil }
-        return try? subcommand.parseAsRoot(Array(arguments.dropFirst()))
+        return try? await subcommand.asyncParseAsRoot(Array(arguments.dropFirst()))
     }
 }
 

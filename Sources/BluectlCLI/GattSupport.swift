@@ -57,11 +57,22 @@ struct DeviceCommandOptions: ParsableArguments {
 }
 
 /// Tab completion of a DEVICE argument: the addresses of the devices BlueZ
-/// knows, asked of the system bus by the shell (busctl, one second at most;
-/// nothing when there is no bus or no bluetoothd).
-let deviceCompletion = CompletionKind.shellCommand(
-    "busctl --system --timeout=1 tree --list org.bluez 2>/dev/null"
-        + " | sed -n 's|^/org/bluez/hci[0-9]*/dev_\\([0-9A-F_]*\\)$|\\1|p' | tr _ : | sort -u")
+/// knows (`CentralManager.devices(on:)`), asked of the system bus by bluectl
+/// when the shell calls it back (`bluectl ---completion …`), one second at
+/// most; nothing when there is no bus or no bluetoothd.
+let deviceCompletion = CompletionKind.custom { (_: [String], _: Int, _: String) async -> [String] in
+    await knownDeviceAddresses(within: .seconds(1))
+}
+
+/// The addresses of the devices BlueZ knows, sorted; none when the bus or
+/// bluetoothd does not answer within `limit`.
+func knownDeviceAddresses(within limit: Duration) async -> [String] {
+    await firstValue(within: limit) { () async -> [String] in
+        guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
+        defer { central.close() }
+        return Set(central.devices().map(\.address)).sorted()
+    } ?? []
+}
 
 enum AgentChoice: String, ExpressibleByArgument, Sendable {
     case noInputNoOutput = "no-input-no-output"

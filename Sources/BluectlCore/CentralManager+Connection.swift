@@ -29,7 +29,9 @@ extension CentralManager {
         }.map { peripheral($0) }
     }
 
-    func devices(on adapter: AdapterInfo?) -> [DeviceInfo] {
+    /// The devices BlueZ knows (on `adapter`, or on any adapter when nil):
+    /// those seen lately and the bonded ones, without scanning.
+    public func devices(on adapter: AdapterInfo? = nil) -> [DeviceInfo] {
         let tree = mirror.tree
         return tree.paths(with: BlueZ.deviceInterface).compactMap { path in
             guard let p = tree.properties(path, BlueZ.deviceInterface) else { return nil }

@@ -17,10 +17,10 @@ struct HelpTextTests {
     }
 
     @Test("SUB --help goes through the root: its usage line names bluectl")
-    func usageNamesTheTool() throws {
+    func usageNamesTheTool() async throws {
         for command in Self.subcommands {
             let name = command._commandName
-            #expect(Bluectl.parseSubcommandDirectly([name, "--help"]) == nil, "\(name) --help parsed directly")
+            #expect(await Bluectl.parseSubcommandDirectly([name, "--help"]) == nil, "\(name) --help parsed directly")
             let help = Bluectl.helpMessage(for: command, columns: 1000)
             #expect(help.contains("USAGE: bluectl \(name)"), "\(name): \(help.prefix(200))")
         }

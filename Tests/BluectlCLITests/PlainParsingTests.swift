@@ -30,9 +30,9 @@ struct PlainParsingTests {
     ]
 
     @Test("an accepted command line gives ArgumentParser's result, every property set", arguments: accepted)
-    func sameAsArgumentParser(arguments: [String]) throws {
+    func sameAsArgumentParser(arguments: [String]) async throws {
         let plain = try #require(ReadCommand.parsePlain(arguments))
-        let parsed = try ReadCommand.parse(arguments)
+        let parsed = try await ReadCommand.asyncParse(arguments)
         #expect(String(reflecting: plain) == String(reflecting: parsed))
         #expect(!String(reflecting: plain).contains("definition"))
     }
