@@ -3,7 +3,8 @@
 # root (its own dpkg database, dependencies not checked: that root has no
 # other packages; the host has them), then checks what a user gets:
 #   the installed bluectl runs (--version is the package's version, help works);
-#   man shows bluectl(1) and a subcommand's page, with the exit codes;
+#   man shows bluectl(1) and a subcommand's page, with the exit codes, the
+#   examples and the JSON fields;
 #   the completion scripts parse (bash -n; zsh -n and fish -n when present);
 #   the systemd unit runs /usr/bin/bluectl, and systemd-analyze accepts it;
 #   dpkg -r removes every file it installed.
@@ -37,6 +38,13 @@ grep -q "^NAME" <<< "$page" && grep -q "Exit codes:" <<< "$page" && grep -q "blu
 page=$(man_page "$root/usr/share/man/man1/bluectl-read.1.gz")
 grep -q "bluectl-read" <<< "$page" && grep -q "bluectl read \[--adapter" <<< "$page" \
   && pass "man bluectl-read: its name and synopsis" || fail "man bluectl-read: $(head -8 <<< "$page")"
+grep -q "^JSON OUTPUT" <<< "$page" && grep -q "^ *bluectl read AA:BB:CC:DD:EE:FF battery_level$" <<< "$page" \
+  && pass "man bluectl-read: its examples and where the JSON fields are" || fail "man bluectl-read: no examples or JSON OUTPUT"
+page=$(man_page "$root/usr/share/man/man1/bluectl.1.gz")
+json=$(sed -n '/^JSON OUTPUT/,/^EXIT STATUS/p' <<< "$page"); missing=
+for field in manufacturer_data ibeacon was_connected gatt_services; do grep -qw "$field" <<< "$json" || missing+=" $field"; done
+[ -z "$missing" ] && pass "man bluectl: JSON OUTPUT (from docs/output.md) names scan, beacon and device-command fields" \
+  || fail "man bluectl: JSON OUTPUT lacks$missing"
 subs=$("$bin" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -E '^  [a-z]' | awk '{ print $1 }' | sort)
 pages=$(cd "$root/usr/share/man/man1" && ls bluectl-*.1.gz | sed 's/^bluectl-//; s/\.1\.gz$//' | sort)
 [ "$pages" = "$(printf '%s\n' $subs help | sort)" ] \
