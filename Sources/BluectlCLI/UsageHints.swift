@@ -1,16 +1,58 @@
-/// What bluectl adds to ArgumentParser's usage errors, so that every error
-/// line reads the same whoever found the problem (lower-case start, as
-/// bluectl's own) and a mistyped subcommand or option gets a suggestion.
+/// What bluectl does to ArgumentParser's usage errors, so that every error
+/// line reads the same whoever found the problem: bluectl's own wording
+/// (lower-case start, `invalid --count "abc": expected …`, what the user
+/// typed in double quotes), and a suggestion for a mistyped subcommand.
 enum UsageHints {
     /// `message` in bluectl's style; when the first argument is no
     /// subcommand but one or two edits from one, ArgumentParser's own
-    /// wording for a mistyped option is added for it: "Did you mean 'scan'?".
+    /// wording for a mistyped option is added for it: "Did you mean "scan"?".
     static func styled(_ message: String, arguments: [String]) -> String {
         var line = message.first.map { $0.lowercased() + message.dropFirst() } ?? message
         if let suggestion = subcommandSuggestion(arguments), !line.contains("Did you mean") {
             line += ". Did you mean '\(suggestion)'?"
         }
-        return line
+        return doubleQuoted(invalidValue(line) ?? line)
+    }
+
+    /// ArgumentParser's "the value 'abc' is invalid for '--count <N>'" (and
+    /// ". Please provide one of 'a', 'b' or 'c'.") as bluectl says it:
+    /// `invalid --count "abc"` (`: expected a, b or c`); a positional is named
+    /// in capitals, as bluectl's own messages name it (`invalid CHARACTERISTIC`).
+    static func invalidValue(_ line: String) -> String? {
+        let head = "the value '", middle = "' is invalid for '"
+        guard line.hasPrefix(head), let split = line.ranges(of: middle).last,
+              let nameEnd = line[split.upperBound...].firstIndex(of: "'")
+        else { return nil }
+        let value = line[line.index(line.startIndex, offsetBy: head.count)..<split.lowerBound]
+        var name = String(line[split.upperBound..<nameEnd].prefix { $0 != " " })
+        if name.hasPrefix("<"), name.hasSuffix(">") { name = name.dropFirst().dropLast().uppercased() }
+        var rest = String(line[line.index(after: nameEnd)...])
+        let choices = ". Please provide one of "
+        if rest.hasPrefix(choices) {
+            rest = ": expected " + rest.dropFirst(choices.count).replacing("'", with: "")
+            if rest.hasSuffix(".") { rest.removeLast() }
+        }
+        return "invalid \(name) \"\(value)\"" + rest
+    }
+
+    /// ArgumentParser's 'quoted' words in double quotes, as bluectl quotes what
+    /// the user typed. A quote opens at a word's start and closes before the
+    /// end, a space or punctuation, so an apostrophe inside stays ('it's').
+    static func doubleQuoted(_ line: String) -> String {
+        var characters = Array(line)
+        var i = 0
+        while i < characters.count {
+            if characters[i] == "'", i == 0 || " (,:".contains(characters[i - 1]),
+               let close = (i + 1..<characters.count).first(where: { j in
+                   characters[j] == "'" && (j + 1 == characters.count || " ,.?):".contains(characters[j + 1]))
+               }) {
+                characters[i] = "\""
+                characters[close] = "\""
+                i = close
+            }
+            i += 1
+        }
+        return String(characters)
     }
 
     static func subcommandSuggestion(_ arguments: [String]) -> String? {

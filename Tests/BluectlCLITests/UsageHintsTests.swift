@@ -23,11 +23,29 @@ struct UsageHintsTests {
         #expect(UsageHints.closest(to: "ab", among: ["ac", "ad"]) == nil, "a tie suggests nothing")
     }
 
-    @Test("ArgumentParser's lines start lower-case like bluectl's; a real subcommand gets no suggestion")
+    @Test("ArgumentParser's lines read like bluectl's: lower-case start, double quotes; a real subcommand gets no suggestion")
     func styled() {
-        #expect(UsageHints.styled("Unexpected argument 'scna'", arguments: ["scna"]) == "unexpected argument 'scna'. Did you mean 'scan'?")
+        #expect(UsageHints.styled("Unexpected argument 'scna'", arguments: ["scna"]) == "unexpected argument \"scna\". Did you mean \"scan\"?")
         #expect(UsageHints.styled("Unknown option '--timout'. Did you mean '--timeout'?", arguments: ["scan", "--timout"])
-                == "unknown option '--timout'. Did you mean '--timeout'?")
-        #expect(UsageHints.styled("Missing expected argument '<device>'", arguments: ["read"]) == "missing expected argument '<device>'")
+                == "unknown option \"--timout\". Did you mean \"--timeout\"?")
+        #expect(UsageHints.styled("Missing expected argument '<device>'", arguments: ["read"]) == "missing expected argument \"<device>\"")
+        #expect(UsageHints.styled("2 unexpected arguments: 'scan', 'x'", arguments: ["read", "D", "C", "scan", "x"])
+                == "2 unexpected arguments: \"scan\", \"x\"")
+    }
+
+    @Test("an invalid value is said as bluectl says it: invalid --option \"value\": expected …")
+    func invalidValue() {
+        #expect(UsageHints.styled("The value 'abc' is invalid for '--count <N>'", arguments: ["subscribe"]) == "invalid --count \"abc\"")
+        #expect(UsageHints.styled("The value 'xml' is invalid for '--format <FORMAT>'. Please provide one of 'hex', 'utf8', 'raw', 'json' or 'decoded'.",
+                                  arguments: ["read"]) == "invalid --format \"xml\": expected hex, utf8, raw, json or decoded")
+        #expect(UsageHints.styled("The value 'zz' is invalid for '<characteristic>': bad", arguments: ["read"]) == "invalid CHARACTERISTIC \"zz\": bad")
+        #expect(UsageHints.styled("The value 'it's' is invalid for '--rssi <MIN>'", arguments: ["scan"]) == "invalid --rssi \"it's\"")
+    }
+
+    @Test("an apostrophe inside a quoted word stays; one outside a quote is left alone")
+    func doubleQuoted() {
+        #expect(UsageHints.doubleQuoted("unknown option '--it's'") == "unknown option \"--it's\"")
+        #expect(UsageHints.doubleQuoted("bluetoothd's reply") == "bluetoothd's reply")
+        #expect(UsageHints.doubleQuoted("'a' or 'b'.") == "\"a\" or \"b\".")
     }
 }

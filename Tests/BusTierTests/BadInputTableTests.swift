@@ -47,13 +47,13 @@ private let tooLongWithResponse = String(repeating: "00", count: 513)
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
     // one style for the argument parser's lines too, and a did-you-mean for a mistyped subcommand or option
-    BadInput(args: ["scna"], code: 64, message: "bluectl: unexpected argument 'scna'. Did you mean 'scan'?"),
-    BadInput(args: ["reed", D, "2a19"], code: 64, message: "unexpected arguments: 'reed', '\(D)', '2a19'. Did you mean 'read'?"),
-    BadInput(args: ["scan", "--timout", "3"], code: 64, message: "bluectl: unknown option '--timout'. Did you mean '--timeout'?"),
+    BadInput(args: ["scna"], code: 64, message: "bluectl: unexpected argument \"scna\". Did you mean \"scan\"?"),
+    BadInput(args: ["reed", D, "2a19"], code: 64, message: "unexpected arguments: \"reed\", \"\(D)\", \"2a19\". Did you mean \"read\"?"),
+    BadInput(args: ["scan", "--timout", "3"], code: 64, message: "bluectl: unknown option \"--timout\". Did you mean \"--timeout\"?"),
     // info and disconnect neither connect nor pair: they do not offer what only that needs
-    BadInput(args: ["info", D, "--retries", "3"], code: 64, message: "unknown option '--retries'"),
-    BadInput(args: ["info", D, "--agent", "none"], code: 64, message: "unknown option '--agent'"),
-    BadInput(args: ["disconnect", D, "--power-on"], code: 64, message: "unknown option '--power-on'"),
+    BadInput(args: ["info", D, "--retries", "3"], code: 64, message: "bluectl: unknown option \"--retries\""),
+    BadInput(args: ["info", D, "--agent", "none"], code: 64, message: "bluectl: unknown option \"--agent\""),
+    BadInput(args: ["disconnect", D, "--power-on"], code: 64, message: "bluectl: unknown option \"--power-on\""),
     BadInput(args: ["read", D, "12x4"], code: 64, message: "invalid UUID \"12x4\""),
     BadInput(args: ["read", D, ""], code: 64, message: "invalid UUID \"\": empty"),
     BadInput(args: ["read", D, "0000180d-0000-1000-8000-00805f9b34fbXX"], code: 64, message: "8-4-4-4-12"),
@@ -81,14 +81,14 @@ private let rows: [BadInput] = [
     BadInput(args: ["connect", D, "--retries", "-1"], code: 64, message: "invalid --retries \"-1\""),
     BadInput(args: ["connect", D, "--retries", "99"], code: 64, message: "invalid --retries \"99\""),
     BadInput(args: ["subscribe", D, "2a37", "--count", "0"], code: 64, message: "invalid --count \"0\""),
-    BadInput(args: ["subscribe", D, "2a37", "--count", "abc"], code: 64, message: "'abc' is invalid for '--count"),
+    BadInput(args: ["subscribe", D, "2a37", "--count", "abc"], code: 64, message: "bluectl: invalid --count \"abc\"\n"),
     BadInput(args: ["subscribe", D, "2a37", "--duration", "nan"], code: 64, message: "invalid --duration \"nan\""),
     BadInput(args: ["subscribe", D, "2a37", "--duration", "-3"], code: 64, message: "invalid --duration \"-3\""),
     BadInput(args: ["subscribe", D, "2a37", "--count", "-5"], code: 64, message: "invalid --count \"-5\""),
     BadInput(args: ["subscribe", D, "2a37", "--queue", "0"], code: 64, message: "invalid --queue \"0\""),
     BadInput(args: ["subscribe", D, "2a37", "--queue", "-1"], code: 64, message: "invalid --queue \"-1\""),
-    BadInput(args: ["subscribe", D, "2a37", "--check-sequence", "u64"], code: 64, message: "'u64' is invalid for '--check-sequence"),
-    BadInput(args: ["subscribe", D, "2a37", "--notify-via", "socket"], code: 64, message: "'socket' is invalid for '--notify-via"),
+    BadInput(args: ["subscribe", D, "2a37", "--check-sequence", "u64"], code: 64, message: "bluectl: invalid --check-sequence \"u64\""),
+    BadInput(args: ["subscribe", D, "2a37", "--notify-via", "socket"], code: 64, message: "bluectl: invalid --notify-via \"socket\""),
     BadInput(args: ["subscribe", D, "2a37", "--restore-id", "../x"], code: 64, message: "invalid restore id \"../x\""),
     BadInput(args: ["subscribe", D, "2a37", "--restore-id", ""], code: 64, message: "invalid restore id \"\""),
     BadInput(args: ["subscribe"], code: 64, message: "give DEVICE and CHARACTERISTIC"),
@@ -97,8 +97,8 @@ private let rows: [BadInput] = [
     // other options (64)
     BadInput(args: ["read", D, "2a38", "--adapter", "foo"], code: 64, message: "invalid adapter name \"foo\""),
     BadInput(args: ["read", D, "2a38", "--adapter", "hci"], code: 64, message: "invalid adapter name \"hci\""),
-    BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64, message: "'bogus' is invalid for '--agent"),
-    BadInput(args: ["read", D, "2a38", "--format", "xml"], code: 64, message: "'xml' is invalid for '--format"),
+    BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64, message: "bluectl: invalid --agent \"bogus\""),
+    BadInput(args: ["read", D, "2a38", "--format", "xml"], code: 64, message: "bluectl: invalid --format \"xml\": expected hex, utf8, raw, json or decoded\n"),
     // values (64)
     BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),
     BadInput(args: ["write", D, "2a39", "zz"], code: 64, message: "\"z\" at position 1 is not a hex digit"),
