@@ -28,6 +28,7 @@ public struct Bluectl: AsyncParsableCommand {
     public static func runMain(arguments: [String]? = nil) async -> Never {
         let given = arguments ?? Array(CommandLine.arguments.dropFirst())
         do {
+            if let unknown = UsageHints.unknownHelpTopic(given) { throw CLIFailure(.usage, unknown) }
             // async parsing: the DEVICE arguments' completion asks the bus (deviceCompletion)
             var command: any ParsableCommand
             if let direct = await parseSubcommandDirectly(given) {

@@ -55,6 +55,16 @@ enum UsageHints {
         return String(characters)
     }
 
+    /// `bluectl help NAME` for a NAME that is no subcommand: ArgumentParser
+    /// shows the root's help and exits 0; bluectl says so, as a usage error,
+    /// with a suggestion (`unknown subcommand "scna". Did you mean "scan"?`).
+    static func unknownHelpTopic(_ arguments: [String]) -> String? {
+        guard arguments.first == "help", arguments.count > 1, !arguments[1].hasPrefix("-"), arguments[1] != "help",
+              !Bluectl.configuration.subcommands.contains(where: { $0._commandName == arguments[1] })
+        else { return nil }
+        return styled("unknown subcommand '\(arguments[1])'", arguments: Array(arguments.dropFirst()))
+    }
+
     static func subcommandSuggestion(_ arguments: [String]) -> String? {
         let subcommands = Bluectl.configuration.subcommands.map { $0._commandName } + ["help"]
         guard let first = arguments.first, !first.hasPrefix("-"), !subcommands.contains(first) else { return nil }

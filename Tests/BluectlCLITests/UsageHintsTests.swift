@@ -48,4 +48,14 @@ struct UsageHintsTests {
         #expect(UsageHints.doubleQuoted("bluetoothd's reply") == "bluetoothd's reply")
         #expect(UsageHints.doubleQuoted("'a' or 'b'.") == "\"a\" or \"b\".")
     }
+
+    @Test("help for a subcommand that does not exist is a usage error, with a suggestion")
+    func unknownHelpTopic() {
+        #expect(UsageHints.unknownHelpTopic(["help", "scna"]) == "unknown subcommand \"scna\". Did you mean \"scan\"?")
+        #expect(UsageHints.unknownHelpTopic(["help", "xyz"]) == "unknown subcommand \"xyz\"")
+        #expect(UsageHints.unknownHelpTopic(["help", "scan"]) == nil)
+        #expect(UsageHints.unknownHelpTopic(["help", "help"]) == nil)
+        #expect(UsageHints.unknownHelpTopic(["help"]) == nil)
+        #expect(UsageHints.unknownHelpTopic(["scan", "help"]) == nil)
+    }
 }

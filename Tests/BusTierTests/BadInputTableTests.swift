@@ -47,6 +47,7 @@ private let tooLongWithResponse = String(repeating: "00", count: 513)
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
     // one style for the argument parser's lines too, and a did-you-mean for a mistyped subcommand or option
+    BadInput(args: ["help", "scna"], code: 64, message: "bluectl: unknown subcommand \"scna\". Did you mean \"scan\"?"),
     BadInput(args: ["scna"], code: 64, message: "bluectl: unexpected argument \"scna\". Did you mean \"scan\"?"),
     BadInput(args: ["reed", D, "2a19"], code: 64, message: "unexpected arguments: \"reed\", \"\(D)\", \"2a19\". Did you mean \"read\"?"),
     BadInput(args: ["scan", "--timout", "3"], code: 64, message: "bluectl: unknown option \"--timout\". Did you mean \"--timeout\"?"),
