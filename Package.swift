@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "bluectl", targets: ["bluectl"]),
         .library(name: "BluectlCore", targets: ["BluectlCore"]),
+        // For the fuzz package (Fuzz/), which reaches it by product; not a promise.
         .library(name: "BluectlDBus", targets: ["BluectlDBus"]),
     ],
     dependencies: [

@@ -1,6 +1,5 @@
 import ArgumentParser
 import BluectlCore
-import BluectlDBus
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -350,7 +349,7 @@ func checkDeviceText(_ text: String) throws {
     if text.trimmingWhitespace().isEmpty {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": empty; expected an address (AA:BB:CC:DD:EE:FF), a D-Bus path or a name")
     }
-    if text.hasPrefix("/"), ObjectPath(text) == nil {
+    if text.hasPrefix("/"), !BlueZ.isObjectPath(text) {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a valid D-Bus object path")
     }
     let parts = text.split(separator: ":", omittingEmptySubsequences: false)

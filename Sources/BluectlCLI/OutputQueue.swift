@@ -1,3 +1,4 @@
+import BluectlCore
 import Dispatch
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import BluectlDBus
 
 /// Standard output for event streams (`subscribe`, `scan`): lines wait in a
 /// bounded queue and a writer thread of their own writes them in arrival

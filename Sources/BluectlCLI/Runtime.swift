@@ -1,5 +1,4 @@
 import BluectlCore
-import BluectlDBus
 import Dispatch
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import BluectlDBus
+import BluectlCore
 import CSystemd
 #if canImport(Glibc)
 import Glibc
@@ -32,16 +32,13 @@ enum ServiceNotifier {
     /// time only after a round trip to the bus daemon succeeded — so a
     /// stuck I/O thread or a dead bus connection stops the pings and
     /// systemd restarts us. Returns the pinging task (nil: no watchdog).
-    static func startWatchdog(connection: DBusConnection) -> Task<Void, Never>? {
+    static func startWatchdog(central: CentralManager) -> Task<Void, Never>? {
         var usec: UInt64 = 0
         guard sd_watchdog_enabled(0, &usec) > 0, usec > 0 else { return nil }
         let interval = Duration.microseconds(Int64(clamping: usec / 2))
         return Task {
             while !Task.isCancelled {
-                let alive = (try? await connection.callMethod(
-                    destination: "org.freedesktop.DBus", path: ObjectPath(verified: "/org/freedesktop/DBus"),
-                    interface: "org.freedesktop.DBus.Peer", member: "Ping", timeout: interval)) != nil
-                if alive { send("WATCHDOG=1") }
+                if await central.busResponds(within: interval) { send("WATCHDOG=1") }
                 try? await Task.sleep(for: interval)
             }
         }

@@ -8,7 +8,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import BluectlDBus
 import Synchronization
 
 /// `bluectl subscribe DEVICE CHARACTERISTIC...`
@@ -241,7 +240,7 @@ final class SubscribeJob: Sendable {
         let established = try await setUp(session, first: true)
         save(state: .connected, notifying: true, address: established.0.identifier)
         ServiceNotifier.ready(status: "subscribed to \(target.characteristics.joined(separator: ", ")) of \(established.0.identifier)")
-        let watchdog = ServiceNotifier.startWatchdog(connection: session.central.connection)
+        let watchdog = ServiceNotifier.startWatchdog(central: session.central)
         defer { watchdog?.cancel() }
         let outcome = await withTimeLimit(seconds: duration) { [self] in
             var (peripheral, sessions) = established

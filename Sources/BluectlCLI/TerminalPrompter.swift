@@ -1,5 +1,4 @@
 import BluectlCore
-import BluectlDBus
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,13 +12,12 @@ import Foundation
 /// controlling terminal (/dev/tty — stdin and stdout may be pipes). Without
 /// a terminal every question is refused, saying so.
 enum TerminalPrompter {
-    static func ask(_ question: PairingAgent.Question, device: ObjectPath) -> PairingAgent.Reply {
+    static func ask(_ question: PairingAgent.Question, device who: String) -> PairingAgent.Reply {
         let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             return .reject("no terminal to ask on for --agent keyboard-display (/dev/tty: \(String(cString: strerror(errno))))")
         }
         defer { close(fd) }
-        let who = DeviceInfo.addressFromPath(device)
         switch question {
         case .confirmPasskey(let passkey):
             return yes(fd, "bluectl: confirm passkey \(six(passkey)) for \(who) (yes/no): ")

@@ -7,12 +7,16 @@
 /// An iBeacon advertisement: manufacturer data of Apple (0x004C) that starts with type 0x02
 /// and length 0x15, then the proximity UUID, major and minor (big-endian) and the measured power.
 public struct IBeacon: Sendable, Equatable {
+    /// The beacon's proximity UUID (a vendor's or a site's).
     public var proximityUUID: BluetoothUUID
+    /// The major number: a group of beacons within the UUID.
     public var major: UInt16
+    /// The minor number: one beacon within the major group.
     public var minor: UInt16
     /// The RSSI expected 1 m from the beacon, in dBm.
     public var measuredPower: Int8
 
+    /// An iBeacon with these fields.
     public init(proximityUUID: BluetoothUUID, major: UInt16, minor: UInt16, measuredPower: Int8) {
         self.proximityUUID = proximityUUID
         self.major = major
@@ -38,6 +42,7 @@ public struct AltBeacon: Sendable, Equatable {
     /// The MFG RESERVED byte, defined by the manufacturer.
     public var manufacturerReserved: UInt8
 
+    /// An AltBeacon with these fields.
     public init(company: UInt16, beaconID: [UInt8], referenceRSSI: Int8, manufacturerReserved: UInt8) {
         self.company = company
         self.beaconID = beaconID
@@ -55,9 +60,12 @@ public struct AltBeacon: Sendable, Equatable {
 public struct EddystoneUID: Sendable, Equatable {
     /// Calibrated TX power at 0 m, in dBm.
     public var txPower: Int8
+    /// The 10-byte namespace (often a hash of a domain).
     public var namespace: [UInt8]
+    /// The 6-byte instance within the namespace.
     public var instance: [UInt8]
 
+    /// An Eddystone-UID frame with these fields.
     public init(txPower: Int8, namespace: [UInt8], instance: [UInt8]) {
         self.txPower = txPower
         self.namespace = namespace
@@ -76,6 +84,7 @@ public struct EddystoneURL: Sendable, Equatable {
     /// The expanded URL (printable ASCII only), e.g. `https://goo.gl/Aq18zF`.
     public var url: String
 
+    /// An Eddystone-URL frame with this transmit power and decoded URL.
     public init(txPower: Int8, url: String) {
         self.txPower = txPower
         self.url = url
@@ -102,6 +111,7 @@ public struct EddystoneTLM: Sendable, Equatable {
     /// Time since power-on or reboot, in units of 0.1 s.
     public var uptimeTenths: UInt32
 
+    /// An Eddystone-TLM frame with these fields.
     public init(batteryMillivolts: UInt16?, temperature: Double?, advertisementCount: UInt32, uptimeTenths: UInt32) {
         self.batteryMillivolts = batteryMillivolts
         self.temperature = temperature
@@ -124,8 +134,10 @@ public struct EddystoneTLM: Sendable, Equatable {
 public struct EddystoneEID: Sendable, Equatable {
     /// Calibrated TX power at 0 m, in dBm.
     public var txPower: Int8
+    /// The 8-byte rotating ephemeral identifier.
     public var ephemeralID: [UInt8]
 
+    /// An Eddystone-EID frame with these fields.
     public init(txPower: Int8, ephemeralID: [UInt8]) {
         self.txPower = txPower
         self.ephemeralID = ephemeralID
@@ -137,11 +149,17 @@ public struct EddystoneEID: Sendable, Equatable {
 
 /// A beacon decoded from one manufacturer-data or service-data entry.
 public enum Beacon: Sendable, Equatable {
+    /// Apple's iBeacon (manufacturer data of company 0x004C).
     case iBeacon(IBeacon)
+    /// AltBeacon (manufacturer data, beacon code 0xBEAC).
     case altBeacon(AltBeacon)
+    /// Eddystone-UID (service data of 0xFEAA, frame 0x00).
     case eddystoneUID(EddystoneUID)
+    /// Eddystone-URL (service data of 0xFEAA, frame 0x10).
     case eddystoneURL(EddystoneURL)
+    /// Eddystone-TLM telemetry (service data of 0xFEAA, frame 0x20).
     case eddystoneTLM(EddystoneTLM)
+    /// Eddystone-EID (service data of 0xFEAA, frame 0x30).
     case eddystoneEID(EddystoneEID)
 
     /// The format as a snake_case key: `ibeacon`, `altbeacon`, `eddystone_uid`,

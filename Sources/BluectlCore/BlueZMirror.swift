@@ -9,8 +9,8 @@ import Dispatch
 /// thread in bus order, so nothing that happens in between is missed. Only
 /// signals from the current owner of `org.bluez` are accepted; when the owner
 /// changes (bluetoothd restarted or gone), the tree is cleared and re-read.
-public final class BlueZMirror: Sendable {
-    public let connection: DBusConnection
+package final class BlueZMirror: Sendable {
+    package let connection: DBusConnection
     private let callTimeout: Duration
 
     private struct State: ~Copyable {
@@ -45,7 +45,7 @@ public final class BlueZMirror: Sendable {
 
     /// Subscribes, reads the tree, and keeps it current. Throws
     /// `CentralError.bluetoothdNotRunning` when org.bluez has no owner.
-    public static func start(connection: DBusConnection, timeout: Duration) async throws -> BlueZMirror {
+    package static func start(connection: DBusConnection, timeout: Duration) async throws -> BlueZMirror {
         let mirror = BlueZMirror(connection: connection, callTimeout: timeout)
         try await mirror.subscribe()
         return mirror
@@ -143,10 +143,10 @@ public final class BlueZMirror: Sendable {
     // MARK: - Reading
 
     /// The tree as it is now.
-    public var tree: BlueZObjectTree { state.withLock { $0.tree } }
+    package var tree: BlueZObjectTree { state.withLock { $0.tree } }
 
     /// Whether bluetoothd is on the bus now.
-    public var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
+    package var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
 
     /// Calls `start` with the tree now, then `onChange` with every change and
     /// the tree right after it — on the bus thread, under the mirror's lock,
@@ -155,7 +155,7 @@ public final class BlueZMirror: Sendable {
     /// no hand-over to a task per change, no copy of the tree. The callbacks
     /// must be quick and must not call the mirror. `onBusLost` runs once the
     /// bus connection is gone (at once if it already is).
-    public func observe(
+    package func observe(
         start: (borrowing BlueZObjectTree) -> Void,
         onChange: @escaping @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void,
         onBusLost: @escaping @Sendable () -> Void
@@ -175,13 +175,13 @@ public final class BlueZMirror: Sendable {
     /// Ends an `observe`. Takes the mirror's lock: never call it from a
     /// callback, nor where a task's cancellation could hold a lock the bus
     /// thread waits for (see `changes(where:)`); `DispatchQueue.global()` is safe.
-    public func stopObserving(_ id: UInt64) {
+    package func stopObserving(_ id: UInt64) {
         _ = state.withLock { $0.observers.removeValue(forKey: id) }
     }
 
     /// A snapshot and every change after it. The stream ends when the
     /// returned token's `cancel()` runs or the consumer stops iterating.
-    public func changes(
+    package func changes(
         where wants: @escaping @Sendable (BlueZObjectTree.Change) -> Bool = { _ in true }
     ) -> (BlueZObjectTree, AsyncStream<BlueZObjectTree.Change>) {
         let (stream, continuation) = AsyncStream<BlueZObjectTree.Change>.makeStream()

@@ -1,30 +1,30 @@
 import BluectlDBus
 
 /// BlueZ's names on the bus.
-public enum BlueZ {
-    public static let service = "org.bluez"
-    public static let root = ObjectPath(verified: "/org/bluez")
-    public static let adapterInterface = "org.bluez.Adapter1"
-    public static let deviceInterface = "org.bluez.Device1"
-    public static let serviceInterface = "org.bluez.GattService1"
-    public static let characteristicInterface = "org.bluez.GattCharacteristic1"
-    public static let descriptorInterface = "org.bluez.GattDescriptor1"
-    public static let agentManagerInterface = "org.bluez.AgentManager1"
-    public static let objectManager = "org.freedesktop.DBus.ObjectManager"
-    public static let properties = "org.freedesktop.DBus.Properties"
+package enum BlueZ {
+    package static let service = "org.bluez"
+    package static let root = ObjectPath(verified: "/org/bluez")
+    package static let adapterInterface = "org.bluez.Adapter1"
+    package static let deviceInterface = "org.bluez.Device1"
+    package static let serviceInterface = "org.bluez.GattService1"
+    package static let characteristicInterface = "org.bluez.GattCharacteristic1"
+    package static let descriptorInterface = "org.bluez.GattDescriptor1"
+    package static let agentManagerInterface = "org.bluez.AgentManager1"
+    package static let objectManager = "org.freedesktop.DBus.ObjectManager"
+    package static let properties = "org.freedesktop.DBus.Properties"
 }
 
 /// A copy of BlueZ's object tree (what `GetManagedObjects` returns), kept up
 /// to date by applying its signals. A pure value: the mirror feeds it in bus
 /// order; tests feed it by hand.
-public struct BlueZObjectTree: Sendable, Equatable {
+package struct BlueZObjectTree: Sendable, Equatable {
     /// path → interface → properties
-    public private(set) var objects: [ObjectPath: InterfaceMap] = [:]
+    package private(set) var objects: [ObjectPath: InterfaceMap] = [:]
 
-    public init() {}
+    package init() {}
 
     /// What a change did, for listeners.
-    public enum Change: Sendable, Equatable {
+    package enum Change: Sendable, Equatable {
         case added(ObjectPath, interfaces: [String])
         case removed(ObjectPath, interfaces: [String])
         case propertiesChanged(ObjectPath, interface: String, changed: PropertyMap, invalidated: [String])
@@ -34,14 +34,14 @@ public struct BlueZObjectTree: Sendable, Equatable {
         case cleared
     }
 
-    public subscript(path: ObjectPath) -> InterfaceMap? { objects[path] }
+    package subscript(path: ObjectPath) -> InterfaceMap? { objects[path] }
 
-    public func properties(_ path: ObjectPath, _ interface: String) -> PropertyMap? {
+    package func properties(_ path: ObjectPath, _ interface: String) -> PropertyMap? {
         objects[path]?[interface]
     }
 
     /// Paths that carry `interface`, sorted.
-    public func paths(with interface: String) -> [ObjectPath] {
+    package func paths(with interface: String) -> [ObjectPath] {
         objects.compactMap { $0.value[interface] != nil ? $0.key : nil }.sorted()
     }
 
@@ -49,7 +49,7 @@ public struct BlueZObjectTree: Sendable, Equatable {
 
     /// Replaces everything with a `GetManagedObjects` reply (`a{oa{sa{sv}}}`).
     /// Returns nil when the reply is not of that type.
-    public mutating func replace(withManagedObjects value: DBusValue) -> Change? {
+    package mutating func replace(withManagedObjects value: DBusValue) -> Change? {
         guard let byPath = value.objectPathKeyedDictionary else { return nil }
         var fresh: [ObjectPath: InterfaceMap] = [:]
         for (path, interfacesValue) in byPath {
@@ -60,13 +60,13 @@ public struct BlueZObjectTree: Sendable, Equatable {
         return .replaced
     }
 
-    public mutating func clear() -> Change {
+    package mutating func clear() -> Change {
         objects = [:]
         return .cleared
     }
 
     /// `InterfacesAdded(o, a{sa{sv}})`
-    public mutating func apply(interfacesAdded arguments: [DBusValue]) -> Change? {
+    package mutating func apply(interfacesAdded arguments: [DBusValue]) -> Change? {
         guard arguments.count == 2, let path = arguments[0].objectPath,
               let interfaces = Self.interfaces(arguments[1]) else { return nil }
         var existing = objects[path] ?? [:]
@@ -82,7 +82,7 @@ public struct BlueZObjectTree: Sendable, Equatable {
     }
 
     /// `InterfacesRemoved(o, as)`
-    public mutating func apply(interfacesRemoved arguments: [DBusValue]) -> Change? {
+    package mutating func apply(interfacesRemoved arguments: [DBusValue]) -> Change? {
         guard arguments.count == 2, let path = arguments[0].objectPath,
               let names = arguments[1].stringArray else { return nil }
         guard var existing = objects[path] else { return .removed(path, interfaces: names) }
@@ -94,7 +94,7 @@ public struct BlueZObjectTree: Sendable, Equatable {
     /// `PropertiesChanged(s, a{sv}, as)` emitted by `path`. Changes for an
     /// object or interface we don't know are ignored (BlueZ announces objects
     /// with InterfacesAdded first).
-    public mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
+    package mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
         guard arguments.count == 3, let interface = arguments[0].string,
               let changedValue = arguments[1].stringKeyedDictionary,
               let invalidated = arguments[2].stringArray else { return nil }

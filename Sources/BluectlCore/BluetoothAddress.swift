@@ -181,6 +181,7 @@ public struct BluetoothAddressError: Error, Equatable, Sendable, CustomStringCon
     /// Why it was rejected, e.g. `"g" at position 2 is not a hex digit; expected ...`.
     public let reason: String
 
+    /// An error for `input`, saying why it is not an address.
     public init(input: String, reason: String) {
         self.input = input
         self.reason = reason

@@ -9,7 +9,12 @@
 public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Which table a name belongs to.
     public enum Kind: Sendable, CaseIterable {
-        case service, characteristic, descriptor
+        /// Services (GATT service UUIDs).
+        case service
+        /// Characteristics.
+        case characteristic
+        /// Descriptors.
+        case descriptor
     }
 
     /// The 128 bits, most significant first as written in `uuidString`.
@@ -23,8 +28,11 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     /// longer is rejected without being examined. Names in the tables are far shorter.
     static let maxInputLength = 256
 
+    /// The UUID with these 128 bits.
     public init(uint128: UInt128) { uint128Value = uint128 }
+    /// The 16-bit UUID `uint16` on the Bluetooth base UUID.
     public init(uint16: UInt16) { self.init(uint32: UInt32(uint16)) }
+    /// The 32-bit UUID `uint32` on the Bluetooth base UUID.
     public init(uint32: UInt32) { uint128Value = (UInt128(uint32) << 96) | Self.baseLow96 }
 
     /// 2, 4 or 16 bytes, big-endian (the order of the canonical string); nil for any other count.
@@ -313,6 +321,7 @@ public struct BluetoothUUIDError: Error, Equatable, Sendable, CustomStringConver
     /// Why it was rejected, e.g. `expected 4 or 8 hex digits after 0x`.
     public let reason: String
 
+    /// An error for `input`, saying why it is not a UUID.
     public init(input: String, reason: String) {
         self.input = input
         self.reason = reason

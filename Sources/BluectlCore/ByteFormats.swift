@@ -182,8 +182,10 @@ public struct ByteFormatError: Error, Equatable, Sendable, CustomStringConvertib
 
     /// The text as given.
     public let input: String
+    /// What is wrong with it.
     public let reason: Reason
 
+    /// An error for `input` with `reason`.
     public init(input: String, reason: Reason) {
         self.input = input
         self.reason = reason

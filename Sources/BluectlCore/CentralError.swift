@@ -70,7 +70,7 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Translates a D-Bus failure of `operation` ("read battery_level", …).
-    public init(_ error: DBusError, operation: String) {
+    package init(_ error: DBusError, operation: String) {
         switch error {
         case .connectionFailed(let address, let reason):
             self = .busUnavailable(address: address, reason: reason)

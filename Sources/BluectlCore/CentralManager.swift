@@ -4,8 +4,8 @@ import Dispatch
 /// The central: CoreBluetooth's CBCentralManager on BlueZ. One bus
 /// connection, one mirror of BlueZ's tree, shared by everything it does.
 public final class CentralManager: Sendable {
-    public let connection: DBusConnection
-    public let mirror: BlueZMirror
+    package let connection: DBusConnection
+    package let mirror: BlueZMirror
     /// The per-call D-Bus timeout (an operation's overall deadline is the caller's).
     public let callTimeout: Duration
 
@@ -16,12 +16,17 @@ public final class CentralManager: Sendable {
     }
 
     /// Connects to the system bus and reads BlueZ's tree.
+    ///
+    /// - Parameters:
+    ///   - busAddress: a D-Bus address to use instead of the system bus
+    ///     (default: `DBUS_SYSTEM_BUS_ADDRESS`, else the system bus socket).
+    ///   - callTimeout: how long one call to bluetoothd may take.
     public static func open(
-        busAddress: String = DBusConnection.systemBusAddress, callTimeout: Duration = .seconds(25)
+        busAddress: String? = nil, callTimeout: Duration = .seconds(25)
     ) async throws(CentralError) -> CentralManager {
         let connection: DBusConnection
         do {
-            connection = try DBusConnection.connect(address: busAddress)
+            connection = try DBusConnection.connect(address: busAddress ?? DBusConnection.systemBusAddress)
         } catch {
             throw CentralError(error, operation: "connect to the system bus")
         }
@@ -34,7 +39,17 @@ public final class CentralManager: Sendable {
         }
     }
 
+    /// Closes the bus connection: every session, stream and call of this central ends (BlueZ drops what this process registered when it leaves the bus).
     public func close() { connection.close() }
+
+    /// Whether a round trip to the bus daemon completes within `timeout`:
+    /// this central's connection and its I/O thread are alive. A service's
+    /// watchdog asks this before telling its supervisor all is well.
+    public func busResponds(within timeout: Duration) async -> Bool {
+        (try? await connection.callMethod(
+            destination: "org.freedesktop.DBus", path: ObjectPath(verified: "/org/freedesktop/DBus"),
+            interface: "org.freedesktop.DBus.Peer", member: "Ping", timeout: timeout)) != nil
+    }
 
     // MARK: - Adapters and state
 
@@ -169,8 +184,11 @@ private final class ScanTrackerBox: @unchecked Sendable {
 
 /// A running discovery session.
 public struct ScanSession: Sendable {
+    /// The central that started the scan.
     public let central: CentralManager
+    /// The adapter scanning.
     public let adapter: AdapterInfo
+    /// Each device found, then each change of its advertisement when duplicates are asked for; finishes with an error when bluetoothd stops, the adapter goes or the bus connection is lost.
     public let discoveries: AsyncThrowingStream<Discovery, any Error>
 
     /// StopDiscovery for the session this process started.
@@ -190,7 +208,7 @@ public struct ScanSession: Sendable {
 /// ignores cancellation (a thread blocked in write(2), a call that never
 /// answers): `body` is cancelled and left to finish on its own — a task
 /// group would wait for it.
-public func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+package func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
     let first = HandOff<T?>()
     let work = Task {
         first.settle(.success(await body()))

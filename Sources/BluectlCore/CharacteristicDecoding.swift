@@ -9,28 +9,38 @@ public struct DecodedCharacteristic: Sendable, Equatable {
     /// In a fixed order per characteristic; optional parts only when present.
     public var fields: [DecodedField]
 
+    /// A decoded value with this summary and these fields.
     public init(summary: String, fields: [DecodedField]) {
         self.summary = summary
         self.fields = fields
     }
 }
 
+/// One named field of a decoded value.
 public struct DecodedField: Sendable, Equatable {
     /// snake_case, with the unit where there is one (`energy_expended_kj`).
     public var name: String
+    /// The field's value.
     public var value: DecodedFieldValue
 
+    /// A field `name` with `value`.
     public init(name: String, value: DecodedFieldValue) {
         self.name = name
         self.value = value
     }
 }
 
+/// A decoded field's value, in the JSON type it is rendered as.
 public enum DecodedFieldValue: Sendable, Equatable {
+    /// A whole number.
     case int(Int)
+    /// A number with a fraction (a unit's value, e.g. °C).
     case double(Double)
+    /// Text.
     case string(String)
+    /// A flag.
     case bool(Bool)
+    /// A list of whole numbers (e.g. RR-intervals).
     case intArray([Int])
 }
 

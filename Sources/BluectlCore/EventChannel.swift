@@ -74,14 +74,14 @@ extension DBusError {
 
 /// Diagnostics on stderr when `BLUECTL_DEBUG` is set: every state-machine
 /// event and the actions it produced, with a monotonic time stamp.
-public enum Trace {
-    public static let enabled: Bool = {
+package enum Trace {
+    package static let enabled: Bool = {
         guard let value = getenv("BLUECTL_DEBUG") else { return false }
         return String(cString: value) != "" && String(cString: value) != "0"
     }()
     private static let start = ContinuousClock.now
 
-    public static func log(_ message: @autoclosure () -> String) {
+    package static func log(_ message: @autoclosure () -> String) {
         guard enabled else { return }
         let elapsed = ContinuousClock.now - start
         let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000

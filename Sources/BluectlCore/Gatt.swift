@@ -13,14 +13,23 @@ public struct CharacteristicProperties: OptionSet, Sendable, Hashable {
     public let rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// The value may be broadcast in advertisements.
     public static let broadcast = CharacteristicProperties(rawValue: 1 << 0)
+    /// The value can be read.
     public static let read = CharacteristicProperties(rawValue: 1 << 1)
+    /// The value can be written without a response (Write Command).
     public static let writeWithoutResponse = CharacteristicProperties(rawValue: 1 << 2)
+    /// The value can be written with a response (Write Request).
     public static let write = CharacteristicProperties(rawValue: 1 << 3)
+    /// The value can be notified (no confirmation).
     public static let notify = CharacteristicProperties(rawValue: 1 << 4)
+    /// The value can be indicated (confirmed by the central).
     public static let indicate = CharacteristicProperties(rawValue: 1 << 5)
+    /// Signed writes without a response.
     public static let authenticatedSignedWrites = CharacteristicProperties(rawValue: 1 << 6)
+    /// More properties are in the Extended Properties descriptor.
     public static let extendedProperties = CharacteristicProperties(rawValue: 1 << 7)
+    /// Reliable (queued, verified) writes.
     public static let reliableWrite = CharacteristicProperties(rawValue: 1 << 8)
     /// Reading needs encryption (pairing).
     public static let encryptedRead = CharacteristicProperties(rawValue: 1 << 9)
@@ -49,9 +58,13 @@ public struct CharacteristicProperties: OptionSet, Sendable, Hashable {
         self = p
     }
 
+    /// A read is allowed.
     public var canRead: Bool { contains(.read) }
+    /// A write with a response is allowed (plain or reliable).
     public var canWriteWithResponse: Bool { !isDisjoint(with: [.write, .reliableWrite]) }
+    /// A write without a response is allowed (plain or signed).
     public var canWriteWithoutResponse: Bool { !isDisjoint(with: [.writeWithoutResponse, .authenticatedSignedWrites]) }
+    /// The value can be subscribed to (notify or indicate).
     public var canNotify: Bool { !isDisjoint(with: [.notify, .indicate]) }
 }
 
@@ -80,16 +93,18 @@ func attributeHandle(fromPath path: ObjectPath) -> Int? {
 
 /// A GATT service as BlueZ exports it (`GattService1`).
 public struct GattService: Sendable, Equatable {
-    public var path: ObjectPath
-    public var device: ObjectPath
+    package var path: ObjectPath
+    package var device: ObjectPath
+    /// The service's UUID.
     public var uuid: BluetoothUUID
+    /// Primary (true) or secondary, included by another service.
     public var isPrimary: Bool
     /// The attribute handle (BlueZ ≥ 5.47 exports it), or nil.
     public var handle: Int?
     /// Paths of included services.
-    public var includes: [ObjectPath]
+    package var includes: [ObjectPath]
 
-    public init?(path: ObjectPath, properties p: PropertyMap) {
+    package init?(path: ObjectPath, properties p: PropertyMap) {
         guard let text = p["UUID"]?.string, let uuid = try? BluetoothUUID(text) else { return nil }
         self.path = path
         self.uuid = uuid
@@ -102,20 +117,24 @@ public struct GattService: Sendable, Equatable {
 
 /// A characteristic (`GattCharacteristic1`).
 public struct GattCharacteristic: Sendable, Equatable {
-    public var path: ObjectPath
-    public var service: ObjectPath
+    package var path: ObjectPath
+    package var service: ObjectPath
+    /// The characteristic's UUID.
     public var uuid: BluetoothUUID
     /// BlueZ's flag strings, as given.
     public var flags: [String]
+    /// The properties parsed from `flags`.
     public var properties: CharacteristicProperties
+    /// The ATT handle of its value declaration, when BlueZ reports it.
     public var handle: Int?
     /// The ATT MTU of the connection (BlueZ ≥ 5.62), or nil.
     public var mtu: Int?
+    /// Whether BlueZ has notifications or indications on for it (any client's).
     public var isNotifying: Bool
     /// The last value BlueZ cached (read or notified), if any.
     public var value: [UInt8]?
 
-    public init?(path: ObjectPath, properties p: PropertyMap) {
+    package init?(path: ObjectPath, properties p: PropertyMap) {
         guard let text = p["UUID"]?.string, let uuid = try? BluetoothUUID(text) else { return nil }
         self.path = path
         self.uuid = uuid
@@ -146,13 +165,16 @@ public struct GattCharacteristic: Sendable, Equatable {
 
 /// A descriptor (`GattDescriptor1`).
 public struct GattDescriptor: Sendable, Equatable {
-    public var path: ObjectPath
-    public var characteristic: ObjectPath
+    package var path: ObjectPath
+    package var characteristic: ObjectPath
+    /// The descriptor's UUID.
     public var uuid: BluetoothUUID
+    /// BlueZ's flags for it ("read", "write", "encrypt-read", …).
     public var flags: [String]
+    /// Its ATT handle, when BlueZ reports it.
     public var handle: Int?
 
-    public init?(path: ObjectPath, properties p: PropertyMap) {
+    package init?(path: ObjectPath, properties p: PropertyMap) {
         guard let text = p["UUID"]?.string, let uuid = try? BluetoothUUID(text) else { return nil }
         self.path = path
         self.uuid = uuid
@@ -166,6 +188,7 @@ public struct GattDescriptor: Sendable, Equatable {
         flags.isEmpty || flags.contains { $0.hasSuffix("read") }
     }
 
+    /// BlueZ allows writing it (any of its write flags).
     public var canWrite: Bool {
         flags.isEmpty || flags.contains { $0.hasSuffix("write") }
     }
@@ -173,12 +196,15 @@ public struct GattDescriptor: Sendable, Equatable {
 
 /// A device's GATT database as BlueZ shows it: a pure value read from the tree.
 public struct GattDatabase: Sendable, Equatable {
+    /// Every service, in handle order.
     public var services: [GattService]
+    /// Every characteristic, in handle order.
     public var characteristics: [GattCharacteristic]
+    /// Every descriptor, in handle order.
     public var descriptors: [GattDescriptor]
 
     /// Everything exported under `device`, in handle order (path order when there are no handles).
-    public init(tree: BlueZObjectTree, device: ObjectPath) {
+    package init(tree: BlueZObjectTree, device: ObjectPath) {
         var services: [GattService] = []
         var characteristics: [GattCharacteristic] = []
         var descriptors: [GattDescriptor] = []
@@ -194,6 +220,7 @@ public struct GattDatabase: Sendable, Equatable {
         self.descriptors = descriptors.sorted { Self.order($0.handle, $0.path, $1.handle, $1.path) }
     }
 
+    /// A database of these attributes (each list in handle order).
     public init(services: [GattService], characteristics: [GattCharacteristic], descriptors: [GattDescriptor]) {
         self.services = services
         self.characteristics = characteristics
@@ -205,14 +232,17 @@ public struct GattDatabase: Sendable, Equatable {
         return p1 < p2
     }
 
+    /// The characteristics of `service`, in handle order.
     public func characteristics(of service: GattService) -> [GattCharacteristic] {
         characteristics.filter { $0.service == service.path }
     }
 
+    /// The descriptors of `characteristic`, in handle order.
     public func descriptors(of characteristic: GattCharacteristic) -> [GattDescriptor] {
         descriptors.filter { $0.characteristic == characteristic.path }
     }
 
+    /// The service `characteristic` belongs to.
     public func service(of characteristic: GattCharacteristic) -> GattService? {
         services.first { $0.path == characteristic.service }
     }
@@ -270,8 +300,12 @@ public struct GattDatabase: Sendable, Equatable {
 
 /// How a user names an attribute: by UUID, or (when UUIDs repeat) by object path or handle.
 public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
+    /// The attribute with this UUID (it must be the only one).
     case uuid(BluetoothUUID)
-    case path(ObjectPath)
+    /// The attribute at BlueZ's object path, as bluetoothctl shows it
+    /// ("/org/bluez/hci0/dev_…/service000a/char000b"); a valid path.
+    case path(String)
+    /// The attribute with this ATT handle.
     case handle(Int)
 
     /// "2a19", "battery_level", a full UUID, "/org/bluez/hci0/dev_…/service000a/char000b",
@@ -279,8 +313,8 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
     public init(_ text: String, kind: BluetoothUUID.Kind) throws(GattError) {
         let trimmed = text.trimmingWhitespace()
         if trimmed.hasPrefix("/") {
-            guard let path = ObjectPath(trimmed) else { throw .invalid("invalid object path \"\(trimmed)\"") }
-            self = .path(path)
+            guard ObjectPath(trimmed) != nil else { throw .invalid("invalid object path \"\(trimmed)\"") }
+            self = .path(trimmed)
             return
         }
         if trimmed.lowercased().hasPrefix("handle:") {
@@ -302,7 +336,7 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
     func matches(uuid: BluetoothUUID, path: ObjectPath, handle: Int?) -> Bool {
         switch self {
         case .uuid(let wanted): return uuid == wanted
-        case .path(let wanted): return path == wanted
+        case .path(let wanted): return path.rawValue == wanted
         case .handle(let wanted): return handle == wanted
         }
     }
@@ -310,7 +344,7 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .uuid(let uuid): return uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
-        case .path(let path): return path.rawValue
+        case .path(let path): return path
         case .handle(let handle): return "handle \(handle)"
         }
     }

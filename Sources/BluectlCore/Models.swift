@@ -10,22 +10,30 @@ import BluectlDBus
 
 /// A Bluetooth adapter (controller) as BlueZ's `Adapter1` describes it.
 public struct AdapterInfo: Sendable, Equatable {
-    public var path: ObjectPath
+    package var path: ObjectPath
     /// "hci0": the last element of the path.
     public var name: String { path.lastComponent }
+    /// Its own Bluetooth address.
     public var address: String?
+    /// "public" or "random".
     public var addressType: String?
+    /// The system's name for it (BlueZ's `Name`).
     public var systemName: String?
+    /// The name it shows to other devices (BlueZ's `Alias`).
     public var alias: String?
+    /// Whether it is powered on.
     public var powered: Bool
     /// "on", "off", "off-enabling", "on-disabling", "off-blocked" (BlueZ ≥ 5.64)
     public var powerState: String?
+    /// Whether a discovery is running on it (by any client).
     public var discovering: Bool
+    /// Whether other devices can discover it.
     public var discoverable: Bool
+    /// Whether it accepts pairing.
     public var pairable: Bool
 
     /// Reads `Adapter1` properties; wrong types count as absent.
-    public init(path: ObjectPath, properties p: PropertyMap) {
+    package init(path: ObjectPath, properties p: PropertyMap) {
         self.path = path
         address = p["Address"]?.string
         addressType = p["AddressType"]?.string
@@ -56,7 +64,9 @@ public enum CentralState: String, Sendable, Equatable, CaseIterable {
     case unsupported
     /// The bus policy denies access, or the adapter is rfkill-blocked.
     case unauthorized
+    /// The adapter is powered off.
     case poweredOff
+    /// The adapter is powered on and usable.
     case poweredOn
 
     /// The state from the facts: is org.bluez on the bus, did it refuse us,
@@ -72,33 +82,46 @@ public enum CentralState: String, Sendable, Equatable, CaseIterable {
 /// A remote device as BlueZ's `Device1` describes it: identity, connection
 /// state and the advertisement data seen last.
 public struct DeviceInfo: Sendable, Equatable {
-    public var path: ObjectPath
-    public var adapter: ObjectPath?
+    package var path: ObjectPath
+    package var adapter: ObjectPath?
+    /// The device's Bluetooth address, "AA:BB:CC:DD:EE:FF".
     public var address: String
     /// "public" or "random"
     public var addressType: String?
+    /// The name it advertises, when known.
     public var name: String?
+    /// BlueZ's alias: a name set locally, else the advertised name, else the address with dashes.
     public var alias: String?
     /// dBm; nil when BlueZ reports none, or 127, HCI's "RSSI is not available".
     public var rssi: Int?
+    /// The transmit power it advertises, in dBm.
     public var txPower: Int?
+    /// The services it advertises (or has, once resolved).
     public var serviceUUIDs: [BluetoothUUID]
     /// company identifier → data
     public var manufacturerData: [UInt16: [UInt8]]
     /// service UUID → data
     public var serviceData: [BluetoothUUID: [UInt8]]
+    /// The advertisement's Flags data type.
     public var advertisingFlags: [UInt8]?
+    /// The GAP appearance it advertises.
     public var appearance: Int?
+    /// BlueZ's icon name for its appearance or class.
     public var icon: String?
+    /// Whether it is connected.
     public var connected: Bool
+    /// Whether it is paired.
     public var paired: Bool
+    /// Whether the pairing is stored (a bond).
     public var bonded: Bool
+    /// Whether it is trusted (may connect without asking).
     public var trusted: Bool
+    /// Whether its services have been discovered after connecting.
     public var servicesResolved: Bool
 
     /// Reads `Device1` properties; values of the wrong type count as absent,
     /// entries that cannot be understood are skipped.
-    public init(path: ObjectPath, properties p: PropertyMap) {
+    package init(path: ObjectPath, properties p: PropertyMap) {
         self.path = path
         adapter = p["Adapter"]?.objectPath ?? path.parent
         address = p["Address"]?.string ?? Self.addressFromPath(path)
@@ -134,7 +157,7 @@ public struct DeviceInfo: Sendable, Equatable {
     public static let rssiNotAvailable = 127
 
     /// "AA:BB:…" from ".../dev_AA_BB_…" when the Address property is missing.
-    public static func addressFromPath(_ path: ObjectPath) -> String {
+    package static func addressFromPath(_ path: ObjectPath) -> String {
         let last = path.lastComponent
         guard last.hasPrefix("dev_") else { return last }
         return String(last.dropFirst(4).replacing("_", with: ":"))

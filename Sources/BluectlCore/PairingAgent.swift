@@ -30,9 +30,13 @@ import Foundation
 /// those devices go to a `Prompter` (bluectl: the controlling terminal),
 /// off the bus thread; what it does not accept is rejected.
 public final class PairingAgent: Sendable {
+    /// What the agent can do (BlueZ's IO capability): it decides the pairing method.
     public enum Capability: String, Sendable {
+        /// No input, no output: Just Works only.
         case noInputNoOutput = "NoInputNoOutput"
+        /// Can show a number and take yes or no (numeric comparison).
         case displayYesNo = "DisplayYesNo"
+        /// Can show and type a passkey.
         case keyboardDisplay = "KeyboardDisplay"
     }
 
@@ -56,16 +60,22 @@ public final class PairingAgent: Sendable {
 
     /// The user's answer.
     public enum Reply: Equatable, Sendable {
+        /// Accept (a confirmation or an authorization).
         case accept
+        /// This passkey (0…999999).
         case passkey(UInt32)
+        /// This PIN code (legacy pairing).
         case pinCode(String)
+        /// Refuse, with a reason for the log.
         case reject(String)
     }
 
-    /// Asks the user; may block (it runs on a thread of its own).
-    public typealias Prompter = @Sendable (_ question: Question, _ device: ObjectPath) -> Reply
+    /// Asks the user about the device with address `device`; may block (it
+    /// runs on a thread of its own).
+    public typealias Prompter = @Sendable (_ question: Question, _ device: String) -> Reply
 
-    public let path: ObjectPath
+    package let path: ObjectPath
+    /// The capability it registered with.
     public let capability: Capability
     private let connection: DBusConnection
     private let allowed: Locked<Set<ObjectPath>>
@@ -82,8 +92,20 @@ public final class PairingAgent: Sendable {
         log = Locked([])
     }
 
-    /// Exports the agent and registers it with bluetoothd.
+    /// Exports an agent on `central`'s connection and registers it with
+    /// bluetoothd. It answers only for `peripherals` (and those passed to
+    /// `allow(_:)` later); with `makeDefault`, bluetoothd also asks it about
+    /// pairings nobody else asked for.
     public static func register(
+        central: CentralManager, for peripherals: [Peripheral], capability: Capability = .noInputNoOutput,
+        makeDefault: Bool = false, prompter: Prompter? = nil
+    ) async throws -> PairingAgent {
+        try await register(central: central, devices: Set(peripherals.map(\.path)), capability: capability,
+                           makeDefault: makeDefault, prompter: prompter)
+    }
+
+    /// `register(central:for:…)` by object path.
+    package static func register(
         central: CentralManager, devices: Set<ObjectPath>, capability: Capability = .noInputNoOutput,
         makeDefault: Bool = false, prompter: Prompter? = nil
     ) async throws -> PairingAgent {
@@ -115,8 +137,11 @@ public final class PairingAgent: Sendable {
         return agent
     }
 
+    /// Also answer requests about `peripheral`.
+    public func allow(_ peripheral: Peripheral) { allow(peripheral.path) }
+
     /// Also accept requests about `device`.
-    public func allow(_ device: ObjectPath) {
+    package func allow(_ device: ObjectPath) {
         _ = allowed.withLock { $0.insert(device) }
     }
 
@@ -136,7 +161,7 @@ public final class PairingAgent: Sendable {
     }
 
     /// The answer to one Agent1 call; pure apart from the allowed set.
-    public enum Answer: Equatable, Sendable {
+    package enum Answer: Equatable, Sendable {
         case accept
         case reject(String)
         case unknownMethod
@@ -144,7 +169,7 @@ public final class PairingAgent: Sendable {
         case ask(Question)
     }
 
-    public func answer(member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?) -> Answer {
+    package func answer(member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?) -> Answer {
         let allowedNow = allowed.withLock { $0 }
         return Self.decide(member: member, interface: interface, arguments: arguments, sender: sender,
                            bluetoothd: bluetoothd, allowed: allowedNow, capability: capability)
@@ -152,7 +177,7 @@ public final class PairingAgent: Sendable {
 
     /// The policy, pure: only bluetoothd may ask; confirmations and
     /// authorizations only for the allowed devices; no PIN or passkey input.
-    public static func decide(
+    package static func decide(
         member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?,
         allowed: Set<ObjectPath>, capability: Capability
     ) -> Answer {
@@ -229,7 +254,7 @@ public final class PairingAgent: Sendable {
             let device = message.arguments.first?.objectPath ?? path
             // The user may take a while: never on the bus thread.
             startThread(name: "bluectl-prompt") { [self] in
-                let reply = prompter(question, device)
+                let reply = prompter(question, DeviceInfo.addressFromPath(device))
                 log.withLock { $0.append("\(question) → \(reply)") }
                 if case .reject(let why) = reply { refusal.withLock { $0 = why } }
                 guard !message.noReplyExpected else { return }

@@ -2,23 +2,31 @@ import BluectlDBus
 
 /// CBPeripheralState.
 public enum PeripheralState: String, Sendable, Equatable {
-    case disconnected, connecting, connected, disconnecting
+    /// Not connected.
+    case disconnected
+    /// A connect is under way.
+    case connecting
+    /// Connected.
+    case connected
+    /// A disconnect is under way.
+    case disconnecting
 }
 
 /// A remote device: CoreBluetooth's CBPeripheral over BlueZ's `Device1` and
 /// the GATT objects bluetoothd exports under it. Everything it shows is read
 /// from the central's mirror of BlueZ's tree, so it is always current.
 public final class Peripheral: Sendable, CustomStringConvertible {
+    /// The central this peripheral belongs to.
     public let central: CentralManager
     /// `/org/bluez/hciN/dev_AA_BB_…`
-    public let path: ObjectPath
+    package let path: ObjectPath
     /// The address ("AA:BB:CC:DD:EE:FF"): BlueZ's identity for the device.
     public let identifier: String
 
     /// connecting / disconnecting while this process is doing that.
     let transition = Locked<PeripheralState?>(nil)
 
-    public init(central: CentralManager, path: ObjectPath) {
+    package init(central: CentralManager, path: ObjectPath) {
         self.central = central
         self.path = path
         if let p = central.mirror.tree.properties(path, BlueZ.deviceInterface) {
@@ -35,9 +43,12 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         central.mirror.tree.properties(path, BlueZ.deviceInterface).map { DeviceInfo(path: path, properties: $0) }
     }
 
+    /// Its advertised name or alias (`DeviceInfo.displayName`).
     public var name: String? { info?.displayName }
+    /// The last RSSI BlueZ reported, in dBm (nil when not in range or not reported).
     public var rssi: Int? { info?.rssi }
 
+    /// Its connection state, from BlueZ's `Connected` and this process's own connects and disconnects.
     public var state: PeripheralState {
         if let transition = transition.withLock({ $0 }) { return transition }
         return info?.connected == true ? .connected : .disconnected
@@ -48,7 +59,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// when the ATT channel is up before the kernel's Device Connected event,
     /// `device_add_connection` returns early ("already connected") without
     /// a PropertiesChanged, so a signal-only view can wait forever.
-    public func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
+    package func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
         let reply = try? await central.connection.callMethod(
             destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
             arguments: [.string(BlueZ.deviceInterface)], timeout: timeout)
@@ -75,6 +86,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// The GATT database as BlueZ exports it now (empty until services are resolved).
     public var database: GattDatabase { GattDatabase(tree: central.mirror.tree, device: path) }
 
+    /// The services discovered so far (empty until they are resolved).
     public var services: [GattService] { database.services }
 
     /// The MTU BlueZ reports on any characteristic (all share the connection's).
@@ -99,6 +111,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         return all.filter { uuids.contains($0.uuid) }
     }
 
+    /// The descriptors of `characteristic` (all are discovered with the services).
     public func discoverDescriptors(for characteristic: GattCharacteristic) -> [GattDescriptor] {
         database.descriptors(of: characteristic)
     }
@@ -115,6 +128,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         try database.characteristic(selector, service: service)
     }
 
+    /// The one descriptor `selector` names under `characteristic`.
     public func descriptor(_ selector: AttributeSelector, of characteristic: GattCharacteristic) throws -> GattDescriptor {
         try database.descriptor(selector, of: characteristic)
     }
@@ -502,6 +516,7 @@ public final class NotificationSession: Sendable {
     /// Hears a change of `Sharing` (on the session's task).
     public typealias SharingSink = @Sendable (Sharing) -> Void
 
+    /// The characteristic notifying.
     public let characteristic: GattCharacteristic
     /// How the session started: `.own` or `.joined`.
     public let sharing: Sharing

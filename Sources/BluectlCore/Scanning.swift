@@ -18,10 +18,11 @@ public struct ScanOptions: Sendable, Equatable {
     /// Report only devices whose name or alias contains this (case-insensitive).
     public var nameContains: String?
 
+    /// Options for a scan of every device, with no filter.
     public init() {}
 
     /// The `SetDiscoveryFilter` argument.
-    public var discoveryFilter: DBusValue {
+    package var discoveryFilter: DBusValue {
         var filter: [String: DBusValue] = [
             "Transport": .string(transport),
             "DuplicateData": .boolean(duplicates),
@@ -59,13 +60,16 @@ public struct ScanOptions: Sendable, Equatable {
 
 /// One scan result.
 public struct Discovery: Sendable, Equatable {
+    /// Why a device is reported.
     public enum Kind: String, Sendable {
         /// First advertisement of this device in this scan.
         case discovered
         /// A later change of its advertisement (only with `duplicates`).
         case updated
     }
+    /// First sighting or a later change.
     public var kind: Kind
+    /// The device as BlueZ knows it after this advertisement.
     public var device: DeviceInfo
 }
 
@@ -75,24 +79,24 @@ public struct Discovery: Sendable, Equatable {
 /// A device counts as seen in this scan when BlueZ adds it, or when one of
 /// its advertisement properties changes. BlueZ drops RSSI when a discovery
 /// ends, so a cached device that is in range again gets a fresh RSSI.
-public struct ScanTracker: Sendable {
-    public let adapter: ObjectPath
-    public let options: ScanOptions
-    public private(set) var seen: Set<ObjectPath> = []
+package struct ScanTracker: Sendable {
+    package let adapter: ObjectPath
+    package let options: ScanOptions
+    package private(set) var seen: Set<ObjectPath> = []
 
     static let advertisementProperties: Set<String> = [
         "RSSI", "TxPower", "ManufacturerData", "ServiceData", "AdvertisingFlags", "AdvertisingData",
     ]
     static let describingProperties: Set<String> = advertisementProperties.union(["Name", "Alias", "UUIDs"])
 
-    public init(adapter: ObjectPath, options: ScanOptions) {
+    package init(adapter: ObjectPath, options: ScanOptions) {
         self.adapter = adapter
         self.options = options
     }
 
     /// Devices already in range when the scan starts: those with an RSSI,
     /// which BlueZ only keeps while some discovery is running.
-    public mutating func start(with tree: BlueZObjectTree) -> [Discovery] {
+    package mutating func start(with tree: BlueZObjectTree) -> [Discovery] {
         tree.paths(with: BlueZ.deviceInterface).compactMap { path in
             guard let properties = tree.properties(path, BlueZ.deviceInterface), properties["RSSI"] != nil else { return nil }
             return report(path, properties)
@@ -101,7 +105,7 @@ public struct ScanTracker: Sendable {
 
     /// `tree`: the tree right after `change` (the mirror's own, borrowed
     /// under its lock: `BlueZMirror.observe`).
-    public mutating func handle(_ change: BlueZObjectTree.Change, in tree: borrowing BlueZObjectTree) -> Discovery? {
+    package mutating func handle(_ change: BlueZObjectTree.Change, in tree: borrowing BlueZObjectTree) -> Discovery? {
         switch change {
         case .added(let path, let interfaces):
             guard interfaces.contains(BlueZ.deviceInterface),

@@ -1,10 +1,10 @@
 import BluectlDBus
 
 /// Properties of one interface, with the variants unwrapped: name → value.
-public typealias PropertyMap = SmallMap<DBusValue>
+package typealias PropertyMap = SmallMap<DBusValue>
 
 /// An object's interfaces: name → properties.
-public typealias InterfaceMap = SmallMap<PropertyMap>
+package typealias InterfaceMap = SmallMap<PropertyMap>
 
 /// A map from names to values for the few names BlueZ gives an object or an
 /// interface, as a small array rather than a `Dictionary`: ten to thirty
@@ -14,9 +14,9 @@ public typealias InterfaceMap = SmallMap<PropertyMap>
 /// (README, Figures). Names longer than a small string (15 bytes) that BlueZ
 /// uses are shared, not stored once per object. Order is not significant
 /// (`==` ignores it).
-public struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral,
+package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral,
     CustomStringConvertible {
-    public typealias Element = (key: String, value: Value)
+    package typealias Element = (key: String, value: Value)
 
     private struct Entry: Sendable {
         let key: String
@@ -24,25 +24,25 @@ public struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequen
     }
     private var entries: ContiguousArray<Entry>
 
-    public init() { entries = [] }
+    package init() { entries = [] }
 
-    public init(dictionaryLiteral elements: (String, Value)...) {
+    package init(dictionaryLiteral elements: (String, Value)...) {
         entries = []
         entries.reserveCapacity(elements.count)
         for (key, value) in elements { self[key] = value }
     }
 
-    public init(minimumCapacity: Int) {
+    package init(minimumCapacity: Int) {
         entries = []
         entries.reserveCapacity(minimumCapacity)
     }
 
-    public var count: Int { entries.count }
-    public var isEmpty: Bool { entries.isEmpty }
-    public var keys: [String] { entries.map(\.key) }
-    public var values: [Value] { entries.map(\.value) }
+    package var count: Int { entries.count }
+    package var isEmpty: Bool { entries.isEmpty }
+    package var keys: [String] { entries.map(\.key) }
+    package var values: [Value] { entries.map(\.value) }
 
-    public subscript(key: String) -> Value? {
+    package subscript(key: String) -> Value? {
         get { entries.first(where: { Self.same($0.key, key) })?.value }
         set {
             if let i = entries.firstIndex(where: { Self.same($0.key, key) }) {
@@ -61,30 +61,30 @@ public struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequen
         a.utf8.count == b.utf8.count && a == b
     }
 
-    public mutating func merge(_ other: SmallMap) {
+    package mutating func merge(_ other: SmallMap) {
         for entry in other.entries { self[entry.key] = entry.value }
     }
 
-    public mutating func removeValue(forKey key: String) {
+    package mutating func removeValue(forKey key: String) {
         self[key] = nil
     }
 
-    public func makeIterator() -> some IteratorProtocol<Element> {
+    package func makeIterator() -> some IteratorProtocol<Element> {
         entries.lazy.map { (key: $0.key, value: $0.value) }.makeIterator()
     }
 
-    public static func == (lhs: SmallMap, rhs: SmallMap) -> Bool {
+    package static func == (lhs: SmallMap, rhs: SmallMap) -> Bool {
         lhs.count == rhs.count && lhs.entries.allSatisfy { rhs[$0.key] == $0.value }
     }
 
-    public var description: String {
+    package var description: String {
         "[" + entries.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
     }
 }
 
 extension SmallMap<DBusValue> {
     /// From `a{sv}` entries, variants unwrapped.
-    public init(_ properties: [String: DBusValue]) {
+    package init(_ properties: [String: DBusValue]) {
         self.init(minimumCapacity: properties.count)
         for (key, value) in properties {  // keys are unique: no search
             entries.append(Entry(key: SmallMapNames.shared(key), value: value.unwrapped))

@@ -2,7 +2,7 @@ extension StringProtocol {
     /// The text without leading and trailing spaces and tabs (and newlines
     /// when `newlines`): what Foundation's `trimmingCharacters(in:)` did,
     /// without linking all of Foundation for it.
-    public func trimmingWhitespace(newlines: Bool = false) -> String {
+    package func trimmingWhitespace(newlines: Bool = false) -> String {
         let isBlank: (Character) -> Bool = { $0.isWhitespace && (newlines || !$0.isNewline) }
         guard let first = firstIndex(where: { !isBlank($0) }) else { return "" }
         let last = lastIndex(where: { !isBlank($0) })!

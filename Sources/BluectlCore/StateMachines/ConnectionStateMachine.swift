@@ -11,8 +11,8 @@
 ///      out of attempts ────────────┴──▶ failed
 ///     timeout / cancel in any pending state ──▶ disconnecting ──▶ failed / cancelled
 ///     bluetoothd stopped in any pending state ──▶ failed (nothing left to undo)
-public struct ConnectionStateMachine: Sendable, Equatable {
-    public enum State: Sendable, Equatable {
+package struct ConnectionStateMachine: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         case disconnected
         /// `Device1.Connect` sent; `attempt` counts from 1.
         case connecting(attempt: Int)
@@ -31,12 +31,12 @@ public struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     /// How a disconnect started by the machine ends.
-    public enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         case fail(ConnectionFailure)
         case cancel
     }
 
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         /// Begin; `alreadyConnected` is `Device1.Connected` now.
         case start(alreadyConnected: Bool)
         case connectSucceeded
@@ -58,7 +58,7 @@ public struct ConnectionStateMachine: Sendable, Equatable {
         case disconnectFinished
     }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case callConnect
         case scheduleRetry(after: Duration)
         case callDisconnect
@@ -69,26 +69,26 @@ public struct ConnectionStateMachine: Sendable, Equatable {
         case reportCancelled
     }
 
-    public private(set) var state: State = .disconnected
+    package private(set) var state: State = .disconnected
     /// The last `Device1.Connected` seen.
-    public private(set) var deviceConnected = false
-    public let maxAttempts: Int
-    public let retryDelay: Duration
+    package private(set) var deviceConnected = false
+    package let maxAttempts: Int
+    package let retryDelay: Duration
 
     /// `maxAttempts` ≥ 1 counts the first attempt.
-    public init(maxAttempts: Int = 3, retryDelay: Duration = .milliseconds(250)) {
+    package init(maxAttempts: Int = 3, retryDelay: Duration = .milliseconds(250)) {
         self.maxAttempts = max(1, maxAttempts)
         self.retryDelay = retryDelay
     }
 
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         switch state {
         case .connected, .failed, .cancelled: return true
         default: return false
         }
     }
 
-    public mutating func handle(_ event: Event) -> [Action] {
+    package mutating func handle(_ event: Event) -> [Action] {
         switch (state, event) {
         case (.disconnected, .start(let already)):
             deviceConnected = already
@@ -220,7 +220,7 @@ public struct ConnectionStateMachine: Sendable, Equatable {
 }
 
 /// Why a connection could not be made.
-public enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
+package enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
     /// `le-connection-abort-by-local` on every attempt.
     case abortedByLocal(attempts: Int)
     /// `InProgress` on every attempt.
@@ -233,7 +233,7 @@ public enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
     case timeout
     case bluez(name: String, message: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .abortedByLocal(let attempts):
             return "the connection was aborted locally (le-connection-abort-by-local) \(attempts) time\(attempts == 1 ? "" : "s")"

@@ -8,8 +8,8 @@
 /// while notifying or joined; the device disconnecting fails the session
 /// (after a StopNotify of a session of our own, so that BlueZ does not re-arm
 /// it for this client on reconnect: docs/notifications.md).
-public struct NotifyStateMachine: Sendable, Equatable {
-    public enum State: Sendable, Equatable {
+package struct NotifyStateMachine: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         case idle
         /// StartNotify sent (the value listener is already in place: pitfall 4).
         case starting
@@ -22,7 +22,7 @@ public struct NotifyStateMachine: Sendable, Equatable {
         case failed(NotifyFailure)
     }
 
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         case start
         /// Start, sharing the session another client holds (Notifying was true).
         case join
@@ -39,7 +39,7 @@ public struct NotifyStateMachine: Sendable, Equatable {
         case characteristicRemoved
     }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case callStartNotify
         case reportStarted
         /// Tell the user that values may have been missed between the shared
@@ -52,22 +52,22 @@ public struct NotifyStateMachine: Sendable, Equatable {
         case fail(NotifyFailure)
     }
 
-    public private(set) var state: State = .idle
+    package private(set) var state: State = .idle
     /// Values delivered.
-    public private(set) var delivered = 0
+    package private(set) var delivered = 0
     /// Stop asked while StartNotify was still pending.
     private var stopRequested = false
 
-    public init() {}
+    package init() {}
 
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         switch state {
         case .stopped, .failed: return true
         default: return false
         }
     }
 
-    public mutating func handle(_ event: Event) -> [Action] {
+    package mutating func handle(_ event: Event) -> [Action] {
         switch (state, event) {
         case (.idle, .start):
             state = .starting
@@ -154,12 +154,12 @@ public struct NotifyStateMachine: Sendable, Equatable {
     }
 }
 
-public enum NotifyFailure: Sendable, Equatable, CustomStringConvertible {
+package enum NotifyFailure: Sendable, Equatable, CustomStringConvertible {
     case disconnected
     case removed
     case bluez(name: String, message: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .disconnected: return "the device disconnected"
         case .removed: return "the characteristic disappeared (services changed or device removed)"

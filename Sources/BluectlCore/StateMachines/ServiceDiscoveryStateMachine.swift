@@ -4,8 +4,8 @@
 /// timeout. ServicesResolved can flip true before the service objects are
 /// exported (after an abort), so with no service object yet the machine
 /// settles briefly for one to appear.
-public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
-    public enum State: Sendable, Equatable {
+package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         case idle
         case waiting
         /// ServicesResolved is true but no GattService1 object exists yet.
@@ -14,7 +14,7 @@ public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         case failed(DiscoveryFailure)
     }
 
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         /// Begin, with `Device1` as it is now and how many service objects the device has.
         case start(connected: Bool, servicesResolved: Bool, serviceObjects: Int)
         case servicesResolvedChanged(Bool, serviceObjects: Int)
@@ -28,28 +28,28 @@ public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         case timeout
     }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case startSettleTimer(Duration)
         /// Discovery is complete: read the objects now.
         case done
         case fail(DiscoveryFailure)
     }
 
-    public private(set) var state: State = .idle
-    public let settleTime: Duration
+    package private(set) var state: State = .idle
+    package let settleTime: Duration
 
-    public init(settleTime: Duration = .milliseconds(500)) {
+    package init(settleTime: Duration = .milliseconds(500)) {
         self.settleTime = settleTime
     }
 
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         switch state {
         case .resolved, .failed: return true
         default: return false
         }
     }
 
-    public mutating func handle(_ event: Event) -> [Action] {
+    package mutating func handle(_ event: Event) -> [Action] {
         switch (state, event) {
         case (.idle, .start(let connected, let resolved, let objects)):
             guard connected else { return fail(.notConnected) }
@@ -107,14 +107,14 @@ public struct ServiceDiscoveryStateMachine: Sendable, Equatable {
     }
 }
 
-public enum DiscoveryFailure: Sendable, Equatable, CustomStringConvertible {
+package enum DiscoveryFailure: Sendable, Equatable, CustomStringConvertible {
     case notConnected
     case disconnected
     case deviceRemoved
     case bluetoothdStopped
     case timeout
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notConnected: return "the device is not connected"
         case .disconnected: return "the device disconnected before its services were resolved"

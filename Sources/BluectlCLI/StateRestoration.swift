@@ -12,14 +12,14 @@ import Foundation
 /// same identifier learns the scan filter, the peripherals it was connecting
 /// or connected to and the characteristics it was subscribed to, reports
 /// them, and carries on.
-public struct CentralRestoreState: Codable, Equatable, Sendable {
-    public struct ScanFilter: Codable, Equatable, Sendable {
-        public var services: [String]
-        public var rssi: Int?
-        public var name: String?
-        public var duplicates: Bool
-        public var transport: String
-        public init(services: [String] = [], rssi: Int? = nil, name: String? = nil, duplicates: Bool = false, transport: String = "le") {
+struct CentralRestoreState: Codable, Equatable, Sendable {
+    struct ScanFilter: Codable, Equatable, Sendable {
+        var services: [String]
+        var rssi: Int?
+        var name: String?
+        var duplicates: Bool
+        var transport: String
+        init(services: [String] = [], rssi: Int? = nil, name: String? = nil, duplicates: Bool = false, transport: String = "le") {
             self.services = services
             self.rssi = rssi
             self.name = name
@@ -28,28 +28,28 @@ public struct CentralRestoreState: Codable, Equatable, Sendable {
         }
     }
 
-    public struct PeripheralEntry: Codable, Equatable, Sendable {
+    struct PeripheralEntry: Codable, Equatable, Sendable {
         /// As the user named it (address, path or name).
-        public var device: String
+        var device: String
         /// The address once known.
-        public var address: String?
+        var address: String?
         /// `PeripheralState`'s raw value: connecting, connected, disconnected…
-        public var state: String
-        public init(device: String, address: String? = nil, state: String) {
+        var state: String
+        init(device: String, address: String? = nil, state: String) {
             self.device = device
             self.address = address
             self.state = state
         }
     }
 
-    public struct Subscription: Codable, Equatable, Sendable {
-        public var device: String
+    struct Subscription: Codable, Equatable, Sendable {
+        var device: String
         /// As the user named it (UUID, SIG name, path or handle:N).
-        public var characteristic: String
-        public var service: String?
+        var characteristic: String
+        var service: String?
         /// Whether notifications were on when this was saved.
-        public var notifying: Bool
-        public init(device: String, characteristic: String, service: String? = nil, notifying: Bool) {
+        var notifying: Bool
+        init(device: String, characteristic: String, service: String? = nil, notifying: Bool) {
             self.device = device
             self.characteristic = characteristic
             self.service = service
@@ -57,21 +57,21 @@ public struct CentralRestoreState: Codable, Equatable, Sendable {
         }
     }
 
-    public var version = 1
+    var version = 1
     /// The command that saved it ("subscribe", "scan").
-    public var command: String
-    public var adapter: String?
-    public var scan: ScanFilter?
-    public var peripherals: [PeripheralEntry]
-    public var subscriptions: [Subscription]
+    var command: String
+    var adapter: String?
+    var scan: ScanFilter?
+    var peripherals: [PeripheralEntry]
+    var subscriptions: [Subscription]
     /// Whether the process was still running when this was written (false:
     /// it ended normally; true in a file read later: it was killed).
-    public var running: Bool
-    public var pid: Int32
+    var running: Bool
+    var pid: Int32
     /// ISO 8601, UTC.
-    public var saved: String
+    var saved: String
 
-    public init(command: String, adapter: String? = nil, scan: ScanFilter? = nil, peripherals: [PeripheralEntry] = [],
+    init(command: String, adapter: String? = nil, scan: ScanFilter? = nil, peripherals: [PeripheralEntry] = [],
                 subscriptions: [Subscription] = [], running: Bool = true, pid: Int32 = getpid(), saved: String = "") {
         self.command = command
         self.adapter = adapter
@@ -84,12 +84,12 @@ public struct CentralRestoreState: Codable, Equatable, Sendable {
     }
 }
 
-public enum RestoreStoreError: Error, Equatable, CustomStringConvertible {
+enum RestoreStoreError: Error, Equatable, CustomStringConvertible {
     case invalidIdentifier(String)
     case unreadable(path: String, reason: String)
     case unwritable(path: String, reason: String)
 
-    public var description: String {
+    var description: String {
         switch self {
         case .invalidIdentifier(let id):
             return "invalid restore id \"\(id)\": use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
@@ -104,12 +104,12 @@ public enum RestoreStoreError: Error, Equatable, CustomStringConvertible {
 /// in the same folder, fsyncs it and renames it over the old one, so the
 /// file always holds one complete state — `kill -9` at any moment leaves
 /// either the previous or the new one.
-public struct RestoreStore: Sendable {
-    public let identifier: String
-    public let path: String
+struct RestoreStore: Sendable {
+    let identifier: String
+    let path: String
     let directory: String
 
-    public init(identifier: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    init(identifier: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         guard Self.isValid(identifier) else { throw RestoreStoreError.invalidIdentifier(identifier) }
         self.identifier = identifier
         let base: String
@@ -130,7 +130,7 @@ public struct RestoreStore: Sendable {
     }
 
     /// The saved state, or nil when there is none.
-    public func load() throws -> CentralRestoreState? {
+    func load() throws -> CentralRestoreState? {
         guard let data = FileManager.default.contents(atPath: path) else {
             if FileManager.default.fileExists(atPath: path) {
                 throw RestoreStoreError.unreadable(path: path, reason: "permission denied or not a file")
@@ -145,7 +145,7 @@ public struct RestoreStore: Sendable {
     }
 
     /// Writes `state` atomically (stamping `saved`).
-    public func save(_ state: CentralRestoreState) throws {
+    func save(_ state: CentralRestoreState) throws {
         var state = state
         state.saved = Self.timestamp()
         let encoder = JSONEncoder()
@@ -196,9 +196,9 @@ public struct RestoreStore: Sendable {
 }
 
 /// write(2) helpers shared by the state store and the CLI's output.
-public enum FileDescriptorIO {
+enum FileDescriptorIO {
     /// Writes all of `buffer`, retrying on EINTR; false on any error (errno tells which).
-    public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
+    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
         var offset = 0
         while offset < buffer.count {
             let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)

@@ -3,11 +3,11 @@
 /// happens before bluectl gets the value — bluetoothd drops AcquireNotify
 /// values silently when the socket is full — or a reordering (EATT).
 /// Pure: `observe` returns what the value shows, the counters add up.
-public struct SequenceTracker: Sendable, Equatable {
-    public enum Width: Int, Sendable, CaseIterable {
+struct SequenceTracker: Sendable, Equatable {
+    enum Width: Int, Sendable, CaseIterable {
         case u8 = 1, u16 = 2, u32 = 4
 
-        public init?(name: String) {
+        init?(name: String) {
             switch name {
             case "u8": self = .u8
             case "u16": self = .u16
@@ -19,7 +19,7 @@ public struct SequenceTracker: Sendable, Equatable {
         var modulus: UInt64 { 1 << UInt64(rawValue * 8) }
     }
 
-    public enum Finding: Sendable, Equatable {
+    enum Finding: Sendable, Equatable {
         /// `missing` numbers were skipped: expected `expected`, got `got`.
         case gap(expected: UInt32, got: UInt32, missing: Int)
         /// A number counted missing arrived after later ones (reordered).
@@ -30,23 +30,23 @@ public struct SequenceTracker: Sendable, Equatable {
         case short(length: Int)
     }
 
-    public let width: Width
+    let width: Width
     /// Values observed.
-    public private(set) var values = 0
+    private(set) var values = 0
     /// Numbers skipped and not (yet) arrived late.
-    public private(set) var missing = 0
-    public private(set) var late = 0
-    public private(set) var repeated = 0
-    public private(set) var short = 0
+    private(set) var missing = 0
+    private(set) var late = 0
+    private(set) var repeated = 0
+    private(set) var short = 0
     private var next: UInt64?
     /// Recently skipped numbers, so that a late arrival is told from a repeat.
     private var skipped: Set<UInt64> = []
     private var skippedOrder: [UInt64] = []
     static let skippedMemory = 4096
 
-    public init(width: Width) { self.width = width }
+    init(width: Width) { self.width = width }
 
-    public mutating func observe(_ bytes: [UInt8]) -> Finding? {
+    mutating func observe(_ bytes: [UInt8]) -> Finding? {
         values += 1
         guard bytes.count >= width.rawValue else {
             short += 1
@@ -94,7 +94,7 @@ public struct SequenceTracker: Sendable, Equatable {
     }
 
     /// "1000 values, 3 missing, 0 late, 0 repeated"
-    public var summary: String {
+    var summary: String {
         var parts = ["\(values) values", "\(missing) missing", "\(late) late", "\(repeated) repeated"]
         if short > 0 { parts.append("\(short) too short") }
         return parts.joined(separator: ", ")

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import BluectlCore
+@testable import BluectlCLI
 
 @Suite("Restore store (--restore-id)")
 struct RestoreStoreTests {

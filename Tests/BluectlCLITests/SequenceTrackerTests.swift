@@ -1,5 +1,5 @@
 import Testing
-@testable import BluectlCore
+@testable import BluectlCLI
 
 @Suite("Sequence tracker (--check-sequence)")
 struct SequenceTrackerTests {
