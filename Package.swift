@@ -42,12 +42,17 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "bluectl", dependencies: ["BluectlCLI"]),
+        // Small programs using BluectlCore as anyone would (run against the
+        // stand-in by the bus tier: Tests/BusTierTests/ExampleTests.swift).
+        .executableTarget(name: "ScanExample", dependencies: ["BluectlCore"], path: "Examples/ScanExample"),
+        .executableTarget(name: "ReadExample", dependencies: ["BluectlCore"], path: "Examples/ReadExample"),
+        .executableTarget(name: "NotifyLoggerExample", dependencies: ["BluectlCore"], path: "Examples/NotifyLoggerExample"),
         .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
         .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
         .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI"]),
         .testTarget(
             name: "BusTierTests",
-            dependencies: ["BluectlCore", "bluectl"],
+            dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample"],
             resources: [.copy("Fixtures")]
         ),
     ]

@@ -249,7 +249,7 @@ final class SubscribeJob: Sendable {
                 case .countReached, .readerGone:
                     return
                 case .lost(let error):
-                    guard reconnect, Self.isRecoverable(error, first: false) else { throw error }
+                    guard reconnect, Self.policy.isRecoverable(error, afterSuccess: true) else { throw error }
                     let lostAt = ContinuousClock.now
                     let reason = cliFailure(error, what: "notifications").message
                     output.event("disconnected", [("reason", .string(reason))], text: "\(reason); reconnecting")
@@ -274,18 +274,18 @@ final class SubscribeJob: Sendable {
     /// failure is one that can pass (device away, adapter off, bluetoothd
     /// restarting).
     private func setUp(_ session: DeviceSession, first: Bool) async throws -> (Peripheral, [NotificationSession]) {
-        var delay = 0.5
         var attempt = 1
         while true {
             do {
                 return try await setUpOnce(session)
             } catch {
-                guard reconnect, !Task.isCancelled, Self.isRecoverable(error, first: first) else { throw error }
+                guard reconnect, !Task.isCancelled, Self.policy.isRecoverable(error, afterSuccess: !first) else { throw error }
                 let reason = cliFailure(error, what: "subscribe set-up").message
-                Output.error("attempt \(attempt) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(delay) s")
-                try await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
-                delay = min(delay * 2, 5)
                 attempt += 1
+                let delay = Self.policy.delay(beforeAttempt: attempt)
+                let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+                Output.error("attempt \(attempt - 1) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(seconds) s")
+                try await Task.sleep(for: delay)
             }
         }
     }
@@ -384,28 +384,8 @@ final class SubscribeJob: Sendable {
         }
     }
 
-    /// Failures that can pass while waiting: the device away or gone from
-    /// BlueZ's tree, the adapter off or missing, bluetoothd restarting, a
-    /// timed-out attempt. Usage errors and refusals never pass. After the
-    /// first success, a characteristic not found (yet) is also retried:
-    /// the same device came back, its database may still be resolving.
-    static func isRecoverable(_ error: any Error, first: Bool) -> Bool {
-        switch error {
-        case let error as CentralError:
-            switch error {
-            case .disconnected, .timeout, .deviceNotFound, .adapterPoweredOff, .adapterNotFound, .noAdapter,
-                 .bluetoothdNotRunning, .bluetoothdStopped, .inProgress, .bluez:
-                return true
-            case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest:
-                return false
-            }
-        case let error as GattError:
-            if case .notFound = error { return !first }
-            return false
-        default:
-            return false
-        }
-    }
+    /// --reconnect's policy: which failures to wait out, and how long between attempts.
+    static let policy = ReconnectPolicy()
 
     /// Reports what a value's sequence number shows (before the value itself).
     private func checkSequence(_ value: [UInt8], characteristic chr: GattCharacteristic, width: SequenceTracker.Width) {

@@ -630,6 +630,12 @@ enum BusTier {
     static func bluectlExecutable() throws -> String {
         let env = ProcessInfo.processInfo.environment
         if let explicit = env["BLUECTL_BIN"], !explicit.isEmpty { return explicit }
+        return try builtExecutable("bluectl")
+    }
+
+    /// An executable of this package built next to this test bundle (the
+    /// examples: "ScanExample", …).
+    static func builtExecutable(_ name: String) throws -> String {
         var dirs: [URL] = []
         if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
             dirs.append(URL(fileURLWithPath: exe).deletingLastPathComponent())
@@ -649,10 +655,10 @@ enum BusTier {
             while d.pathExtension == "xctest" || d.lastPathComponent == "MacOS" || d.lastPathComponent == "Contents" {
                 d = d.deletingLastPathComponent()
             }
-            let candidate = d.appendingPathComponent("bluectl").path
+            let candidate = d.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
         }
-        throw BusTierError("bluectl executable not found next to the test bundle (looked in \(dirs.map(\.path))); set BLUECTL_BIN")
+        throw BusTierError("\(name) executable not found next to the test bundle (looked in \(dirs.map(\.path)))\(name == "bluectl" ? "; set BLUECTL_BIN" : "")")
     }
 
     /// Environment for children: the caller's, minus anything that would
