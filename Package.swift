@@ -16,6 +16,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // BluectlCore's diagnostics (a program routes them with LoggingSystem.bootstrap)
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // `swift package generate-documentation --target BluectlCore` (the library's reference)
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -32,13 +34,14 @@ let package = Package(
         ),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
-        .target(name: "BluectlCore", dependencies: ["BluectlDBus"]),
+        .target(name: "BluectlCore", dependencies: ["BluectlDBus", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BluectlCLI",
             dependencies: [
                 "BluectlCore",
                 "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "bluectl", dependencies: ["BluectlCLI"]),

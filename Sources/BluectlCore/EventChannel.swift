@@ -1,3 +1,4 @@
+import Logging
 import BluectlDBus
 #if canImport(Glibc)
 import Glibc
@@ -72,21 +73,15 @@ extension DBusError {
     }
 }
 
-/// Diagnostics on stderr when `BLUECTL_DEBUG` is set: every state-machine
-/// event and the actions it produced, with a monotonic time stamp.
+/// BluectlCore's diagnostics — every state-machine event and the actions it
+/// produced, pairing and discovery steps — at `debug` level through swift-log,
+/// label "bluectl". A program routes them with `LoggingSystem.bootstrap`
+/// (before its first use of the library); bluectl prints them on stderr when
+/// `BLUECTL_DEBUG` is set.
 package enum Trace {
-    package static let enabled: Bool = {
-        guard let value = getenv("BLUECTL_DEBUG") else { return false }
-        return String(cString: value) != "" && String(cString: value) != "0"
-    }()
-    private static let start = ContinuousClock.now
+    package static let logger = Logger(label: "bluectl")
 
     package static func log(_ message: @autoclosure () -> String) {
-        guard enabled else { return }
-        let elapsed = ContinuousClock.now - start
-        let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
-        let line = "bluectl[debug] +\(ms)ms \(message())\n"
-        var bytes = Array(line.utf8)
-        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+        logger.debug("\(message())")
     }
 }
