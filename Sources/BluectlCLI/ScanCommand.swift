@@ -162,7 +162,11 @@ struct ScanCommand: AsyncParsableCommand {
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
-            let session = try await central.startScan(adapter: adapter, options: sessionOptions)
+            // The live loop keeps its own time and count; otherwise the scan ends by itself.
+            let session = try await central.startScan(
+                adapter: adapter, options: sessionOptions,
+                duration: liveAgeOut == nil ? timeout.map { .seconds($0) } : nil,
+                limit: liveAgeOut == nil ? count : nil)
             // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
             let queue = OutputQueue(capacity: 100_000) { dropped in
                 let text = "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow"
@@ -183,16 +187,16 @@ struct ScanCommand: AsyncParsableCommand {
                     outcome = .failure(error)
                 }
             } else {
-                outcome = await withTimeLimit(seconds: timeout) {
-                    var distinct = Set<String>()
+                do {
                     for try await discovery in session.discoveries {
                         let line = json
                             ? DeviceOutput.json(discovery.device, adapter: adapter.name, event: discovery.kind.rawValue).render()
                             : DeviceOutput.text(discovery.device, event: discovery.kind.rawValue)
-                        guard queue.line(line) != .closed else { return }  // stdout closed: stop quietly
-                        distinct.insert(discovery.device.address)
-                        if let count, distinct.count >= count { return }
+                        guard queue.line(line) != .closed else { break }  // stdout closed: stop quietly
                     }
+                    outcome = .success(())
+                } catch {
+                    outcome = .failure(error)
                 }
             }
             _ = await uncancellable { try? await session.stop() }

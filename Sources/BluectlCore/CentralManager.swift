@@ -125,9 +125,13 @@ public final class CentralManager: Sendable {
     // MARK: - Scanning
 
     /// Starts a discovery session on `adapter` with `options`. Results come
-    /// through the session's `discoveries`; call `stop()` when done (BlueZ
-    /// also ends it if this process leaves the bus).
-    public func startScan(adapter: AdapterInfo, options: ScanOptions) async throws(CentralError) -> ScanSession {
+    /// through the session's `discoveries`, which end when the session is
+    /// stopped: by `stop()`, by the consuming task being cancelled, after
+    /// `duration`, or once `limit` distinct devices were reported (each of
+    /// these also sends StopDiscovery; BlueZ also ends the session if this
+    /// process leaves the bus).
+    public func startScan(adapter: AdapterInfo, options: ScanOptions, duration: Duration? = nil,
+                          limit: Int? = nil) async throws(CentralError) -> ScanSession {
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
@@ -139,11 +143,16 @@ public final class CentralManager: Sendable {
         // The tracker runs where the changes are applied (the bus thread,
         // under the mirror's lock): one hand-over per discovery, not two.
         let (discoveries, continuation) = AsyncThrowingStream<Discovery, any Error>.makeStream()
-        let tracker = ScanTrackerBox(ScanTracker(adapter: adapter.path, options: options))
+        let end = ScanEnd(central: self, adapter: adapter, continuation: continuation)
+        let tracker = ScanTrackerBox(ScanTracker(adapter: adapter.path, options: options), limit: limit)
         let adapterPath = adapter.path
         let adapterName = adapter.name
+        let report: @Sendable (Discovery) -> Void = { discovery in
+            continuation.yield(discovery)
+            if tracker.reachedLimit(after: discovery) { end.stop() }
+        }
         let observer = mirror.observe(start: { tree in
-            for discovery in tracker.value.start(with: tree) { continuation.yield(discovery) }
+            for discovery in tracker.value.start(with: tree) { report(discovery) }
         }, onChange: { change, tree, bluetoothdRunning in
             if case .cleared = change {
                 continuation.finish(throwing: CentralError.bluetoothdNotRunning)
@@ -154,14 +163,17 @@ public final class CentralManager: Sendable {
                 continuation.finish(throwing: CentralError.adapterNotFound(adapterName))
                 return
             }
-            if let discovery = tracker.value.handle(change, in: tree) { continuation.yield(discovery) }
+            if let discovery = tracker.value.handle(change, in: tree) { report(discovery) }
         }, onBusLost: {
             continuation.finish(throwing: CentralError.disconnected("lost the connection to the system bus"))
         })
         let mirror = self.mirror
-        continuation.onTermination = { _ in
+        continuation.onTermination = { termination in
             // Not here and now: see `BlueZMirror.stopObserving`.
             DispatchQueue.global().async { mirror.stopObserving(observer) }
+            // The consumer went away: end the discovery too. (After an error
+            // there is no discovery left to stop.)
+            if case .cancelled = termination { end.stop() }
         }
         do {
             _ = try await connection.callMethod(
@@ -171,7 +183,8 @@ public final class CentralManager: Sendable {
             continuation.finish()
             throw CentralError.from(error, operation: "start discovery on \(adapter.name)")
         }
-        return ScanSession(central: self, adapter: adapter, discoveries: discoveries)
+        if let duration { end.stop(after: duration) }
+        return ScanSession(central: self, adapter: adapter, discoveries: discoveries, end: end)
     }
 }
 
@@ -179,7 +192,77 @@ public final class CentralManager: Sendable {
 /// under the mirror's lock (so the unchecked Sendable is sound).
 private final class ScanTrackerBox: @unchecked Sendable {
     var value: ScanTracker
-    init(_ value: ScanTracker) { self.value = value }
+    private let limit: Int?
+    private var reported = 0
+
+    init(_ value: ScanTracker, limit: Int?) {
+        self.value = value
+        self.limit = limit
+    }
+
+    /// Whether `discovery` was the `limit`th distinct device.
+    func reachedLimit(after discovery: Discovery) -> Bool {
+        guard let limit, discovery.kind == .discovered else { return false }
+        reported += 1
+        return reported == limit
+    }
+}
+
+/// The end of one scan, which several things may ask for (`stop()`, the
+/// consumer's cancellation, the duration, the limit): the stream finishes
+/// and StopDiscovery goes out once; later askers get the same outcome.
+final class ScanEnd: Sendable {
+    private let central: CentralManager
+    private let adapter: AdapterInfo
+    private let continuation: AsyncThrowingStream<Discovery, any Error>.Continuation
+    /// The StopDiscovery call, once started (its task is shared by all askers).
+    private let stopping = Locked<Task<CentralError?, Never>?>(nil)
+    /// The duration's timer, cancelled when the scan ends first.
+    private let timer = Locked<Task<Void, Never>?>(nil)
+
+    init(central: CentralManager, adapter: AdapterInfo,
+         continuation: AsyncThrowingStream<Discovery, any Error>.Continuation) {
+        self.central = central
+        self.adapter = adapter
+        self.continuation = continuation
+    }
+
+    /// Ends the stream and sends StopDiscovery (once); the task answers
+    /// with the call's failure, if any.
+    @discardableResult
+    func stop() -> Task<CentralError?, Never> {
+        let (task, first) = stopping.withLock { stopping -> (Task<CentralError?, Never>, Bool) in
+            if let stopping { return (stopping, false) }
+            let (central, adapter) = (central, adapter)
+            let task = Task { () -> CentralError? in
+                do {
+                    _ = try await central.connection.callMethod(
+                        destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                        member: "StopDiscovery", timeout: central.callTimeout)
+                    return nil
+                } catch {
+                    return CentralError.from(error, operation: "stop discovery on \(adapter.name)")
+                }
+            }
+            stopping = task
+            return (task, true)
+        }
+        if first {
+            // Outside the lock: finishing runs onTermination, which may ask again.
+            continuation.finish()
+            timer.withLock { $0 }?.cancel()
+        }
+        return task
+    }
+
+    /// Stops the scan when `duration` has passed.
+    func stop(after duration: Duration) {
+        let task = Task { [weak self] in
+            guard (try? await Task.sleep(for: duration)) != nil else { return }
+            self?.stop()
+        }
+        timer.withLock { $0 = task }
+    }
 }
 
 /// A running discovery session.
@@ -188,18 +271,18 @@ public struct ScanSession: Sendable {
     public let central: CentralManager
     /// The adapter scanning.
     public let adapter: AdapterInfo
-    /// Each device found, then each change of its advertisement when duplicates are asked for; finishes with an error when bluetoothd stops, the adapter goes or the bus connection is lost.
+    /// Each device found, then each change of its advertisement when
+    /// duplicates are asked for. Ends when the scan is stopped (see
+    /// `CentralManager.startScan(adapter:options:duration:limit:)`); fails when
+    /// bluetoothd stops, the adapter goes or the bus connection is lost.
     public let discoveries: AsyncThrowingStream<Discovery, any Error>
+    let end: ScanEnd
 
-    /// StopDiscovery for the session this process started.
+    /// Stops the scan: `discoveries` ends and StopDiscovery goes out, once
+    /// however often this is called (or the scan also ended by its duration,
+    /// its limit or its consumer's cancellation); returns when BlueZ answered.
     public func stop() async throws(CentralError) {
-        do {
-            _ = try await central.connection.callMethod(
-                destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
-                member: "StopDiscovery", timeout: central.callTimeout)
-        } catch {
-            throw CentralError.from(error, operation: "stop discovery on \(adapter.name)")
-        }
+        if let failure = await end.stop().value { throw failure }
     }
 }
 
