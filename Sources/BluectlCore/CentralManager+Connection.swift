@@ -3,9 +3,22 @@ import BluectlDBus
 /// Finding, connecting and disconnecting peripherals (CBCentralManager's
 /// connection half), driven by `ConnectionStateMachine`.
 extension CentralManager {
-    /// A Peripheral for a device in BlueZ's tree.
+    /// The peripheral of a device in BlueZ's tree: the same object for the
+    /// same device for as long as anyone holds it (from here, `findDevice`,
+    /// `retrievePeripherals` …), so every handle shares its state, its
+    /// connection transitions and its notification sessions.
     public func peripheral(_ device: DeviceInfo) -> Peripheral {
-        Peripheral(central: self, path: device.path)
+        if let existing = peripheralTable.withLock({ $0[device.path]?.value }) { return existing }
+        // Made outside the lock (it reads the mirror); the first one stored wins.
+        let made = Peripheral(central: self, path: device.path)
+        return peripheralTable.withLock { table in
+            if let existing = table[device.path]?.value { return existing }
+            if table.count >= 64, table.count.nonzeroBitCount == 1 {
+                table = table.filter { $0.value.value != nil }   // forget dropped handles now and then
+            }
+            table[device.path] = WeakPeripheral(value: made)
+            return made
+        }
     }
 
     /// Devices already in BlueZ's tree with these addresses (on `adapter`,
@@ -247,4 +260,10 @@ extension CentralManager {
         }
         guard done == true else { throw CentralError.timeout("disconnect \(peripheral.identifier)") }
     }
+}
+
+/// A table entry that does not keep its peripheral alive (a peripheral holds
+/// its central: a strong table would be a cycle).
+struct WeakPeripheral: Sendable {
+    weak var value: Peripheral?
 }

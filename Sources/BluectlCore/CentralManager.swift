@@ -8,6 +8,10 @@ public final class CentralManager: Sendable {
     package let mirror: BlueZMirror
     /// The per-call D-Bus timeout (an operation's overall deadline is the caller's).
     public let callTimeout: Duration
+    /// The one `Peripheral` of each device (see `peripheral(_:)`). A lock,
+    /// not the bus thread: handles are asked for from any task, and the
+    /// table is only looked up and added to.
+    let peripheralTable = Locked<[ObjectPath: WeakPeripheral]>([:])
 
     private init(connection: DBusConnection, mirror: BlueZMirror, callTimeout: Duration) {
         self.connection = connection
