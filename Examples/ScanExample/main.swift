@@ -21,7 +21,7 @@ do {
     let adapter = try central.poweredAdapter(named: CommandLine.arguments.dropFirst().first)
     let scan = try await central.startScan(adapter: adapter, options: ScanOptions())
     for try await discovery in scan.discoveries where discovery.kind == .discovered {
-        writeLine(discovery.device.address)
+        writeLine(discovery.device.address.description)
     }
 } catch {
     writeLine("ScanExample: \(error)", to: 2)

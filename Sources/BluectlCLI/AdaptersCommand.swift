@@ -47,7 +47,7 @@ struct AdaptersCommand: AsyncParsableCommand {
     static func text(_ adapter: AdapterInfo) -> String {
         [
             adapter.name,
-            adapter.address ?? "-",
+            adapter.address?.description ?? "-",
             adapter.powered ? "powered" : "off",
             adapter.discovering ? "discovering" : "idle",
             adapter.centralState.rawValue,

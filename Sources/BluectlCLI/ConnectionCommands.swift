@@ -144,7 +144,7 @@ struct InfoCommand: AsyncParsableCommand {
                 _ = Output.line(line.render())
             } else {
                 var lines: [String] = []
-                lines.append("device      \(info.address) (\(info.addressType ?? "-"))")
+                lines.append("device      \(info.address) (\(info.addressType?.rawValue ?? "-"))")
                 if let name = info.displayName { lines.append("name        \(TextSafety.terminalSafe(name))") }
                 lines.append("adapter     \(session.adapter.name)")
                 lines.append("connected   \(info.connected ? "yes" : "no")")

@@ -65,8 +65,8 @@ enum DeviceOutput {
     static func text(_ device: DeviceInfo, event: String? = nil) -> String {
         var parts: [String] = []
         if let event { parts.append(event == "discovered" ? "NEW" : "CHG") }
-        parts.append(device.address)
-        parts.append(device.addressType ?? "-")
+        parts.append(device.address.description)
+        parts.append(device.addressType?.rawValue ?? "-")
         parts.append(device.rssi.map { "\($0) dBm" } ?? "- dBm")
         parts.append(device.displayName.map { "\"\(TextSafety.terminalSafe($0))\"" } ?? "(no name)")
         if let txPower = device.txPower { parts.append("tx \(txPower) dBm") }

@@ -69,7 +69,7 @@ func knownDeviceAddresses(within limit: Duration) async -> [String] {
     await firstValue(within: limit) { () async -> [String] in
         guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
         defer { central.close() }
-        return Set(central.devices().map(\.address)).sorted()
+        return Set(central.devices().map(\.address)).sorted().map(\.description)
     } ?? []
 }
 
@@ -280,7 +280,7 @@ final class DeviceSession: Sendable {
                 Output.error("\(error.description); waiting for it to come back")
                 try await central.waitForAdapter(adapter, timeout: deadline.remaining)
                 if peripheral.info == nil {
-                    _ = try await central.findDevice(peripheral.identifier, adapter: adapter, timeout: deadline.remaining * 0.8)
+                    _ = try await central.findDevice(peripheral.identifier.description, adapter: adapter, timeout: deadline.remaining * 0.8)
                 }
                 Trace.log("bluetoothd is back: connect to \(peripheral.identifier) again")
             }

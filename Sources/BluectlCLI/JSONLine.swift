@@ -29,6 +29,16 @@ public struct JSONLine: Sendable {
         Self.appendString(value, to: &body)
     }
 
+    /// An address as its text, "AA:BB:CC:DD:EE:FF".
+    public mutating func add(_ key: String, _ value: BluetoothAddress) {
+        add(key, value.description)
+    }
+
+    /// A named value (an address type, a transport) as its name.
+    public mutating func add<Name: RawRepresentable<String>>(_ key: String, _ value: Name) {
+        add(key, value.rawValue)
+    }
+
     public mutating func add(_ key: String, _ value: Int) {
         addKey(key)
         body += String(value)

@@ -24,7 +24,7 @@ struct LiveScanTable: Sendable, Equatable {
 
     /// A discovery or an update of `device`, seen at `now` (seconds, any clock).
     mutating func update(_ device: DeviceInfo, at now: Double) {
-        rows[device.address] = Row(address: device.address, name: device.displayName, rssi: device.rssi,
+        rows[device.address.description] = Row(address: device.address.description, name: device.displayName, rssi: device.rssi,
                                    lastSeen: now, summary: Self.summary(of: device))
     }
 
@@ -204,7 +204,7 @@ enum LiveScanView {
             switch event {
             case .discovery(let device):
                 table.update(device, at: seconds(since: start))
-                distinct.insert(device.address)
+                distinct.insert(device.address.description)
             case .tick:
                 table.prune(at: seconds(since: start))
             case .ended(let error):

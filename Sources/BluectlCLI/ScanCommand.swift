@@ -77,16 +77,22 @@ struct ScanCommand: AsyncParsableCommand {
         if let restoreID {
             do { _ = try RestoreStore(identifier: restoreID) } catch { throw ValidationError("\(error)") }
         }
-        if !["le", "bredr", "auto"].contains(transport) {
+        _ = try scanTransport()
+    }
+
+    /// --transport as the library names it.
+    func scanTransport() throws -> ScanTransport {
+        guard let value = ScanTransport(rawValue: transport) else {
             throw ValidationError("invalid --transport \"\(TextSafety.escapedForMessage(transport))\": expected le, bredr or auto")
         }
+        return value
     }
 
     static func state(_ options: ScanOptions, adapter: String?, running: Bool) -> CentralRestoreState {
         CentralRestoreState(
             command: "scan", adapter: adapter,
             scan: .init(services: options.services.map(\.uuidString), rssi: options.rssi, name: options.nameContains,
-                        duplicates: options.duplicates, transport: options.transport),
+                        duplicates: options.duplicates, transport: options.transport.rawValue),
             running: running)
     }
 
@@ -129,7 +135,7 @@ struct ScanCommand: AsyncParsableCommand {
         options.rssi = rssi
         options.duplicates = duplicates
         options.nameContains = name
-        options.transport = transport
+        options.transport = try scanTransport()
         let store = try restoreID.map { try RestoreStore(identifier: $0) }
         var restoredLine: String?
         if let store, let restoreID {
@@ -140,11 +146,18 @@ struct ScanCommand: AsyncParsableCommand {
                     throw CLIFailure(.usage, "--restore-id \(restoreID) holds the state of `bluectl \(saved.command)`, not of scan")
                 }
                 if !hasFilterOptions {
-                    options.services = filter.services.compactMap { try? BluetoothUUID($0, kind: .service) }
+                    guard let transport = ScanTransport(rawValue: filter.transport) else {
+                        throw CLIFailure(.dataError, "--restore-id \(restoreID): the saved transport \"\(TextSafety.escapedForMessage(filter.transport))\" is not le, bredr or auto")
+                    }
+                    options.transport = transport
+                    options.services = try filter.services.map { text in
+                        do { return try BluetoothUUID(text, kind: .service) } catch {
+                            throw CLIFailure(.dataError, "--restore-id \(restoreID): the saved service is not a UUID: \(error)")
+                        }
+                    }
                     options.rssi = filter.rssi
                     options.nameContains = filter.name
                     options.duplicates = filter.duplicates
-                    options.transport = filter.transport
                 }
                 restoredLine = Self.restoredLine(saved, filter: filter, id: restoreID, used: !hasFilterOptions, json: json)
             }

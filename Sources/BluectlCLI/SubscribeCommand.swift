@@ -238,7 +238,7 @@ final class SubscribeJob: Sendable {
     func run(_ session: DeviceSession, duration: Double?) async throws {
         save(state: .connecting, notifying: false)
         let established = try await setUp(session, first: true)
-        save(state: .connected, notifying: true, address: established.0.identifier)
+        save(state: .connected, notifying: true, address: established.0.identifier.description)
         ServiceNotifier.ready(status: "subscribed to \(target.characteristics.joined(separator: ", ")) of \(established.0.identifier)")
         let watchdog = ServiceNotifier.startWatchdog(central: session.central)
         defer { watchdog?.cancel() }
@@ -254,7 +254,7 @@ final class SubscribeJob: Sendable {
                     let reason = cliFailure(error, what: "notifications").message
                     output.event("disconnected", [("reason", .string(reason))], text: "\(reason); reconnecting")
                     ServiceNotifier.status("reconnecting to \(peripheral.identifier): \(reason)")
-                    save(state: .disconnected, notifying: false, address: peripheral.identifier)
+                    save(state: .disconnected, notifying: false, address: peripheral.identifier.description)
                     for old in session.forgetSessions() { await old.stop() }
                     (peripheral, sessions) = try await setUp(session, first: false)
                     let gap = (ContinuousClock.now - lostAt).components
@@ -262,7 +262,7 @@ final class SubscribeJob: Sendable {
                     output.event("reconnected", [("gap_seconds", .double(seconds))],
                                  text: "reconnected after \(seconds) s; notifications resumed")
                     ServiceNotifier.status("subscribed to \(target.characteristics.joined(separator: ", ")) of \(peripheral.identifier)")
-                    save(state: .connected, notifying: true, address: peripheral.identifier)
+                    save(state: .connected, notifying: true, address: peripheral.identifier.description)
                 }
             }
         }

@@ -12,7 +12,7 @@ import Foundation
 /// controlling terminal (/dev/tty — stdin and stdout may be pipes). Without
 /// a terminal every question is refused, saying so.
 enum TerminalPrompter {
-    static func ask(_ question: PairingAgent.Question, device who: String) -> PairingAgent.Reply {
+    static func ask(_ question: PairingAgent.Question, device who: BluetoothAddress) -> PairingAgent.Reply {
         let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             return .reject("no terminal to ask on for --agent keyboard-display (/dev/tty: \(String(cString: strerror(errno))))")

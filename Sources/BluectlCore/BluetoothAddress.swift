@@ -157,7 +157,7 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         return "too short (\(scalars.count) characters); \(expectation)"
     }
 
-    private func format(separator: UInt8) -> String {
+    func format(separator: UInt8) -> String {
         let digits: StaticString = "0123456789ABCDEF"
         var out: [UInt8] = []
         out.reserveCapacity(17)

@@ -24,10 +24,10 @@ extension CentralManager {
     /// Devices already in BlueZ's tree with these addresses (on `adapter`,
     /// or any adapter). Bonded devices persist; others vanish after
     /// BlueZ's TemporaryTimeout.
-    public func retrievePeripherals(withIdentifiers identifiers: [String], adapter: AdapterInfo? = nil) -> [Peripheral] {
-        let wanted = Set(identifiers.compactMap { BluetoothAddress($0)?.description ?? $0.uppercased() })
+    public func retrievePeripherals(withIdentifiers identifiers: [BluetoothAddress], adapter: AdapterInfo? = nil) -> [Peripheral] {
+        let wanted = Set(identifiers)
         return devices(on: adapter)
-            .filter { wanted.contains($0.address.uppercased()) }
+            .filter { wanted.contains($0.address) }
             .map { peripheral($0) }
     }
 
@@ -61,14 +61,14 @@ extension CentralManager {
         if let found = try lookUp(text, adapter: adapter) { return found }
         let address = BluetoothAddress(text)
         var options = ScanOptions()
-        options.transport = "le"
+        options.transport = .le
         let session = try await startScan(adapter: adapter, options: options)
         let found = await firstValue(within: timeout) { () -> DeviceInfo? in
             do {
                 for try await discovery in session.discoveries {
                     let device = discovery.device
                     if let address {
-                        if BluetoothAddress(device.address) == address { return device }
+                        if device.address == address { return device }
                     } else if device.name == text || device.alias == text {
                         return device
                     }
@@ -95,7 +95,7 @@ extension CentralManager {
             return all.first { $0.path.rawValue == text }.map { peripheral($0) }
         }
         if let address = BluetoothAddress(text) {
-            return all.first { BluetoothAddress($0.address) == address }.map { peripheral($0) }
+            return all.first { $0.address == address }.map { peripheral($0) }
         }
         var matches = all.filter { $0.name == text || $0.alias == text }
         if matches.isEmpty {
@@ -103,7 +103,7 @@ extension CentralManager {
         }
         if matches.count > 1 {
             throw CentralError.invalidRequest(
-                "device name \"\(text)\" is ambiguous: \(matches.map(\.address).joined(separator: ", ")); give an address")
+                "device name \"\(text)\" is ambiguous: \(matches.map(\.address.description).joined(separator: ", ")); give an address")
         }
         return matches.first.map { peripheral($0) }
     }
@@ -118,7 +118,7 @@ extension CentralManager {
     public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), retries: Int = 2) async throws -> Bool {
         let (snapshot, changes) = mirror.changes()
         let path = peripheral.path
-        let id = peripheral.identifier
+        let id = peripheral.identifier.description
         guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
             throw CentralError.deviceNotFound(id)
         }

@@ -14,9 +14,9 @@ public struct AdapterInfo: Sendable, Equatable {
     /// "hci0": the last element of the path.
     public var name: String { path.lastComponent }
     /// Its own Bluetooth address.
-    public var address: String?
-    /// "public" or "random".
-    public var addressType: String?
+    public var address: BluetoothAddress?
+    /// Whether that address is public or random.
+    public var addressType: AddressType?
     /// The system's name for it (BlueZ's `Name`).
     public var systemName: String?
     /// The name it shows to other devices (BlueZ's `Alias`).
@@ -35,8 +35,8 @@ public struct AdapterInfo: Sendable, Equatable {
     /// Reads `Adapter1` properties; wrong types count as absent.
     package init(path: ObjectPath, properties p: PropertyMap) {
         self.path = path
-        address = p["Address"]?.string
-        addressType = p["AddressType"]?.string
+        address = p["Address"]?.string.flatMap { BluetoothAddress($0) }
+        addressType = p["AddressType"]?.string.flatMap(AddressType.init(rawValue:))
         systemName = p["Name"]?.string
         alias = p["Alias"]?.string
         powered = p["Powered"]?.bool ?? false
@@ -85,9 +85,9 @@ public struct DeviceInfo: Sendable, Equatable {
     package var path: ObjectPath
     package var adapter: ObjectPath?
     /// The device's Bluetooth address, "AA:BB:CC:DD:EE:FF".
-    public var address: String
-    /// "public" or "random"
-    public var addressType: String?
+    public var address: BluetoothAddress
+    /// Whether that address is public or random (nil: BlueZ did not say).
+    public var addressType: AddressType?
     /// The name it advertises, when known.
     public var name: String?
     /// BlueZ's alias: a name set locally, else the advertised name, else the address with dashes.
@@ -124,8 +124,8 @@ public struct DeviceInfo: Sendable, Equatable {
     package init(path: ObjectPath, properties p: PropertyMap) {
         self.path = path
         adapter = p["Adapter"]?.objectPath ?? path.parent
-        address = p["Address"]?.string ?? Self.addressFromPath(path)
-        addressType = p["AddressType"]?.string
+        address = p["Address"]?.string.flatMap { BluetoothAddress($0) } ?? Self.addressFromPath(path)
+        addressType = p["AddressType"]?.string.flatMap(AddressType.init(rawValue:))
         name = p["Name"]?.string
         alias = p["Alias"]?.string
         rssi = p["RSSI"]?.integer.flatMap { $0 == Self.rssiNotAvailable ? nil : $0 }
@@ -156,18 +156,27 @@ public struct DeviceInfo: Sendable, Equatable {
     /// The RSSI value (127) by which HCI advertising reports say "not available"; never a reading.
     public static let rssiNotAvailable = 127
 
-    /// "AA:BB:…" from ".../dev_AA_BB_…" when the Address property is missing.
-    package static func addressFromPath(_ path: ObjectPath) -> String {
-        let last = path.lastComponent
-        guard last.hasPrefix("dev_") else { return last }
-        return String(last.dropFirst(4).replacing("_", with: ":"))
+    /// The address in ".../dev_AA_BB_…", for when the Address property is
+    /// missing or unreadable; 00:00:00:00:00:00 for a path without one (BlueZ
+    /// names every device object so: only a broken tree gets here).
+    package static func addressFromPath(_ path: ObjectPath) -> BluetoothAddress {
+        BluetoothAddress(pathElement: path.lastComponent) ?? BluetoothAddress(uint64: 0)!
     }
 
     /// The name to show: the advertised/GAP name, else BlueZ's alias unless
     /// that is only the address with dashes.
     public var displayName: String? {
         if let name, !name.isEmpty { return name }
-        if let alias, alias != address.replacing(":", with: "-") { return alias }
+        if let alias, alias != address.format(separator: UInt8(ascii: "-")) { return alias }
         return nil
     }
+}
+
+/// Whether a Bluetooth address is the device's public (IEEE-assigned) one or
+/// a random one (static or private), as BlueZ's `AddressType` says.
+public enum AddressType: String, Sendable, Equatable, CaseIterable {
+    /// A public device address.
+    case `public`
+    /// A random address: static, or private resolvable/non-resolvable.
+    case random
 }

@@ -72,7 +72,7 @@ public final class PairingAgent: Sendable {
 
     /// Asks the user about the device with address `device`; may block (it
     /// runs on a thread of its own).
-    public typealias Prompter = @Sendable (_ question: Question, _ device: String) -> Reply
+    public typealias Prompter = @Sendable (_ question: Question, _ device: BluetoothAddress) -> Reply
 
     package let path: ObjectPath
     /// The capability it registered with.

@@ -20,8 +20,9 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     public let central: CentralManager
     /// `/org/bluez/hciN/dev_AA_BB_…`
     package let path: ObjectPath
-    /// The address ("AA:BB:CC:DD:EE:FF"): BlueZ's identity for the device.
-    public let identifier: String
+    /// The device's address: BlueZ's identity for it (CoreBluetooth's
+    /// `identifier`; its text is "AA:BB:CC:DD:EE:FF").
+    public let identifier: BluetoothAddress
 
     /// connecting / disconnecting while this process is doing that.
     let transition = Locked<PeripheralState?>(nil)
@@ -36,7 +37,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { identifier }
+    public var description: String { identifier.description }
 
     /// `Device1` as it is now (nil once BlueZ has removed the device).
     public var info: DeviceInfo? {
@@ -137,7 +138,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let (snapshot, changes) = central.mirror.changes()
         let path = self.path
         guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
-            throw CentralError.deviceNotFound(identifier)
+            throw CentralError.deviceNotFound(identifier.description)
         }
         let device = await deviceProperties(in: snapshot, resolved: true) ?? [:]
         @Sendable func serviceCount(_ tree: BlueZObjectTree) -> Int {
@@ -150,7 +151,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             serviceObjects: serviceCount(snapshot)))
         Trace.log("services \(identifier): start -> \(machine.state) \(actions)")
         if machine.isFinished {
-            if case .failed(let failure) = machine.state { throw Self.error(failure, identifier) }
+            if case .failed(let failure) = machine.state { throw Self.error(failure, identifier.description) }
             return
         }
         let channel = EventChannel<ServiceDiscoveryStateMachine.Event>()
@@ -191,7 +192,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             }
         }
         defer { poller.cancel() }
-        let id = identifier
+        let id = identifier.description
         let started = machine
         try await runDriver(channel, onCancel: .timeout) {
             var machine = started

@@ -9,8 +9,8 @@ public struct ScanOptions: Sendable, Equatable {
     public var rssi: Int?
     /// Maximum path loss in dB.
     public var pathloss: Int?
-    /// "le" (default), "bredr" or "auto".
-    public var transport: String = "le"
+    /// Which radio to scan with (default: Low Energy).
+    public var transport: ScanTransport = .le
     /// Report every advertisement (CBCentralManagerScanOptionAllowDuplicatesKey).
     public var duplicates = false
     /// BlueZ's Pattern: an address or name prefix.
@@ -24,7 +24,7 @@ public struct ScanOptions: Sendable, Equatable {
     /// The `SetDiscoveryFilter` argument.
     package var discoveryFilter: DBusValue {
         var filter: [String: DBusValue] = [
-            "Transport": .string(transport),
+            "Transport": .string(transport.rawValue),
             "DuplicateData": .boolean(duplicates),
         ]
         if !services.isEmpty { filter["UUIDs"] = .stringArray(services.map(\.uuidString)) }
@@ -51,11 +51,21 @@ public struct ScanOptions: Sendable, Equatable {
             guard names.contains(where: { $0.firstRange(of: needle) != nil }) else { return false }
         }
         if let pattern, !pattern.isEmpty {
-            let names = [device.address, device.name ?? ""]
+            let names = [device.address.description, device.name ?? ""]
             guard names.contains(where: { $0.uppercased().hasPrefix(pattern.uppercased()) }) else { return false }
         }
         return true
     }
+}
+
+/// The radio a scan uses (BlueZ's discovery filter `Transport`).
+public enum ScanTransport: String, Sendable, Equatable, CaseIterable {
+    /// Bluetooth Low Energy only.
+    case le
+    /// Classic Bluetooth (BR/EDR) only.
+    case bredr
+    /// Both, interleaved (BlueZ's default without a filter).
+    case auto
 }
 
 /// One scan result.

@@ -107,7 +107,12 @@ enum Fixture {
         #expect(device.rssi == nil)
         #expect(device.manufacturerData.isEmpty)
         #expect(device.serviceUUIDs == [BluetoothUUID(uint16: 0x180f)], "unparsable UUIDs are skipped")
-        #expect(device.address == "AA:BB:CC:DD:EE:FF", "from the path when the property is missing")
+        #expect(device.address.description == "AA:BB:CC:DD:EE:FF", "from the path when the property is missing")
+        let odd = DeviceInfo(path: Fixture.device(), properties: ["Address": .string("not an address"), "AddressType": .string("odd")])
+        #expect(odd.address.description == "AA:BB:CC:DD:EE:FF", "from the path when the property does not parse")
+        #expect(odd.addressType == nil, "an address type BlueZ does not define counts as absent")
+        let typed = DeviceInfo(path: Fixture.device(), properties: ["Address": .string("11:22:33:44:55:66"), "AddressType": .string("random")])
+        #expect(typed.address == BluetoothAddress("11:22:33:44:55:66") && typed.addressType == .random)
     }
 
     @Test func rssiNotAvailableIsNoReading() {

@@ -15,8 +15,9 @@ struct LibraryPeripheralTests {
             defer { central.close() }
             let adapter = try central.poweredAdapter(named: "hci0")
             let found = try await central.findDevice(heartRateAddress, adapter: adapter, timeout: .seconds(10))
-            let device = try #require(central.devices(on: adapter).first { $0.address == heartRateAddress })
-            let retrieved = try #require(central.retrievePeripherals(withIdentifiers: [heartRateAddress]).first)
+            let address = try BluetoothAddress.parse(heartRateAddress)
+            let device = try #require(central.devices(on: adapter).first { $0.address == address })
+            let retrieved = try #require(central.retrievePeripherals(withIdentifiers: [address]).first)
             // By identity (a failure shows the two identifiers).
             let one = ObjectIdentifier(found)
             #expect(ObjectIdentifier(central.peripheral(device)) == one)

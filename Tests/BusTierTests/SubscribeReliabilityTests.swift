@@ -573,4 +573,22 @@ struct ScanRestoreTests {
             #expect(try await bus.lastDiscoveryFilter()["RSSI"]?["data"] == .int(-100))
         }
     }
+
+    @Test("a saved filter bluectl cannot use (a transport or service edited into nonsense) is 65, not dropped")
+    func badSavedFilter() async throws {
+        try await withPrivateBus { bus in
+            let state = bus.directory.appendingPathComponent("state")
+            let env = ["XDG_STATE_HOME": state.path]
+            let saved = try await bus.runBluectl(["scan", "--restore-id", "s2", "--service", "180d", "--timeout", "0.2"], environment: env)
+            #expect(saved.exitCode == 0, "\(saved)")
+            let file = state.appendingPathComponent("bluectl/s2.json").path
+            let text = String(decoding: try #require(FileManager.default.contents(atPath: file)), as: UTF8.self)
+            for (from, to, says) in [("\"le\"", "\"radio\"", "the saved transport \"radio\" is not le, bredr or auto"),
+                                     ("0000180d-0000-1000-8000-00805f9b34fb", "not-a-uuid", "the saved service is not a UUID")] {
+                try text.replacingOccurrences(of: from, with: to).write(toFile: file, atomically: true, encoding: .utf8)
+                let r = try await bus.runBluectl(["scan", "--restore-id", "s2", "--timeout", "0.2"], environment: env)
+                #expect(r.exitCode == 65 && r.stderrLines.count == 1 && r.stderr.contains(says), "\(r)")
+            }
+        }
+    }
 }

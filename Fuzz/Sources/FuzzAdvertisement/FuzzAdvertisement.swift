@@ -277,7 +277,7 @@ func advertisement(_ g: inout ValueGenerator) {
 
 /// DeviceInfo holds exactly the well-typed parts of `p`.
 func checkDevice(_ d: DeviceInfo, _ p: PropertyMap) {
-    check(d.address == (p["Address"]?.string ?? DeviceInfo.addressFromPath(d.path)), "address \(d.address)")
+    check(d.address == (p["Address"]?.string.flatMap { BluetoothAddress($0) } ?? DeviceInfo.addressFromPath(d.path)), "address \(d.address)")
     check(d.name == p["Name"]?.string && d.alias == p["Alias"]?.string, "name/alias")
     check(d.rssi == p["RSSI"]?.integer.flatMap { $0 == 127 ? nil : $0 } && d.txPower == p["TxPower"]?.integer, "rssi/tx power")
     let uuidStrings = p["UUIDs"]?.stringArray ?? []
