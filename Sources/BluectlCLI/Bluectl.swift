@@ -46,7 +46,7 @@ public struct Bluectl: AsyncParsableCommand {
         } catch let failure as CLIFailure {
             if !failure.message.isEmpty { Output.error(TextSafety.oneLine(failure.message)) }
             terminate(failure.status.rawValue)
-        } catch let error as CentralError {
+        } catch let error as BluetoothError {
             Output.error(TextSafety.oneLine(error.description))
             terminate(ExitStatus(error).rawValue)
         } catch {
@@ -120,7 +120,7 @@ struct AdapterOptions: ParsableArguments {
         do {
             var chosen = try central.adapter(named: adapter)
             if !chosen.powered {
-                guard powerOn else { throw CentralError.adapterPoweredOff(chosen.name) }
+                guard powerOn else { throw BluetoothError.adapterPoweredOff(chosen.name) }
                 try await central.setPowered(true, adapter: chosen, timeout: .seconds(10))
                 chosen = try central.adapter(named: chosen.name)
             }

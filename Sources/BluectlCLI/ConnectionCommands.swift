@@ -129,7 +129,7 @@ struct InfoCommand: AsyncParsableCommand {
                                    what: "info \(device)",
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
-            guard let info = peripheral.info else { throw CentralError.deviceNotFound(device) }
+            guard let info = peripheral.info else { throw BluetoothError.deviceNotFound(device) }
             let mtu = peripheral.mtu
             let services = peripheral.services
             if json {

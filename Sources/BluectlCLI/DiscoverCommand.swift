@@ -41,7 +41,7 @@ struct DiscoverCommand: AsyncParsableCommand {
             let services = try await peripheral.discoverServices(uuids, timeout: deadline.remaining)
             let database = peripheral.database
             if !uuids.isEmpty, services.isEmpty {
-                throw GattError.notFound(kind: "service", what: uuids.map(\.uuidString).joined(separator: ", "),
+                throw BluetoothError.attributeNotFound(kind: "service", what: uuids.map(\.uuidString).joined(separator: ", "),
                                          existing: database.services.map { DeviceOutput.uuidLabel($0.uuid) })
             }
             for service in services {

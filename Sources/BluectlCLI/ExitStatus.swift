@@ -53,18 +53,22 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         allCases.map { "\($0.rawValue) \($0.brief)" }.joined(separator: ", ")
     }
 
-    public init(_ error: CentralError) {
+    public init(_ error: BluetoothError) {
         switch error {
         case .busUnavailable, .bluetoothdNotRunning, .bluetoothdStopped, .noAdapter, .adapterNotFound, .adapterPoweredOff:
             self = .unavailable
         case .accessDenied, .notPermitted: self = .noPermission
-        case .deviceNotFound: self = .notFound
-        case .timeout: self = .timeout
+        case .deviceNotFound, .attributeNotFound: self = .notFound
+        // bluectl cancels work only at its own deadlines (a signal ends the
+        // process through SignalScope), so a cancellation is a time-out.
+        case .timeout, .cancelled: self = .timeout
         case .disconnected: self = .ioError
         case .inProgress: self = .temporaryFailure
         case .bluez: self = .failure
         case .unexpected: self = .software
-        case .invalidRequest: self = .usage
+        case .invalidRequest, .ambiguous: self = .usage
+        case .notSupported: self = .noPermission
+        case .valueTooLong: self = .dataError
         }
     }
 }
@@ -79,7 +83,11 @@ public struct CLIFailure: Error, Sendable {
         self.message = message
     }
 
-    public init(_ error: CentralError) {
-        self.init(ExitStatus(error), error.description)
+    public init(_ error: BluetoothError) {
+        switch error {
+        case .adapterPoweredOff: self.init(.unavailable, "\(error) (try --power-on)")
+        case .cancelled(let what): self.init(.timeout, "timed out: \(what)")
+        default: self.init(ExitStatus(error), error.description)
+        }
     }
 }

@@ -199,7 +199,7 @@ final class DeviceSession: Sendable {
             // A path names an object BlueZ has or has not: nothing to scan for.
             guard let known = try central.knownDevice(text, adapter: adapter)
                 ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first else {
-                throw CentralError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
+                throw BluetoothError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
             }
             state.withLock { $0.peripheral = known }
             return known
@@ -264,7 +264,7 @@ final class DeviceSession: Sendable {
                 state.withLock { $0.madeConnection = made }
                 do {
                     try await peripheral.discoverServices(timeout: deadline.remaining)
-                } catch CentralError.disconnected(let why) where drops < options.retries {
+                } catch BluetoothError.disconnected(let why) where drops < options.retries {
                     // The link went down between the connection and its services: in the
                     // lab, bluetoothd 5.66 re-connected a bonded device by itself, bluectl
                     // found it connected, and the link dropped again at once. Connect again
@@ -274,7 +274,7 @@ final class DeviceSession: Sendable {
                     continue
                 }
                 return
-            } catch let error as CentralError {
+            } catch let error as BluetoothError {
                 guard case .bluetoothdStopped = error, restarts < max(1, options.retries) else { throw error }
                 restarts += 1
                 Output.error("\(error.description); waiting for it to come back")
@@ -394,7 +394,7 @@ func runDeviceCommand(
         } else {
             work.cancel()
             _ = await uncancellable { await firstValue(within: .seconds(5)) { await work.value } }
-            outcome = .failure(CentralError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
+            outcome = .failure(BluetoothError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
         }
         let refusal = session.agentRefusal
         await uncancellable {
@@ -421,16 +421,9 @@ func formatSeconds(_ seconds: Double) -> String {
 func cliFailure(_ error: any Error, what: String) -> CLIFailure {
     switch error {
     case let failure as CLIFailure: return failure
-    case let error as CentralError: return CLIFailure(error)
-    case let error as GattError:
-        switch error {
-        case .notFound: return CLIFailure(.notFound, error.description)
-        case .ambiguous, .invalid: return CLIFailure(.usage, error.description)
-        case .notSupported: return CLIFailure(.noPermission, error.description)
-        case .valueTooLong: return CLIFailure(.dataError, error.description)
-        }
+    case let error as BluetoothError: return CLIFailure(error)
     case is CancellationError: return CLIFailure(.timeout, "timed out: \(what)")
-    default: return CLIFailure(CentralError.from(error, operation: what))
+    default: return CLIFailure(BluetoothError.from(error, operation: what))
     }
 }
 

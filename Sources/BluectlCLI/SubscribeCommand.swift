@@ -372,7 +372,7 @@ final class SubscribeJob: Sendable {
                     do {
                         for try await _ in s.values {}
                         if Task.isCancelled { return .lost(CancellationError()) }
-                        return .lost(CentralError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
+                        return .lost(BluetoothError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
                     } catch {
                         return .lost(error)
                     }
@@ -456,7 +456,7 @@ final class SubscribeJob: Sendable {
     }
 }
 
-/// Runs `body` within `deadline`; throws `CentralError.timeout` when it passes first.
+/// Runs `body` within `deadline`; throws `BluetoothError.timeout` when it passes first.
 func withSetupDeadline<T: Sendable>(_ deadline: Deadline, what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
@@ -466,7 +466,7 @@ func withSetupDeadline<T: Sendable>(_ deadline: Deadline, what: String, _ body: 
         }
         let first = try await group.next() ?? nil
         group.cancelAll()
-        guard let value = first else { throw CentralError.timeout(what) }
+        guard let value = first else { throw BluetoothError.timeout(what) }
         return value
     }
 }

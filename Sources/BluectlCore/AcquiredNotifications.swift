@@ -20,7 +20,7 @@ extension Peripheral {
     public func acquireNotifications(for characteristic: GattCharacteristic,
                                      onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
-            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         return try await NotificationSession.acquire(peripheral: self, characteristic: characteristic, onValue: onValue)
     }
@@ -43,18 +43,18 @@ extension NotificationSession {
                 member: "AcquireNotify", arguments: [.stringVariantDictionary([:])], timeout: central.callTimeout)
         } catch {
             channel.close()
-            throw CentralError.from(error, operation: "acquire notifications of \(what)")
+            throw BluetoothError.from(error, operation: "acquire notifications of \(what)")
         }
         guard case .unixFD(let received)? = reply.first, case .uint16(let mtu)? = reply.dropFirst().first else {
             channel.close()
-            throw CentralError.unexpected("AcquireNotify returned \(reply)")
+            throw BluetoothError.unexpected("AcquireNotify returned \(reply)")
         }
         // Our own descriptor: only the reader thread closes it, once it has
         // stopped reading (so a number is never reused under its feet).
         let fd = dup(received.fileDescriptor)
         guard fd >= 0 else {
             channel.close()
-            throw CentralError.unexpected("AcquireNotify: cannot keep the socket (\(String(cString: strerror(errno))))")
+            throw BluetoothError.unexpected("AcquireNotify: cannot keep the socket (\(String(cString: strerror(errno))))")
         }
         // bluetoothd makes the pair with SOCK_NONBLOCK; our reader blocks in read().
         let flags = fcntl(fd, F_GETFL)
@@ -95,9 +95,9 @@ extension NotificationSession {
                 case .stop:
                     break
                 case .deviceDisconnected:
-                    failure = CentralError.disconnected("\(deviceID) disconnected (the notification socket of \(what) closed)")
+                    failure = BluetoothError.disconnected("\(deviceID) disconnected (the notification socket of \(what) closed)")
                 case .characteristicRemoved:
-                    failure = CentralError.disconnected("\(what) of \(deviceID) disappeared")
+                    failure = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
                 default:
                     continue
                 }

@@ -44,7 +44,7 @@ package final class BlueZMirror: Sendable {
     }
 
     /// Subscribes, reads the tree, and keeps it current. Throws
-    /// `CentralError.bluetoothdNotRunning` when org.bluez has no owner.
+    /// `BluetoothError.bluetoothdNotRunning` when org.bluez has no owner.
     package static func start(connection: DBusConnection, timeout: Duration) async throws -> BlueZMirror {
         let mirror = BlueZMirror(connection: connection, callTimeout: timeout)
         try await mirror.subscribe()
@@ -81,7 +81,7 @@ package final class BlueZMirror: Sendable {
         _ = try await connection.subscribe(properties, timeout: callTimeout) { [self] message in
             apply(message)
         }
-        guard owner != nil else { throw CentralError.bluetoothdNotRunning }
+        guard owner != nil else { throw BluetoothError.bluetoothdNotRunning }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             readTree { error in
                 if let error { continuation.resume(throwing: error) } else { continuation.resume() }
@@ -106,7 +106,7 @@ package final class BlueZMirror: Sendable {
                 if case .remote(let name, _) = error, name == "org.freedesktop.DBus.Error.AccessDenied" {
                     self.state.withLock { $0.accessError = error }
                 }
-                completion(CentralError(error, operation: "read BlueZ's objects"))
+                completion(BluetoothError(error, operation: "read BlueZ's objects"))
             }
         }
     }

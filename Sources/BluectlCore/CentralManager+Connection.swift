@@ -56,7 +56,7 @@ extension CentralManager {
 
     /// The device `text` names on `adapter`: an address, a D-Bus path, or a
     /// name/alias in BlueZ's tree; if unknown, scans for it until `timeout`.
-    /// Throws `CentralError.deviceNotFound`, or `.invalidRequest` when a name is ambiguous.
+    /// Throws `BluetoothError.deviceNotFound`, or `.invalidRequest` when a name is ambiguous.
     public func findDevice(_ text: String, adapter: AdapterInfo, timeout: Duration) async throws -> Peripheral {
         if let found = try lookUp(text, adapter: adapter) { return found }
         let address = BluetoothAddress(text)
@@ -80,7 +80,7 @@ extension CentralManager {
         if let device = found ?? nil { return peripheral(device) }
         // It may have appeared without an advertisement we matched (a name change).
         if let found = try lookUp(text, adapter: adapter) { return found }
-        throw CentralError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
+        throw BluetoothError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
     }
 
     /// The device `text` names among those BlueZ already knows on `adapter`
@@ -102,7 +102,7 @@ extension CentralManager {
             matches = all.filter { $0.name?.lowercased() == text.lowercased() || $0.alias?.lowercased() == text.lowercased() }
         }
         if matches.count > 1 {
-            throw CentralError.invalidRequest(
+            throw BluetoothError.invalidRequest(
                 "device name \"\(text)\" is ambiguous: \(matches.map(\.address.description).joined(separator: ", ")); give an address")
         }
         return matches.first.map { peripheral($0) }
@@ -120,7 +120,7 @@ extension CentralManager {
         let path = peripheral.path
         let id = peripheral.identifier.description
         guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
-            throw CentralError.deviceNotFound(id)
+            throw BluetoothError.deviceNotFound(id)
         }
         var machine = ConnectionStateMachine(maxAttempts: retries + 1)
         let now = await peripheral.deviceProperties(in: snapshot, resolved: false)
@@ -200,14 +200,14 @@ extension CentralManager {
                         throw Self.error(failure, id)
                     }
                 }
-                guard let event = await iterator.next() else { throw CentralError.timeout("connect to \(id)") }
+                guard let event = await iterator.next() else { throw BluetoothError.timeout("connect to \(id)") }
                 pending = machine.handle(event)
                 Trace.log("connect \(id): \(event) -> \(machine.state) \(pending)")
             }
         }
     }
 
-    static func error(_ failure: ConnectionFailure, _ id: String) -> CentralError {
+    static func error(_ failure: ConnectionFailure, _ id: String) -> BluetoothError {
         let operation = "connect to \(id)"
         switch failure {
         case .timeout: return .timeout(operation)
@@ -217,7 +217,7 @@ extension CentralManager {
         case .abortedByLocal, .dualMode:
             return .bluez(name: "org.bluez.Error.Failed", message: failure.description, operation: operation)
         case .bluez(let name, let message):
-            return CentralError(DBusError.remote(name: name, message: message), operation: operation)
+            return BluetoothError(DBusError.remote(name: name, message: message), operation: operation)
         }
     }
 
@@ -233,7 +233,7 @@ extension CentralManager {
                 destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Disconnect",
                 timeout: min(callTimeout, timeout))
         } catch {
-            throw CentralError.from(error, operation: "disconnect \(peripheral.identifier)")
+            throw BluetoothError.from(error, operation: "disconnect \(peripheral.identifier)")
         }
         // Connected=false from a signal, or from asking bluetoothd (polled: signals can be missing).
         let done = await firstValue(within: timeout) {
@@ -258,7 +258,7 @@ extension CentralManager {
                 return first
             }
         }
-        guard done == true else { throw CentralError.timeout("disconnect \(peripheral.identifier)") }
+        guard done == true else { throw BluetoothError.timeout("disconnect \(peripheral.identifier)") }
     }
 }
 

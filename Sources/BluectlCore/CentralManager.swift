@@ -27,19 +27,19 @@ public final class CentralManager: Sendable {
     ///   - callTimeout: how long one call to bluetoothd may take.
     public static func open(
         busAddress: String? = nil, callTimeout: Duration = .seconds(25)
-    ) async throws(CentralError) -> CentralManager {
+    ) async throws(BluetoothError) -> CentralManager {
         let connection: DBusConnection
         do {
             connection = try DBusConnection.connect(address: busAddress ?? DBusConnection.systemBusAddress)
         } catch {
-            throw CentralError(error, operation: "connect to the system bus")
+            throw BluetoothError(error, operation: "connect to the system bus")
         }
         do {
             let mirror = try await BlueZMirror.start(connection: connection, timeout: callTimeout)
             return CentralManager(connection: connection, mirror: mirror, callTimeout: callTimeout)
         } catch {
             connection.close()
-            throw CentralError.from(error, operation: "read BlueZ's objects")
+            throw BluetoothError.from(error, operation: "read BlueZ's objects")
         }
     }
 
@@ -67,7 +67,7 @@ public final class CentralManager: Sendable {
 
     /// The adapter named `name` ("hci1"), or by default the first powered
     /// one (else the first one). Throws when there is none or it is missing.
-    public func adapter(named name: String?) throws(CentralError) -> AdapterInfo {
+    public func adapter(named name: String?) throws(BluetoothError) -> AdapterInfo {
         let all = adapters
         if let name {
             guard let found = all.first(where: { $0.name == name }) else { throw .adapterNotFound(name) }
@@ -78,7 +78,7 @@ public final class CentralManager: Sendable {
     }
 
     /// The adapter, failing when it is powered off.
-    public func poweredAdapter(named name: String?) throws(CentralError) -> AdapterInfo {
+    public func poweredAdapter(named name: String?) throws(BluetoothError) -> AdapterInfo {
         let adapter = try adapter(named: name)
         guard adapter.powered else { throw .adapterPoweredOff(adapter.name) }
         return adapter
@@ -92,7 +92,7 @@ public final class CentralManager: Sendable {
     }
 
     /// Sets `Adapter1.Powered` and waits until BlueZ reports it.
-    public func setPowered(_ on: Bool, adapter: AdapterInfo, timeout: Duration) async throws(CentralError) {
+    public func setPowered(_ on: Bool, adapter: AdapterInfo, timeout: Duration) async throws(BluetoothError) {
         let (_, changes) = mirror.changes()
         do {
             _ = try await connection.callMethod(
@@ -100,7 +100,7 @@ public final class CentralManager: Sendable {
                 arguments: [.string(BlueZ.adapterInterface), .string("Powered"), .variant(.boolean(on))],
                 timeout: callTimeout)
         } catch {
-            throw CentralError.from(error, operation: "power \(on ? "on" : "off") \(adapter.name)")
+            throw BluetoothError.from(error, operation: "power \(on ? "on" : "off") \(adapter.name)")
         }
         let reached = await firstValue(within: timeout) { [mirror] in
             if (mirror.tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on { return true }
@@ -114,7 +114,7 @@ public final class CentralManager: Sendable {
 
     /// Waits until bluetoothd is on the bus and exports `adapter` again
     /// (after it stopped or crashed and was restarted, as systemd does).
-    public func waitForAdapter(_ adapter: AdapterInfo, timeout: Duration) async throws(CentralError) {
+    public func waitForAdapter(_ adapter: AdapterInfo, timeout: Duration) async throws(BluetoothError) {
         let (_, changes) = mirror.changes()
         let back = await firstValue(within: timeout) { [mirror] in
             if mirror.bluetoothdRunning, mirror.tree.properties(adapter.path, BlueZ.adapterInterface) != nil { return true }
@@ -135,13 +135,13 @@ public final class CentralManager: Sendable {
     /// these also sends StopDiscovery; BlueZ also ends the session if this
     /// process leaves the bus).
     public func startScan(adapter: AdapterInfo, options: ScanOptions, duration: Duration? = nil,
-                          limit: Int? = nil) async throws(CentralError) -> ScanSession {
+                          limit: Int? = nil) async throws(BluetoothError) -> ScanSession {
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
                 member: "SetDiscoveryFilter", arguments: [options.discoveryFilter], timeout: callTimeout)
         } catch {
-            throw CentralError.from(error, operation: "set the discovery filter on \(adapter.name)")
+            throw BluetoothError.from(error, operation: "set the discovery filter on \(adapter.name)")
         }
         // Listen before starting, so the first advertisement is not missed.
         // The tracker runs where the changes are applied (the bus thread,
@@ -159,17 +159,17 @@ public final class CentralManager: Sendable {
             for discovery in tracker.value.start(with: tree) { report(discovery) }
         }, onChange: { change, tree, bluetoothdRunning in
             if case .cleared = change {
-                continuation.finish(throwing: CentralError.bluetoothdNotRunning)
+                continuation.finish(throwing: BluetoothError.bluetoothdNotRunning)
                 return
             }
             if case .removed(let path, let interfaces) = change, path == adapterPath,
                interfaces.contains(BlueZ.adapterInterface) {
-                continuation.finish(throwing: CentralError.adapterNotFound(adapterName))
+                continuation.finish(throwing: BluetoothError.adapterNotFound(adapterName))
                 return
             }
             if let discovery = tracker.value.handle(change, in: tree) { report(discovery) }
         }, onBusLost: {
-            continuation.finish(throwing: CentralError.disconnected("lost the connection to the system bus"))
+            continuation.finish(throwing: BluetoothError.disconnected("lost the connection to the system bus"))
         })
         let mirror = self.mirror
         continuation.onTermination = { termination in
@@ -185,7 +185,7 @@ public final class CentralManager: Sendable {
                 member: "StartDiscovery", timeout: callTimeout)
         } catch {
             continuation.finish()
-            throw CentralError.from(error, operation: "start discovery on \(adapter.name)")
+            throw BluetoothError.from(error, operation: "start discovery on \(adapter.name)")
         }
         if let duration { end.stop(after: duration) }
         return ScanSession(central: self, adapter: adapter, discoveries: discoveries, end: end)
@@ -220,7 +220,7 @@ final class ScanEnd: Sendable {
     private let adapter: AdapterInfo
     private let continuation: AsyncThrowingStream<Discovery, any Error>.Continuation
     /// The StopDiscovery call, once started (its task is shared by all askers).
-    private let stopping = Locked<Task<CentralError?, Never>?>(nil)
+    private let stopping = Locked<Task<BluetoothError?, Never>?>(nil)
     /// The duration's timer, cancelled when the scan ends first.
     private let timer = Locked<Task<Void, Never>?>(nil)
 
@@ -234,18 +234,18 @@ final class ScanEnd: Sendable {
     /// Ends the stream and sends StopDiscovery (once); the task answers
     /// with the call's failure, if any.
     @discardableResult
-    func stop() -> Task<CentralError?, Never> {
-        let (task, first) = stopping.withLock { stopping -> (Task<CentralError?, Never>, Bool) in
+    func stop() -> Task<BluetoothError?, Never> {
+        let (task, first) = stopping.withLock { stopping -> (Task<BluetoothError?, Never>, Bool) in
             if let stopping { return (stopping, false) }
             let (central, adapter) = (central, adapter)
-            let task = Task { () -> CentralError? in
+            let task = Task { () -> BluetoothError? in
                 do {
                     _ = try await central.connection.callMethod(
                         destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
                         member: "StopDiscovery", timeout: central.callTimeout)
                     return nil
                 } catch {
-                    return CentralError.from(error, operation: "stop discovery on \(adapter.name)")
+                    return BluetoothError.from(error, operation: "stop discovery on \(adapter.name)")
                 }
             }
             stopping = task
@@ -285,7 +285,7 @@ public struct ScanSession: Sendable {
     /// Stops the scan: `discoveries` ends and StopDiscovery goes out, once
     /// however often this is called (or the scan also ended by its duration,
     /// its limit or its consumer's cancellation); returns when BlueZ answered.
-    public func stop() async throws(CentralError) {
+    public func stop() async throws(BluetoothError) {
         if let failure = await end.stop().value { throw failure }
     }
 }

@@ -255,7 +255,7 @@ public struct GattDatabase: Sendable, Equatable {
     // MARK: lookup (duplicate UUIDs are legal: docs/bluez-pitfalls.md, 10)
 
     /// The one characteristic `selector` names, optionally within services of `service`.
-    public func characteristic(_ selector: AttributeSelector, service: BluetoothUUID? = nil) throws(GattError) -> GattCharacteristic {
+    public func characteristic(_ selector: AttributeSelector, service: BluetoothUUID? = nil) throws(BluetoothError) -> GattCharacteristic {
         let scope = service.map { uuid in Set(services.filter { $0.uuid == uuid }.map(\.path)) }
         let candidates = characteristics.filter { scope?.contains($0.service) ?? true }
         let matches = candidates.filter { selector.matches(uuid: $0.uuid, path: $0.path, handle: $0.handle) }
@@ -263,7 +263,7 @@ public struct GattDatabase: Sendable, Equatable {
         case 1: return matches[0]
         case 0:
             let existing = candidates.map { Self.label($0.uuid, $0.handle) }
-            throw .notFound(kind: "characteristic", what: selector.description, existing: existing)
+            throw .attributeNotFound(kind: "characteristic", what: selector.description, existing: existing)
         default:
             throw .ambiguous(kind: "characteristic", what: selector.description,
                              candidates: matches.map { Self.candidate($0.path, $0.handle) })
@@ -271,13 +271,13 @@ public struct GattDatabase: Sendable, Equatable {
     }
 
     /// The one descriptor `selector` names under `characteristic`.
-    public func descriptor(_ selector: AttributeSelector, of characteristic: GattCharacteristic) throws(GattError) -> GattDescriptor {
+    public func descriptor(_ selector: AttributeSelector, of characteristic: GattCharacteristic) throws(BluetoothError) -> GattDescriptor {
         let candidates = descriptors(of: characteristic)
         let matches = candidates.filter { selector.matches(uuid: $0.uuid, path: $0.path, handle: $0.handle) }
         switch matches.count {
         case 1: return matches[0]
         case 0:
-            throw .notFound(kind: "descriptor", what: selector.description,
+            throw .attributeNotFound(kind: "descriptor", what: selector.description,
                             existing: candidates.map { Self.label($0.uuid, $0.handle) })
         default:
             throw .ambiguous(kind: "descriptor", what: selector.description,
@@ -310,10 +310,10 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
 
     /// "2a19", "battery_level", a full UUID, "/org/bluez/hci0/dev_…/service000a/char000b",
     /// or "handle:11" / "handle:0x000b".
-    public init(_ text: String, kind: BluetoothUUID.Kind) throws(GattError) {
+    public init(_ text: String, kind: BluetoothUUID.Kind) throws(BluetoothError) {
         let trimmed = text.trimmingWhitespace()
         if trimmed.hasPrefix("/") {
-            guard ObjectPath(trimmed) != nil else { throw .invalid("invalid object path \"\(trimmed)\"") }
+            guard ObjectPath(trimmed) != nil else { throw .invalidRequest("invalid object path \"\(trimmed)\"") }
             self = .path(trimmed)
             return
         }
@@ -321,7 +321,7 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
             let number = trimmed.dropFirst("handle:".count)
             let value = number.lowercased().hasPrefix("0x") ? Int(number.dropFirst(2), radix: 16) : Int(number)
             guard let value, (1...0xFFFF).contains(value) else {
-                throw .invalid("invalid handle \"\(trimmed)\": expected handle:N or handle:0xNNNN (1…65535)")
+                throw .invalidRequest("invalid handle \"\(trimmed)\": expected handle:N or handle:0xNNNN (1…65535)")
             }
             self = .handle(value)
             return
@@ -329,7 +329,7 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
         do {
             self = .uuid(try BluetoothUUID(trimmed, kind: kind))
         } catch {
-            throw .invalid("\(error)")
+            throw .invalidRequest("\(error)")
         }
     }
 
@@ -350,33 +350,3 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// GATT-level problems found before (or instead of) asking BlueZ.
-public enum GattError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Nothing matches; `existing` lists what there is.
-    case notFound(kind: String, what: String, existing: [String])
-    /// More than one attribute has this UUID; name one by path or handle.
-    case ambiguous(kind: String, what: String, candidates: [String])
-    /// The flags say the operation is not allowed (no call was made).
-    case notSupported(String)
-    /// The value does not fit.
-    case valueTooLong(length: Int, limit: Int, type: WriteType)
-    /// Bad selector text.
-    case invalid(String)
-
-    public var description: String {
-        switch self {
-        case .notFound(let kind, let what, let existing):
-            let list = existing.isEmpty ? "none" : existing.joined(separator: ", ")
-            return "\(kind) \(what) not found; the device has: \(list)"
-        case .ambiguous(let kind, let what, let candidates):
-            return "\(kind) \(what) is ambiguous (\(candidates.count) match); name one by path or handle: \(candidates.joined(separator: ", "))"
-        case .notSupported(let what):
-            return what
-        case .valueTooLong(let length, let limit, let type):
-            let how = type == .withResponse ? "with response" : "without response"
-            return "value of \(length) bytes is longer than the write limit of \(limit) bytes (\(how))"
-        case .invalid(let what):
-            return what
-        }
-    }
-}

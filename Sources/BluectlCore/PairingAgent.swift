@@ -126,7 +126,7 @@ public final class PairingAgent: Sendable {
                 timeout: central.callTimeout)
         } catch {
             central.connection.unexport(path)
-            throw CentralError.from(error, operation: "register the pairing agent")
+            throw BluetoothError.from(error, operation: "register the pairing agent")
         }
         Trace.log("agent: registered \(path) (\(capability.rawValue))")
         if makeDefault {

@@ -124,7 +124,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// The one characteristic `selector` names (optionally within `service`);
-    /// throws `GattError.notFound` listing what exists, or `.ambiguous` with paths and handles.
+    /// throws `BluetoothError.attributeNotFound` listing what exists, or `.ambiguous` with paths and handles.
     public func characteristic(_ selector: AttributeSelector, service: BluetoothUUID? = nil) throws -> GattCharacteristic {
         try database.characteristic(selector, service: service)
     }
@@ -138,7 +138,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let (snapshot, changes) = central.mirror.changes()
         let path = self.path
         guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
-            throw CentralError.deviceNotFound(identifier.description)
+            throw BluetoothError.deviceNotFound(identifier.description)
         }
         let device = await deviceProperties(in: snapshot, resolved: true) ?? [:]
         @Sendable func serviceCount(_ tree: BlueZObjectTree) -> Int {
@@ -206,14 +206,14 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                     case .fail(let failure): throw Self.error(failure, id)
                     }
                 }
-                guard let event = await iterator.next() else { throw CentralError.timeout("resolve services of \(id)") }
+                guard let event = await iterator.next() else { throw BluetoothError.timeout("resolve services of \(id)") }
                 pending = machine.handle(event)
                 Trace.log("services \(id): \(event) -> \(machine.state) \(pending)")
             }
         }
     }
 
-    static func error(_ failure: DiscoveryFailure, _ id: String) -> CentralError {
+    static func error(_ failure: DiscoveryFailure, _ id: String) -> BluetoothError {
         switch failure {
         case .notConnected: return .disconnected("\(id) is not connected")
         case .disconnected: return .disconnected("\(id) disconnected before its services were resolved")
@@ -228,7 +228,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `GattCharacteristic1.ReadValue({offset})`; checks `Flags` first.
     public func readValue(for characteristic: GattCharacteristic, offset: Int = 0) async throws -> [UInt8] {
         guard characteristic.properties.canRead || characteristic.flags.isEmpty else {
-            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not readable (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not readable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         return try await read(characteristic.path, interface: BlueZ.characteristicInterface, offset: offset,
                               what: "read \(Self.label(characteristic.uuid))")
@@ -237,7 +237,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `GattDescriptor1.ReadValue({offset})`.
     public func readValue(for descriptor: GattDescriptor, offset: Int = 0) async throws -> [UInt8] {
         guard descriptor.canRead else {
-            throw GattError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not readable (flags: \(descriptor.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not readable (flags: \(descriptor.flags.joined(separator: ",")))")
         }
         return try await read(descriptor.path, interface: BlueZ.descriptorInterface, offset: offset,
                               what: "read descriptor \(Self.label(descriptor.uuid))")
@@ -252,7 +252,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let p = characteristic.properties
         let allowed = characteristic.flags.isEmpty || p.canWriteWithResponse || p.canWriteWithoutResponse
         guard allowed else {
-            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         var limit = characteristic.maximumWriteValueLength(for: type)
         if value.count > limit, type == .withoutResponse, characteristic.mtu == nil {
@@ -266,7 +266,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                 limit = GattCharacteristicLimits.maximum(type: type, mtu: mtu)
             }
         }
-        guard value.count <= limit else { throw GattError.valueTooLong(length: value.count, limit: limit, type: type) }
+        guard value.count <= limit else { throw BluetoothError.valueTooLong(length: value.count, limit: limit, type: type) }
         let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
         let uuid = characteristic.uuid
         _ = try await reportingDisconnect("write \(Self.label(uuid))") {
@@ -281,7 +281,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `GattDescriptor1.WriteValue`.
     public func writeValue(_ value: [UInt8], for descriptor: GattDescriptor) async throws {
         guard descriptor.canWrite else {
-            throw GattError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not writable (flags: \(descriptor.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not writable (flags: \(descriptor.flags.joined(separator: ",")))")
         }
         _ = try await retryingInProgress(what: "write descriptor \(Self.label(descriptor.uuid))") {
             try await self.central.connection.callMethod(
@@ -330,7 +330,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         }
         guard let bytes = reply.arguments.first?.bytes else {
             await finished(0, [])
-            throw CentralError.unexpected("ReadValue returned \(reply.arguments)")
+            throw BluetoothError.unexpected("ReadValue returned \(reply.arguments)")
         }
         await finished(reply.serial, bytes)
         return bytes
@@ -343,11 +343,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     func reportingDisconnect<T: Sendable>(_ what: @autoclosure @escaping @Sendable () -> String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as CentralError {
+        } catch let error as BluetoothError {
             guard case .bluez = error else { throw error }
             let device = await fetchDeviceProperties(timeout: .seconds(2))
             if device == nil || device?["Connected"]?.bool == false {
-                throw CentralError.disconnected("\(identifier) \(device == nil ? "disappeared" : "disconnected") during \(what())")
+                throw BluetoothError.disconnected("\(identifier) \(device == nil ? "disappeared" : "disconnected") during \(what())")
             }
             throw error
         }
@@ -356,7 +356,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// Whether a failed read/write looks like the peer wants encryption
     /// (BlueZ: NotPermitted "Not paired", or ATT errors 0x05/0x08/0x0c/0x0f,
     /// or 0x0e after an automatic pairing attempt failed).
-    static func needsPairing(_ error: CentralError) -> Bool {
+    static func needsPairing(_ error: BluetoothError) -> Bool {
         let message: String
         switch error {
         case .notPermitted(_, let m): message = m
@@ -380,7 +380,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         } catch let error as DBusError where error.remoteName == "org.bluez.Error.AlreadyExists" {
             return
         } catch {
-            throw CentralError.from(error, operation: "pair with \(identifier)")
+            throw BluetoothError.from(error, operation: "pair with \(identifier)")
         }
     }
 
@@ -404,14 +404,14 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     private let pairingPreparation = Locked<(@Sendable (Peripheral) async -> Void)?>(nil)
 
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
-    /// for at most `limit`; then `CentralError.inProgress`. Other errors are
-    /// translated to `CentralError`.
+    /// for at most `limit`; then `BluetoothError.inProgress`. Other errors are
+    /// translated to `BluetoothError`.
     func retryingInProgress<T: Sendable>(
         what: @autoclosure @escaping @Sendable () -> String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         do {
             return try await retryingInProgressOnce(what: what(), limit: limit, body)
-        } catch let error as CentralError {
+        } catch let error as BluetoothError {
             guard pairsOnDemand, Self.needsPairing(error), info?.paired != true else { throw error }
             try await pair()
             return try await retryingInProgressOnce(what: what(), limit: limit, body)
@@ -430,9 +430,9 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                     try await Task.sleep(for: .milliseconds(10))
                     continue
                 }
-                throw CentralError(error, operation: what())
+                throw BluetoothError(error, operation: what())
             } catch {
-                throw CentralError.from(error, operation: what())
+                throw BluetoothError.from(error, operation: what())
             }
         }
     }
@@ -463,7 +463,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                           onValue: NotificationSession.ValueSink? = nil,
                           onSharing: NotificationSession.SharingSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
-            throw GattError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         return try await NotificationSession.start(peripheral: self, characteristic: characteristic, onValue: onValue, onSharing: onSharing)
     }
@@ -650,7 +650,7 @@ public final class NotificationSession: Sendable {
             }
         } catch {
             channel.close()
-            throw CentralError.from(error, operation: "listen for values of \(Peripheral.label(characteristic.uuid))")
+            throw BluetoothError.from(error, operation: "listen for values of \(Peripheral.label(characteristic.uuid))")
         }
         // Another client's StartNotify session already on: share it (see
         // NotifyStateMachine), or every value would arrive twice.
@@ -705,10 +705,10 @@ public final class NotificationSession: Sendable {
                     case .fail(let failure):
                         let error: any Error
                         switch failure {
-                        case .disconnected: error = CentralError.disconnected("\(deviceID) disconnected")
-                        case .removed: error = CentralError.disconnected("\(what) of \(deviceID) disappeared")
+                        case .disconnected: error = BluetoothError.disconnected("\(deviceID) disconnected")
+                        case .removed: error = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
                         case .bluez(let name, let message):
-                            error = CentralError(DBusError.remote(name: name, message: message), operation: "start notifications of \(what)")
+                            error = BluetoothError(DBusError.remote(name: name, message: message), operation: "start notifications of \(what)")
                         }
                         open.withLock { $0 = false }
                         valuesContinuation.finish(throwing: error)

@@ -41,22 +41,23 @@ public struct ReconnectPolicy: Sendable, Equatable {
     /// device out of range or disconnecting, a timeout, the adapter off or
     /// gone, bluetoothd stopped or busy, BlueZ refusing for now. Not: no
     /// access to the bus, a request BlueZ can never grant (not permitted,
-    /// invalid), a bug. A characteristic not found is recoverable only
+    /// invalid, not supported by the attribute), the caller's own
+    /// cancellation, a bug. A characteristic not found is recoverable only
     /// `afterSuccess` (it was there before: BlueZ is re-resolving the
     /// services); the first time, it is a wrong name.
     public func isRecoverable(_ error: any Error, afterSuccess: Bool) -> Bool {
         switch error {
-        case let error as CentralError:
+        case let error as BluetoothError:
             switch error {
             case .disconnected, .timeout, .deviceNotFound, .adapterPoweredOff, .adapterNotFound, .noAdapter,
                  .bluetoothdNotRunning, .bluetoothdStopped, .inProgress, .bluez:
                 return true
-            case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest:
+            case .attributeNotFound:
+                return afterSuccess
+            case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest, .cancelled,
+                 .ambiguous, .notSupported, .valueTooLong:
                 return false
             }
-        case let error as GattError:
-            if case .notFound = error { return afterSuccess }
-            return false
         default:
             return false
         }

@@ -1,4 +1,5 @@
 import Foundation
+import BluectlCore
 import Testing
 @testable import BluectlCLI
 
@@ -27,5 +28,26 @@ struct ExitStatusTests {
             return first.split(separator: "/").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
         }
         #expect(codes.sorted() == ExitStatus.allCases.map(\.rawValue).sorted(), "\(codes)")
+    }
+
+    @Test("the library's errors map to exit codes; CLI advice is added here, not in the library")
+    func libraryErrors() {
+        let cases: [(BluetoothError, BluectlCLI.ExitStatus, String)] = [
+            (.adapterPoweredOff("hci0"), .unavailable, "adapter hci0 is powered off (try --power-on)"),
+            (.cancelled("connect"), .timeout, "timed out: connect"),
+            (.timeout("connect"), .timeout, "timed out: connect"),
+            (.attributeNotFound(kind: "characteristic", what: "2a19", existing: []), .notFound,
+             "characteristic 2a19 not found; the device has: none"),
+            (.ambiguous(kind: "characteristic", what: "fff1", candidates: ["handle:3", "handle:5"]), .usage,
+             "characteristic fff1 is ambiguous (2 match); name one by path or handle: handle:3, handle:5"),
+            (.notSupported("characteristic 2a37 is not readable"), .noPermission, "characteristic 2a37 is not readable"),
+            (.valueTooLong(length: 600, limit: 512, type: .withResponse), .dataError,
+             "value of 600 bytes is longer than the write limit of 512 bytes (with response)"),
+        ]
+        for (error, status, message) in cases {
+            let failure = CLIFailure(error)
+            #expect(failure.status == status && failure.message == message, "\(error)")
+        }
+        #expect(!BluetoothError.adapterPoweredOff("hci0").description.contains("--"), "no CLI words in the library")
     }
 }

@@ -62,7 +62,7 @@ private func tree() -> BlueZObjectTree {
     @Test func duplicateUUIDsAreAmbiguousButHandleAndPathWork() throws {
         let db = GattDatabase(tree: tree(), device: path(dev))
         let selector = try AttributeSelector("12345678-1234-5678-1234-56789abcdef1", kind: .characteristic)
-        #expect(throws: GattError.self) { try db.characteristic(selector) }
+        #expect(throws: BluetoothError.self) { try db.characteristic(selector) }
         do {
             _ = try db.characteristic(selector)
         } catch {
@@ -78,23 +78,23 @@ private func tree() -> BlueZObjectTree {
         let db = GattDatabase(tree: tree(), device: path(dev))
         do {
             _ = try db.characteristic(AttributeSelector("battery_level", kind: .characteristic))
-            Issue.record("expected notFound")
+            Issue.record("expected attributeNotFound")
         } catch {
-            guard case .notFound(_, _, let existing) = error else { Issue.record("expected notFound"); return }
+            guard case .attributeNotFound(_, _, let existing) = error else { Issue.record("expected attributeNotFound"); return }
             #expect(existing.count == 3)
             #expect(error.description.contains("2a37"))
         }
         // Scoped to a service without it.
-        #expect(throws: GattError.self) {
+        #expect(throws: BluetoothError.self) {
             try db.characteristic(.uuid(BluetoothUUID(uint16: 0x2a37)), service: BluetoothUUID(uint16: 0x180f))
         }
     }
 
     @Test func selectorsRejectNonsense() {
-        #expect(throws: GattError.self) { try AttributeSelector("handle:zz", kind: .characteristic) }
-        #expect(throws: GattError.self) { try AttributeSelector("handle:0", kind: .characteristic) }
-        #expect(throws: GattError.self) { try AttributeSelector("/not a path", kind: .characteristic) }
-        #expect(throws: GattError.self) { try AttributeSelector("no_such_name", kind: .characteristic) }
+        #expect(throws: BluetoothError.self) { try AttributeSelector("handle:zz", kind: .characteristic) }
+        #expect(throws: BluetoothError.self) { try AttributeSelector("handle:0", kind: .characteristic) }
+        #expect(throws: BluetoothError.self) { try AttributeSelector("/not a path", kind: .characteristic) }
+        #expect(throws: BluetoothError.self) { try AttributeSelector("no_such_name", kind: .characteristic) }
     }
 
     @Test func propertiesFromFlags() {

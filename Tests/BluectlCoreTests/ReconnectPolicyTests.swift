@@ -15,7 +15,7 @@ struct ReconnectPolicyTests {
 
     @Test func failuresThatCanPassAreRecoverable() {
         let policy = ReconnectPolicy()
-        let passing: [CentralError] = [
+        let passing: [BluetoothError] = [
             .disconnected("link lost"), .timeout("connect"), .deviceNotFound("AA"), .adapterPoweredOff("hci0"),
             .adapterNotFound("hci1"), .noAdapter, .bluetoothdNotRunning, .bluetoothdStopped("connecting"),
             .inProgress("connect"), .bluez(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local", operation: "connect"),
@@ -23,7 +23,7 @@ struct ReconnectPolicyTests {
         for error in passing {
             #expect(policy.isRecoverable(error, afterSuccess: false), "\(error)")
         }
-        let lasting: [CentralError] = [
+        let lasting: [BluetoothError] = [
             .busUnavailable(address: "unix:path=/x", reason: "no socket"), .accessDenied("policy"),
             .notPermitted(name: "org.bluez.Error.NotPermitted", message: "Write not permitted"),
             .unexpected("reply"), .invalidRequest("bad value"),
@@ -35,10 +35,20 @@ struct ReconnectPolicyTests {
 
     @Test func aMissingCharacteristicIsRecoverableOnlyAfterASuccess() {
         let policy = ReconnectPolicy()
-        let missing = GattError.notFound(kind: "characteristic", what: "2a37", existing: [])
+        let missing = BluetoothError.attributeNotFound(kind: "characteristic", what: "2a37", existing: [])
         #expect(!policy.isRecoverable(missing, afterSuccess: false), "the first time it is a wrong name")
         #expect(policy.isRecoverable(missing, afterSuccess: true), "later BlueZ may still be resolving the services")
-        #expect(!policy.isRecoverable(GattError.invalid("x"), afterSuccess: true))
+        #expect(!policy.isRecoverable(BluetoothError.invalidRequest("x"), afterSuccess: true))
         #expect(!policy.isRecoverable(CancellationError(), afterSuccess: true))
+        #expect(!policy.isRecoverable(BluetoothError.cancelled("connect"), afterSuccess: true), "the caller gave up")
+        #expect(!policy.isRecoverable(BluetoothError.notSupported("not writable"), afterSuccess: true))
+    }
+
+    @Test func aCancellationIsNotATimeout() {
+        #expect(BluetoothError.from(CancellationError(), operation: "connect") == .cancelled("connect"))
+        #expect(BluetoothError.cancelled("connect").description == "cancelled: connect")
+        #expect(BluetoothError.timeout("connect").description == "timed out: connect")
+        #expect(BluetoothError.bluez(name: "org.bluez.Error.Failed", message: "x", operation: "read").bluezErrorName == "org.bluez.Error.Failed")
+        #expect(BluetoothError.timeout("read").bluezErrorName == nil)
     }
 }

@@ -1,8 +1,11 @@
 import BluectlDBus
 
-/// What can go wrong for a central, in terms a user can act on. Each case's
-/// description is one line; the CLI maps cases to documented exit codes.
-public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
+/// Everything that can go wrong in BluectlCore, one case per kind of failure
+/// for a caller to switch on, with its facts as associated values. Each
+/// description is one line in terms a user can act on (the CLI maps the
+/// cases to its documented exit codes). Which failures may pass by
+/// themselves: `ReconnectPolicy.isRecoverable(_:afterSuccess:)`.
+public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No system bus at `address`.
     case busUnavailable(address: String, reason: String)
     /// org.bluez is not on the bus.
@@ -21,6 +24,9 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
     case deviceNotFound(String)
     /// Nothing answered or happened within the time allowed.
     case timeout(String)
+    /// The calling task was cancelled during what is named (not a timeout:
+    /// the caller gave up).
+    case cancelled(String)
     /// The peer (or the bus) went away in the middle of an operation.
     case disconnected(String)
     /// BlueZ said NotPermitted / NotAuthorized / AuthenticationFailed …
@@ -31,8 +37,18 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
     case bluez(name: String, message: String, operation: String)
     /// A reply that is not what BlueZ's API documents.
     case unexpected(String)
-    /// The request itself cannot be carried out (wrong properties, ambiguous UUID…).
+    /// The request itself cannot be carried out (a selector that cannot be
+    /// parsed, an ambiguous name, wrong properties…).
     case invalidRequest(String)
+    /// No service, characteristic or descriptor (`kind`) matches `what`;
+    /// `existing` lists what the device has.
+    case attributeNotFound(kind: String, what: String, existing: [String])
+    /// More than one attribute has this UUID; name one by path or handle.
+    case ambiguous(kind: String, what: String, candidates: [String])
+    /// The attribute's flags do not allow the operation (no call was made).
+    case notSupported(String)
+    /// The value is longer than the write allows.
+    case valueTooLong(length: Int, limit: Int, type: WriteType)
 
     public var description: String {
         switch self {
@@ -49,11 +65,13 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
         case .adapterNotFound(let name):
             return "adapter \(name) not found"
         case .adapterPoweredOff(let name):
-            return "adapter \(name) is powered off (try --power-on)"
+            return "adapter \(name) is powered off"
         case .deviceNotFound(let what):
             return "device \(what) not found"
         case .timeout(let what):
             return "timed out: \(what)"
+        case .cancelled(let what):
+            return "cancelled: \(what)"
         case .disconnected(let what):
             return "disconnected: \(what)"
         case .notPermitted(let name, let message):
@@ -66,6 +84,24 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
             return "unexpected reply from bluetoothd: \(what)"
         case .invalidRequest(let what):
             return what
+        case .attributeNotFound(let kind, let what, let existing):
+            let list = existing.isEmpty ? "none" : existing.joined(separator: ", ")
+            return "\(kind) \(what) not found; the device has: \(list)"
+        case .ambiguous(let kind, let what, let candidates):
+            return "\(kind) \(what) is ambiguous (\(candidates.count) match); name one by path or handle: \(candidates.joined(separator: ", "))"
+        case .notSupported(let what):
+            return what
+        case .valueTooLong(let length, let limit, let type):
+            let how = type == .withResponse ? "with response" : "without response"
+            return "value of \(length) bytes is longer than the write limit of \(limit) bytes (\(how))"
+        }
+    }
+
+    /// The D-Bus error name BlueZ answered with, when the failure is its answer.
+    public var bluezErrorName: String? {
+        switch self {
+        case .notPermitted(let name, _), .bluez(let name, _, _): return name
+        default: return nil
         }
     }
 
@@ -105,10 +141,10 @@ public enum CentralError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// For any error thrown below the core: D-Bus errors are translated,
     /// core errors pass through.
-    public static func from(_ error: any Error, operation: String) -> CentralError {
-        if let error = error as? CentralError { return error }
-        if let error = error as? DBusError { return CentralError(error, operation: operation) }
-        if error is CancellationError { return .timeout(operation) }
+    public static func from(_ error: any Error, operation: String) -> BluetoothError {
+        if let error = error as? BluetoothError { return error }
+        if let error = error as? DBusError { return BluetoothError(error, operation: operation) }
+        if error is CancellationError { return .cancelled(operation) }
         return .unexpected("\(error)")
     }
 }
