@@ -58,9 +58,11 @@ public final class CentralManager: Sendable {
     // MARK: - Adapters and state
 
     /// All adapters, in path order (hci0, hci1, …).
-    public var adapters: [AdapterInfo] {
-        let tree = mirror.tree
-        return tree.paths(with: BlueZ.adapterInterface).map {
+    public var adapters: [AdapterInfo] { Self.adapters(in: mirror.tree) }
+
+    /// The adapters in `tree`, in path order.
+    static func adapters(in tree: borrowing BlueZObjectTree) -> [AdapterInfo] {
+        tree.paths(with: BlueZ.adapterInterface).map {
             AdapterInfo(path: $0, properties: tree.properties($0, BlueZ.adapterInterface) ?? [:])
         }
     }
@@ -68,7 +70,11 @@ public final class CentralManager: Sendable {
     /// The adapter named `name` ("hci1"), or by default the first powered
     /// one (else the first one). Throws when there is none or it is missing.
     public func adapter(named name: String?) throws(BluetoothError) -> AdapterInfo {
-        let all = adapters
+        try Self.adapter(named: name, among: adapters)
+    }
+
+    /// `adapter(named:)` among `all`.
+    static func adapter(named name: String?, among all: [AdapterInfo]) throws(BluetoothError) -> AdapterInfo {
         if let name {
             guard let found = all.first(where: { $0.name == name }) else { throw .adapterNotFound(name) }
             return found
@@ -89,6 +95,34 @@ public final class CentralManager: Sendable {
         CentralState.derive(
             bluetoothdRunning: mirror.bluetoothdRunning, accessDenied: false,
             adapter: try? adapter(named: name))
+    }
+
+    /// The central's state now, then each time it changes, for the adapter
+    /// chosen as by `adapter(named:)` (CoreBluetooth's
+    /// `centralManagerDidUpdateState`): bluetoothd stopping or coming back,
+    /// the adapter powering off or on, going or coming. A slow consumer
+    /// gets the latest state (the stream keeps one). Ends when the consuming
+    /// task is cancelled or the bus connection is lost.
+    public func stateUpdates(adapter name: String? = nil) -> AsyncStream<CentralState> {
+        let (stream, continuation) = AsyncStream<CentralState>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let last = MirrorCallbackBox<CentralState?>(nil)
+        let report: @Sendable (borrowing BlueZObjectTree, Bool) -> Void = { tree, running in
+            let chosen = try? Self.adapter(named: name, among: Self.adapters(in: tree))
+            let state = CentralState.derive(bluetoothdRunning: running, accessDenied: false, adapter: chosen)
+            guard last.value != state else { return }
+            last.value = state
+            continuation.yield(state)
+        }
+        let running = mirror.bluetoothdRunning
+        let observer = mirror.observe(start: { tree in report(tree, running) },
+                                      onChange: { _, tree, running in report(tree, running) },
+                                      onBusLost: { continuation.finish() })
+        let mirror = self.mirror
+        continuation.onTermination = { _ in
+            // Not here and now: see `BlueZMirror.stopObserving`.
+            DispatchQueue.global().async { mirror.stopObserving(observer) }
+        }
+        return stream
     }
 
     /// Sets `Adapter1.Powered` and waits until BlueZ reports it.
@@ -192,8 +226,15 @@ public final class CentralManager: Sendable {
     }
 }
 
-/// A scan tracker for the mirror's callbacks, which run one at a time
-/// under the mirror's lock (so the unchecked Sendable is sound).
+/// A value only the mirror's callbacks (`BlueZMirror.observe`) touch: they
+/// run one at a time under the mirror's lock, so the unchecked Sendable is
+/// sound and no lock of its own is needed.
+final class MirrorCallbackBox<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// A scan tracker for the mirror's callbacks (see `MirrorCallbackBox`).
 private final class ScanTrackerBox: @unchecked Sendable {
     var value: ScanTracker
     private let limit: Int?

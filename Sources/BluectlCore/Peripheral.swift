@@ -1,4 +1,5 @@
 import BluectlDBus
+import Dispatch
 
 /// CBPeripheralState.
 public enum PeripheralState: String, Sendable, Equatable {
@@ -10,6 +11,15 @@ public enum PeripheralState: String, Sendable, Equatable {
     case connected
     /// A disconnect is under way.
     case disconnecting
+}
+
+/// A change of a peripheral's connection (see `Peripheral.connectionEvents()`).
+public enum ConnectionEvent: Sendable, Equatable {
+    /// The link is up.
+    case connected
+    /// The link is down; `reason` says how BlueZ showed it ("the link went
+    /// down", "removed from BlueZ", "bluetoothd stopped", …).
+    case disconnected(reason: String)
 }
 
 /// A remote device: CoreBluetooth's CBPeripheral over BlueZ's `Device1` and
@@ -53,6 +63,56 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     public var state: PeripheralState {
         if let transition = transition.withLock({ $0 }) { return transition }
         return info?.connected == true ? .connected : .disconnected
+    }
+
+    /// Each change of this peripheral's connection from now on, whoever
+    /// made it (this process, another client, the device, bluetoothd):
+    /// CoreBluetooth's `didConnect` and `didDisconnectPeripheral`. A slow
+    /// consumer gets the newest 16 events. Ends when the consuming task is
+    /// cancelled or the bus connection is lost.
+    public func connectionEvents() -> AsyncStream<ConnectionEvent> {
+        let (stream, continuation) = AsyncStream<ConnectionEvent>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let device = path
+        let connected = MirrorCallbackBox(false)
+        let observer = central.mirror.observe(start: { tree in
+            connected.value = tree.properties(device, BlueZ.deviceInterface)?["Connected"]?.bool ?? false
+        }, onChange: { change, tree, _ in
+            guard let event = Self.connectionEvent(for: change, device: device, in: tree, wasConnected: connected.value) else { return }
+            connected.value = event == .connected
+            continuation.yield(event)
+        }, onBusLost: {
+            continuation.finish()
+        })
+        let mirror = central.mirror
+        continuation.onTermination = { _ in
+            // Not here and now: see `BlueZMirror.stopObserving`.
+            DispatchQueue.global().async { mirror.stopObserving(observer) }
+        }
+        return stream
+    }
+
+    /// The connection event a change of BlueZ's tree means for `device`, if any.
+    static func connectionEvent(for change: BlueZObjectTree.Change, device: ObjectPath,
+                                in tree: borrowing BlueZObjectTree, wasConnected: Bool) -> ConnectionEvent? {
+        let now: Bool
+        let reason: String
+        switch change {
+        case .propertiesChanged(device, BlueZ.deviceInterface, let changed, _):
+            guard let value = changed["Connected"]?.bool else { return nil }
+            (now, reason) = (value, "the link went down")
+        case .added(device, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
+            (now, reason) = (tree.properties(device, BlueZ.deviceInterface)?["Connected"]?.bool ?? false, "")
+        case .removed(device, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
+            (now, reason) = (false, "removed from BlueZ")
+        case .replaced:
+            (now, reason) = (tree.properties(device, BlueZ.deviceInterface)?["Connected"]?.bool ?? false, "bluetoothd restarted")
+        case .cleared:
+            (now, reason) = (false, "bluetoothd stopped")
+        default:
+            return nil
+        }
+        guard now != wasConnected else { return nil }
+        return now ? .connected : .disconnected(reason: reason)
     }
 
     /// `Device1` properties asked from bluetoothd directly (`GetAll`), not
