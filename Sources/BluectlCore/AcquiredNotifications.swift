@@ -22,12 +22,15 @@ extension Peripheral {
         guard characteristic.properties.canNotify else {
             throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
-        return try await NotificationSession.acquire(peripheral: self, characteristic: characteristic, onValue: onValue)
+        let key = NotifyKey(characteristic: characteristic.path, acquire: true)
+        return try await subscribeShared(characteristic, key: key, onValue: onValue, onSharing: nil) { [self] onValue, _ in
+            try await NotifyEngine.acquire(peripheral: self, characteristic: characteristic, onValue: onValue)
+        }
     }
 }
 
-extension NotificationSession {
-    static func acquire(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotificationSession {
+extension NotifyEngine {
+    static func acquire(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotifyEngine {
         let central = peripheral.central
         let (_, changes) = central.mirror.changes()
         let channel = EventChannel<NotifyStateMachine.Event>()
@@ -111,6 +114,6 @@ extension NotificationSession {
             channel.close()
             if let failure { continuation.finish(throwing: failure) } else { continuation.finish() }
         }
-        return NotificationSession(characteristic: characteristic, sharing: .own, values: values, channel: channel, loop: loop)
+        return NotifyEngine(characteristic: characteristic, sharing: .own, values: values, channel: channel, loop: loop)
     }
 }

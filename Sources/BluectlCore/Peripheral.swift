@@ -514,6 +514,9 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// hand-over to another thread per value. `onValue` must be quick and
     /// must not block (the bus waits for it).
     ///
+    /// Subscribers in this process share one session per characteristic (see
+    /// `NotificationSession`): the first starts it, the last to leave ends it.
+    ///
     /// When another client already has a StartNotify session on the
     /// characteristic, this one shares it instead of adding a second
     /// (bluetoothd would then send every value twice): `sharing` is then
@@ -525,7 +528,10 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         guard characteristic.properties.canNotify else {
             throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
-        return try await NotificationSession.start(peripheral: self, characteristic: characteristic, onValue: onValue, onSharing: onSharing)
+        let key = NotifyKey(characteristic: characteristic.path, acquire: false)
+        return try await subscribeShared(characteristic, key: key, onValue: onValue, onSharing: onSharing) { [self] in
+            try await NotifyEngine.start(peripheral: self, characteristic: characteristic, onValue: $0, onSharing: $1)
+        }
     }
 
     /// CoreBluetooth's `setNotifyValue(_:for:)`: turns notifications on
@@ -541,9 +547,12 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Whether this process has notifications on for `characteristic`.
+    /// Whether this process has notifications on for `characteristic`
+    /// (through `setNotifyValue`, `subscribe` or `acquireNotifications`).
     public func isNotifying(_ characteristic: GattCharacteristic) -> Bool {
-        sessions.withLock { $0[characteristic.path] != nil }
+        notifyShares.withLock { table in
+            [false, true].contains { table[NotifyKey(characteristic: characteristic.path, acquire: $0)]?.isOpen == true }
+        }
     }
 
     /// Value updates of a characteristic turned on with `setNotifyValue(true, for:)`.
@@ -551,7 +560,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         sessions.withLock { $0[characteristic.path]?.values }
     }
 
+    /// setNotifyValue's subscriptions, one per characteristic.
     let sessions = Locked<[ObjectPath: NotificationSession]>([:])
+    /// The notification sessions this process has on, each shared by its
+    /// subscribers (see `NotificationSession`).
+    let notifyShares = Locked<[NotifyKey: NotifyShare]>([:])
 }
 
 enum GattCharacteristicLimits {
@@ -560,29 +573,20 @@ enum GattCharacteristicLimits {
     }
 }
 
-/// A running StartNotify session, driven by `NotifyStateMachine`.
-public final class NotificationSession: Sendable {
-    /// Takes each value where it arrives (see `Peripheral.subscribe(to:onValue:)`).
-    public typealias ValueSink = @Sendable ([UInt8]) -> Void
-
-    /// Whose StartNotify session the values come from.
-    public enum Sharing: Sendable, Equatable {
-        /// This session's own StartNotify.
-        case own
-        /// Another client's session, already on when this one started.
-        case joined
-        /// The shared session ended and this one started its own.
-        case tookOver
-    }
-    /// Hears a change of `Sharing` (on the session's task).
-    public typealias SharingSink = @Sendable (Sharing) -> Void
+/// One BlueZ notification session of a characteristic (StartNotify, driven
+/// by `NotifyStateMachine`, or AcquireNotify): what the subscribers of a
+/// `NotifyShare` share.
+final class NotifyEngine: Sendable {
+    typealias ValueSink = NotificationSession.ValueSink
+    typealias SharingSink = NotificationSession.SharingSink
+    typealias Sharing = NotificationSession.Sharing
 
     /// The characteristic notifying.
-    public let characteristic: GattCharacteristic
+    let characteristic: GattCharacteristic
     /// How the session started: `.own` or `.joined`.
-    public let sharing: Sharing
-    /// One element per notification or indication, in arrival order.
-    public let values: AsyncThrowingStream<[UInt8], any Error>
+    let sharing: Sharing
+    /// Values when started without a sink; else it only ends or fails.
+    let values: AsyncThrowingStream<[UInt8], any Error>
     private let channel: EventChannel<NotifyStateMachine.Event>
     private let loop: Task<Void, Never>
 
@@ -596,7 +600,7 @@ public final class NotificationSession: Sendable {
     }
 
     /// StopNotify (waits for BlueZ's answer, at most a few seconds).
-    public func stop() async {
+    func stop() async {
         channel.send(.stop)
         _ = await firstValue(within: .seconds(5)) { [loop] in await loop.value }
     }
@@ -656,7 +660,7 @@ public final class NotificationSession: Sendable {
     static func value(in message: DBusMessage) -> [UInt8]? { changes(in: message).value }
 
     static func start(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?,
-                      onSharing: SharingSink?) async throws -> NotificationSession {
+                      onSharing: SharingSink?) async throws -> NotifyEngine {
         let central = peripheral.central
         let charPath = characteristic.path
         let devicePath = peripheral.path
@@ -788,7 +792,7 @@ public final class NotificationSession: Sendable {
             await central.connection.unsubscribe(token)
             await central.connection.unsubscribe(markerToken)
         }
-        let session = NotificationSession(characteristic: characteristic, sharing: joining ? .joined : .own,
+        let session = NotifyEngine(characteristic: characteristic, sharing: joining ? .joined : .own,
                                           values: values, channel: channel, loop: loop)
         do {
             try await withTaskCancellationHandler {

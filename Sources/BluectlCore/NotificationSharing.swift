@@ -1,0 +1,241 @@
+import BluectlDBus
+import Dispatch
+
+/// One subscriber's share of a characteristic's notifications
+/// (`Peripheral.subscribe(to:)`, `Peripheral.acquireNotifications(for:)`).
+///
+/// All subscribers of a characteristic in this process share one BlueZ
+/// session (one StartNotify, or one AcquireNotify socket): the first one
+/// starts it, each later one joins it, and the last one to leave — by
+/// `stop()`, or by cancelling or dropping its iteration of `values` — ends
+/// it. Every subscriber gets every value from its joining on.
+///
+/// `values` keeps at most 4,096 values a consumer has not taken yet; older
+/// ones are dropped first (a value sink passed to `subscribe` has no buffer:
+/// it runs on the thread the value arrives on).
+public final class NotificationSession: Sendable {
+    /// Takes each value where it arrives (see `Peripheral.subscribe(to:onValue:onSharing:)`).
+    public typealias ValueSink = @Sendable ([UInt8]) -> Void
+
+    /// Whose StartNotify session the values come from.
+    public enum Sharing: Sendable, Equatable {
+        /// This process's own StartNotify.
+        case own
+        /// Another client's session, already on when this process started.
+        case joined
+        /// The shared session ended and this process started its own.
+        case tookOver
+    }
+    /// Hears a change of `Sharing` (on the session's task).
+    public typealias SharingSink = @Sendable (Sharing) -> Void
+
+    /// How many values `values` holds for a slow consumer before dropping the oldest.
+    public static let bufferLimit = 4096
+
+    /// The characteristic notifying.
+    public let characteristic: GattCharacteristic
+    /// How the BlueZ session started: `.own` or `.joined` (another client's).
+    public let sharing: Sharing
+    /// One element per notification or indication, in arrival order (only
+    /// the end or the failure when a value sink was given). Fails when the
+    /// device disconnects.
+    public let values: AsyncThrowingStream<[UInt8], any Error>
+    private let share: NotifyShare
+    private let id: UInt64
+
+    init(share: NotifyShare, id: UInt64, sharing: Sharing, values: AsyncThrowingStream<[UInt8], any Error>) {
+        self.share = share
+        self.id = id
+        self.characteristic = share.characteristic
+        self.sharing = sharing
+        self.values = values
+    }
+
+    /// Leaves the session: `values` ends; the last subscriber to leave ends
+    /// BlueZ's session too (StopNotify, or the socket closed) and waits for
+    /// that, at most a few seconds.
+    public func stop() async {
+        await share.leave(id)
+    }
+}
+
+/// Which BlueZ session a share is: StartNotify or AcquireNotify, of one characteristic.
+struct NotifyKey: Hashable, Sendable {
+    let characteristic: ObjectPath
+    let acquire: Bool
+}
+
+/// The subscribers of one BlueZ notification session in this process, and
+/// the session (`NotifyEngine`) they share. Values fan out on the thread
+/// they arrive on. The lock guards the subscriber list, which the bus thread
+/// (values), joining and leaving tasks all touch.
+final class NotifyShare: Sendable {
+    typealias Start = @Sendable (_ onValue: @escaping NotificationSession.ValueSink,
+                                 _ onSharing: @escaping NotificationSession.SharingSink) async throws -> NotifyEngine
+
+    private struct Subscriber: Sendable {
+        let id: UInt64
+        let deliver: NotificationSession.ValueSink
+        let onSharing: NotificationSession.SharingSink?
+        let finish: @Sendable ((any Error)?) -> Void
+    }
+
+    private struct State: Sendable {
+        var nextID: UInt64 = 1
+        var subscribers: [Subscriber] = []
+        /// No one may join any more: the session ended or its last subscriber left.
+        var closed = false
+        var engine: Task<NotifyEngine, any Error>?
+    }
+
+    let characteristic: GattCharacteristic
+    private let key: NotifyKey
+    /// The peripheral's table of shares (see `forget()`): holding it, not
+    /// the peripheral, and leaving it when the share closes, ends the cycle.
+    private let table: Locked<[NotifyKey: NotifyShare]>
+    private let start: Start
+    private let state = Locked(State())
+
+    init(peripheral: Peripheral, characteristic: GattCharacteristic, key: NotifyKey, start: @escaping Start) {
+        self.table = peripheral.notifyShares
+        self.characteristic = characteristic
+        self.key = key
+        self.start = start
+    }
+
+    /// Whether a new subscriber may still join.
+    var isOpen: Bool { state.withLock { !$0.closed } }
+
+    /// Adds a subscriber and, for the first, starts the session; nil when
+    /// the share closed meanwhile (the caller makes a new one).
+    func join(onValue: NotificationSession.ValueSink?,
+              onSharing: NotificationSession.SharingSink?) async throws -> NotificationSession? {
+        let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream(
+            bufferingPolicy: .bufferingNewest(NotificationSession.bufferLimit))
+        let deliver: NotificationSession.ValueSink = onValue ?? { continuation.yield($0) }
+        // Registered before the session starts, so the first value is not missed.
+        let joined = state.withLock { state -> (id: UInt64, engine: Task<NotifyEngine, any Error>)? in
+            guard !state.closed else { return nil }
+            let id = state.nextID
+            state.nextID += 1
+            state.subscribers.append(Subscriber(id: id, deliver: deliver, onSharing: onSharing, finish: { error in
+                if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+            }))
+            if state.engine == nil {
+                state.engine = Task { [start] in
+                    try await start({ [weak self] in self?.fanOut($0) }, { [weak self] in self?.fanOut($0) })
+                }
+            }
+            return (id, state.engine!)
+        }
+        guard let (id, engineTask) = joined else { return nil }
+        let engine: NotifyEngine
+        do {
+            engine = try await withTaskCancellationHandler {
+                try await engineTask.value
+            } onCancel: { [weak self] in
+                // The start is cancelled only for a subscriber who waits alone.
+                if self?.state.withLock({ $0.subscribers.count }) == 1 { engineTask.cancel() }
+            }
+        } catch {
+            // The start failed (or this subscriber's task was cancelled): out.
+            _ = await leaveWithoutStopping(id)
+            throw error
+        }
+        if isFirstWatcher() { watch(engine) }
+        continuation.onTermination = { [weak self] termination in
+            guard case .cancelled = termination, let self else { return }
+            // The consumer stopped iterating: its share ends (not here and
+            // now, this may run on the bus thread).
+            DispatchQueue.global().async { Task { await self.leave(id) } }
+        }
+        return NotificationSession(share: self, id: id, sharing: engine.sharing, values: values)
+    }
+
+    /// Removes subscriber `id`; the last one ends the session.
+    func leave(_ id: UInt64) async {
+        guard let engine = await leaveWithoutStopping(id) else { return }
+        await engine.stop()
+    }
+
+    /// Removes subscriber `id` and finishes its stream; returns the engine
+    /// to stop when it was the last (the share then closes).
+    private func leaveWithoutStopping(_ id: UInt64) async -> NotifyEngine? {
+        let (subscriber, last, engineTask) = state.withLock { state -> (Subscriber?, Bool, Task<NotifyEngine, any Error>?) in
+            guard let index = state.subscribers.firstIndex(where: { $0.id == id }) else { return (nil, false, nil) }
+            let subscriber = state.subscribers.remove(at: index)
+            let last = state.subscribers.isEmpty && !state.closed
+            if last { state.closed = true }
+            return (subscriber, last, state.engine)
+        }
+        subscriber?.finish(nil)
+        guard last else { return nil }
+        forget()
+        return try? await engineTask?.value
+    }
+
+    // MARK: - The session's side
+
+    private let watching = Locked(false)
+
+    /// Whether the caller is the first to see the started engine (it then watches it).
+    private func isFirstWatcher() -> Bool {
+        watching.withLock { watching in
+            defer { watching = true }
+            return !watching
+        }
+    }
+
+    /// Ends every subscriber's stream as the session ends (the engine was
+    /// started with sinks, so its own stream only ends or fails).
+    private func watch(_ engine: NotifyEngine) {
+        Task { [weak self] in
+            var failure: (any Error)?
+            do { for try await _ in engine.values {} } catch { failure = error }
+            self?.end(failure)
+        }
+    }
+
+    private func end(_ failure: (any Error)?) {
+        let subscribers = state.withLock { state -> [Subscriber] in
+            state.closed = true
+            defer { state.subscribers = [] }
+            return state.subscribers
+        }
+        forget()
+        for subscriber in subscribers { subscriber.finish(failure) }
+    }
+
+    /// The peripheral's table no longer hands this share out.
+    private func forget() {
+        table.withLock { table in
+            if table[key] === self { table[key] = nil }
+        }
+    }
+
+    private func fanOut(_ bytes: [UInt8]) {
+        for subscriber in state.withLock({ $0.subscribers }) { subscriber.deliver(bytes) }
+    }
+
+    private func fanOut(_ sharing: NotificationSession.Sharing) {
+        for subscriber in state.withLock({ $0.subscribers }) { subscriber.onSharing?(sharing) }
+    }
+}
+
+extension Peripheral {
+    /// The share of `key`'s session, joined by a new subscriber (a new
+    /// share when there is none open).
+    func subscribeShared(_ characteristic: GattCharacteristic, key: NotifyKey, onValue: NotificationSession.ValueSink?,
+                         onSharing: NotificationSession.SharingSink?,
+                         start: @escaping NotifyShare.Start) async throws -> NotificationSession {
+        while true {
+            let share = notifyShares.withLock { table -> NotifyShare in
+                if let open = table[key], open.isOpen { return open }
+                let made = NotifyShare(peripheral: self, characteristic: characteristic, key: key, start: start)
+                table[key] = made
+                return made
+            }
+            if let session = try await share.join(onValue: onValue, onSharing: onSharing) { return session }
+        }
+    }
+}
