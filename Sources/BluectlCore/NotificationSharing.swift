@@ -86,6 +86,8 @@ final class NotifyShare: Sendable {
         /// No one may join any more: the session ended or its last subscriber left.
         var closed = false
         var engine: Task<NotifyEngine, any Error>?
+        /// The session's end, once the last subscriber left.
+        var stopping: Task<Void, Never>?
     }
 
     let characteristic: GattCharacteristic
@@ -139,7 +141,7 @@ final class NotifyShare: Sendable {
             }
         } catch {
             // The start failed (or this subscriber's task was cancelled): out.
-            _ = await leaveWithoutStopping(id)
+            await leave(id)
             throw error
         }
         if isFirstWatcher() { watch(engine) }
@@ -152,26 +154,28 @@ final class NotifyShare: Sendable {
         return NotificationSession(share: self, id: id, sharing: engine.sharing, values: values)
     }
 
-    /// Removes subscriber `id`; the last one ends the session.
+    /// Removes subscriber `id`; the last one ends the session. Returns once
+    /// the session's end (StopNotify, or the socket closed) is done, also
+    /// when another leaver started it: a process may exit right after.
     func leave(_ id: UInt64) async {
-        guard let engine = await leaveWithoutStopping(id) else { return }
-        await engine.stop()
-    }
-
-    /// Removes subscriber `id` and finishes its stream; returns the engine
-    /// to stop when it was the last (the share then closes).
-    private func leaveWithoutStopping(_ id: UInt64) async -> NotifyEngine? {
-        let (subscriber, last, engineTask) = state.withLock { state -> (Subscriber?, Bool, Task<NotifyEngine, any Error>?) in
-            guard let index = state.subscribers.firstIndex(where: { $0.id == id }) else { return (nil, false, nil) }
-            let subscriber = state.subscribers.remove(at: index)
-            let last = state.subscribers.isEmpty && !state.closed
-            if last { state.closed = true }
-            return (subscriber, last, state.engine)
+        let (subscriber, stopping, first) = state.withLock {
+            state -> (Subscriber?, Task<Void, Never>?, Bool) in
+            var subscriber: Subscriber?
+            if let index = state.subscribers.firstIndex(where: { $0.id == id }) {
+                subscriber = state.subscribers.remove(at: index)
+            }
+            guard state.subscribers.isEmpty, !state.closed else { return (subscriber, state.stopping, false) }
+            state.closed = true
+            let engine = state.engine
+            state.stopping = Task {
+                guard let running = try? await engine?.value else { return }   // it never started
+                await running.stop()
+            }
+            return (subscriber, state.stopping, true)
         }
         subscriber?.finish(nil)
-        guard last else { return nil }
-        forget()
-        return try? await engineTask?.value
+        if first { forget() }
+        await stopping?.value
     }
 
     // MARK: - The session's side
