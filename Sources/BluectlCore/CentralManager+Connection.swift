@@ -196,6 +196,8 @@ extension CentralManager {
                         return true
                     case .reportCancelled:
                         throw CancellationError()
+                    case .unplanned(let what):
+                        Trace.unplanned("connect \(id)", what)
                     case .fail(let failure):
                         throw Self.error(failure, id)
                     }

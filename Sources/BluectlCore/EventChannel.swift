@@ -84,4 +84,11 @@ package enum Trace {
     package static func log(_ message: @autoclosure () -> String) {
         logger.debug("\(message())")
     }
+
+    /// A state machine met an event no transition plans for in its state
+    /// (it changed nothing): a bug, or BlueZ doing something new. At notice
+    /// level, above the step-by-step trace.
+    package static func unplanned(_ machine: String, _ what: String) {
+        logger.notice("\(machine): unplanned event \(what)")
+    }
 }

@@ -264,6 +264,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                     case .startSettleTimer(let delay): channel.after(delay, .settleTimerFired)
                     case .done: return
                     case .fail(let failure): throw Self.error(failure, id)
+                    case .unplanned(let what): Trace.unplanned("services \(id)", what)
                     }
                 }
                 guard let event = await iterator.next() else { throw BluetoothError.timeout("resolve services of \(id)") }
@@ -753,6 +754,8 @@ final class NotifyEngine: Sendable {
                         started.resolve(nil)
                     case .reportTakingOver:
                         onSharing?(.tookOver)
+                    case .unplanned(let description):
+                        Trace.unplanned("notify \(what)", description)
                     case .deliver(let bytes):
                         deliver(bytes)
                     case .callStopNotify:

@@ -45,8 +45,9 @@ private let failed = "org.bluez.Error.Failed"
         _ = m.handle(.connectedChanged(true))
         #expect(m.handle(.connectFailed(name: failed, message: "le-connection-abort-by-local")) == [])
         #expect(m.state == .waitingForDisconnect(attempt: 1))
-        // Still connected: nothing yet; the retry timer is not this state's event.
-        #expect(m.handle(.retryTimerFired) == [])
+        // Still connected: nothing yet; the retry timer is not this state's event (reported, nothing changes).
+        #expect(m.handle(.retryTimerFired) == [.unplanned("waitingForDisconnect(attempt: 1) + retryTimerFired")])
+        #expect(m.state == .waitingForDisconnect(attempt: 1))
         #expect(m.handle(.connectedChanged(false)) == [.callConnect])
         #expect(m.state == .connecting(attempt: 2))
         #expect(m.handle(.connectSucceeded) == [])
@@ -168,7 +169,7 @@ private let failed = "org.bluez.Error.Failed"
         #expect(connected.state == .connected)
     }
 
-    @Test func impossibleEventsChangeNothing() {
+    @Test func impossibleOrLateEventsChangeNothing() {
         var m = ConnectionStateMachine()
         for event: ConnectionStateMachine.Event in [.connectSucceeded, .retryTimerFired, .timeout, .disconnectFinished,
                                                     .connectFailed(name: failed, message: "x"), .deviceRemoved,
@@ -275,14 +276,19 @@ private let failed = "org.bluez.Error.Failed"
         #expect(c.state == .failed(.timeout))
     }
 
-    @Test func impossibleEventsChangeNothing() {
+    @Test func impossibleEventsAreReportedAndChangeNothing() {
         var m = ServiceDiscoveryStateMachine()
         for event: ServiceDiscoveryStateMachine.Event in [.servicesResolvedChanged(true, serviceObjects: 1), .serviceAdded,
                                                           .connectedChanged(false), .deviceRemoved, .bluetoothdStopped,
                                                           .settleTimerFired, .timeout] {
-            #expect(m.handle(event) == [])
+            #expect(m.handle(event) == [.unplanned("idle + \(event)")])
             #expect(m.state == .idle)
         }
+        var waiting = ServiceDiscoveryStateMachine()
+        _ = waiting.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        #expect(waiting.handle(.start(connected: true, servicesResolved: true, serviceObjects: 1))
+                == [.unplanned("waiting + start(connected: true, servicesResolved: true, serviceObjects: 1)")])
+        #expect(waiting.state == .waiting)
         _ = m.handle(.start(connected: true, servicesResolved: true, serviceObjects: 1))
         #expect(m.handle(.connectedChanged(false)) == [])
         #expect(m.handle(.start(connected: false, servicesResolved: false, serviceObjects: 0)) == [])
@@ -359,18 +365,19 @@ private let failed = "org.bluez.Error.Failed"
         #expect(m.handle(.deviceDisconnected) == [.finish])
     }
 
-    @Test func impossibleEventsChangeNothing() {
+    @Test func impossibleEventsAreReportedAndChangeNothing() {
         var m = NotifyStateMachine()
         for event: NotifyStateMachine.Event in [.startSucceeded, .startFailed(name: "x", message: ""), .value([1]),
                                                 .stopFinished, .deviceDisconnected, .characteristicRemoved] {
-            #expect(m.handle(event) == [])
+            #expect(m.handle(event) == [.unplanned("idle + \(event)")])
             #expect(m.state == .idle)
         }
         _ = m.handle(.start)
         _ = m.handle(.startSucceeded)
-        #expect(m.handle(.start) == [])
-        #expect(m.handle(.startSucceeded) == [])
-        #expect(m.handle(.stopFinished) == [])
+        #expect(m.handle(.start) == [.unplanned("notifying + start")])
+        #expect(m.handle(.startSucceeded) == [.unplanned("notifying + startSucceeded")])
+        #expect(m.handle(.stopFinished) == [.unplanned("notifying + stopFinished")])
         #expect(m.state == .notifying)
+        #expect(m.delivered == 0)
     }
 }

@@ -67,6 +67,9 @@ package struct ConnectionStateMachine: Sendable, Equatable {
         case fail(ConnectionFailure)
         /// Cancelled by the caller: report it.
         case reportCancelled
+        /// An event no transition plans for in this state: changes nothing;
+        /// the driver reports it.
+        case unplanned(String)
     }
 
     package private(set) var state: State = .disconnected
@@ -173,10 +176,20 @@ package struct ConnectionStateMachine: Sendable, Equatable {
                 return [.reportCancelled]
             }
 
-        default:
-            // Impossible or late events (a reply after a timeout, a timer
-            // after success…) change nothing.
+        case (.connected, _), (.failed, _), (.cancelled, _), (.disconnected, _):
+            // Documented ignore: finished (or the link lost after success,
+            // see connectedChanged); late replies and timers change nothing.
             return []
+
+        case (.disconnecting, .connectSucceeded), (.disconnecting, .connectFailed), (.disconnecting, .retryTimerFired),
+             (.disconnecting, .deviceRemoved), (.disconnecting, .cancel):
+            // Documented ignore: the Connect's reply or a retry timer after
+            // the machine gave up, the device going or a second cancel while
+            // the Disconnect is out (its reply, or a time-out, ends it).
+            return []
+
+        default:
+            return [.unplanned("\(state) + \(event)")]
         }
     }
 

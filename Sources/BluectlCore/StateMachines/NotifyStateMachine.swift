@@ -50,6 +50,9 @@ package struct NotifyStateMachine: Sendable, Equatable {
         /// Ended normally.
         case finish
         case fail(NotifyFailure)
+        /// An event no transition plans for in this state: changes nothing;
+        /// the driver reports it (a bug, or BlueZ doing something new).
+        case unplanned(String)
     }
 
     package private(set) var state: State = .idle
@@ -147,9 +150,22 @@ package struct NotifyStateMachine: Sendable, Equatable {
             state = .stopped
             return [.finish]
 
-        default:
-            // Values before StartNotify's reply or after a stop, late replies…
+        case (.stopped, _), (.failed, _):
+            // Documented ignore: a finished session ignores what is still in
+            // flight (values, StopNotify's reply after a failure, a stop).
             return []
+
+        case (.starting, .value), (.stopping, .value):
+            // Documented ignore: a value before StartNotify's reply (the
+            // listener is up first, pitfall 4) or after the stop is not ours.
+            return []
+
+        case (.stopping, .stop):
+            // Documented ignore: already stopping.
+            return []
+
+        default:
+            return [.unplanned("\(state) + \(event)")]
         }
     }
 }

@@ -33,6 +33,9 @@ package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         /// Discovery is complete: read the objects now.
         case done
         case fail(DiscoveryFailure)
+        /// An event no transition plans for in this state: changes nothing;
+        /// the driver reports it.
+        case unplanned(String)
     }
 
     package private(set) var state: State = .idle
@@ -87,8 +90,20 @@ package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
             state = .resolved
             return [.done]
 
-        default:
+        case (.resolved, _), (.failed, _):
+            // Documented ignore: finished; later changes are not this wait's.
             return []
+
+        case (.waiting, .servicesResolvedChanged(false, _)), (.settling, .servicesResolvedChanged(true, _)),
+             (.waiting, .connectedChanged(true)), (.settling, .connectedChanged(true)),
+             (.waiting, .serviceAdded), (.waiting, .settleTimerFired):
+            // Documented ignore: no news (a property set to what it was),
+            // services appearing before ServicesResolved, or the settle
+            // timer of a settling that ServicesResolved=false ended.
+            return []
+
+        default:
+            return [.unplanned("\(state) + \(event)")]
         }
     }
 
