@@ -148,11 +148,13 @@ struct InfoCommand: AsyncParsableCommand {
                 if let name = info.displayName { lines.append("name        \(TextSafety.terminalSafe(name))") }
                 lines.append("adapter     \(session.adapter.name)")
                 lines.append("connected   \(info.connected ? "yes" : "no")")
+                lines.append("state       \(peripheral.state.rawValue)")
                 lines.append("paired      \(info.paired ? "yes" : "no")   bonded \(info.bonded ? "yes" : "no")   trusted \(info.trusted ? "yes" : "no")")
                 lines.append("resolved    \(info.servicesResolved ? "yes" : "no")")
                 if let rssi = info.rssi { lines.append("rssi        \(rssi) dBm") }
                 if let txPower = info.txPower { lines.append("tx power    \(txPower) dBm") }
                 if let mtu { lines.append("mtu         \(mtu)") }
+                if let icon = info.icon { lines.append("icon        \(TextSafety.terminalSafe(icon))") }
                 if !info.serviceUUIDs.isEmpty {
                     lines.append("advertised  " + info.serviceUUIDs.map { DeviceOutput.uuidLabel($0) }.joined(separator: ", "))
                 }

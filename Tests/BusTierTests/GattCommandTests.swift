@@ -87,6 +87,7 @@ struct GattCommandTests {
             let text = try await bus.runBluectl(["info", heartRateAddress])
             #expect(text.stdoutLines.contains("connected   yes"), "\(text)")
             #expect(text.stdoutLines.contains("mtu         247"), "\(text)")
+            #expect(text.stdoutLines.contains("state       connected"), "the text shows what the JSON has: \(text)")
 
             let d = try await bus.runBluectl(["disconnect", heartRateAddress])
             #expect(d.exitCode == 0, "\(d)")

@@ -1,3 +1,5 @@
+// A device command's run: its deadline, what it set up and must undo, and its errors.
+
 import ArgumentParser
 import BluectlCore
 #if canImport(Glibc)
@@ -8,153 +10,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-
-/// `--timeout` of every command that works with one device.
-struct OperationTimeout: ParsableArguments {
-    /// Unconditional: "--timeout -1" reaches validation and is rejected by name.
-    @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp(
-        "Bound the whole command (finding the device included) to this many seconds (default 30).",
-        valueName: "SECONDS"))
-    var text: String?
-
-    func validate() throws {
-        if let text { _ = try parseSeconds(text, option: "--timeout") }
-    }
-
-    var seconds: Double { ((try? text.map { try parseSeconds($0, option: "--timeout") }) ?? nil) ?? 30 }
-}
-
-/// Options of the commands that connect (besides `AdapterOptions`): the
-/// timeout, connection retries and the pairing agent. `info` and
-/// `disconnect` take only `OperationTimeout`.
-struct DeviceCommandOptions: ParsableArguments {
-    @OptionGroup var deadline: OperationTimeout
-
-    /// Unconditional: "--retries -1" is rejected by name, not as a missing value.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Extra connection attempts after le-connection-abort-by-local or InProgress.", valueName: "N"))
-    var retries: Int = 2
-
-    @Option(help: ArgumentHelp(
-        "Pairing agent while running: no-input-no-output (just works), keyboard-display (asks on the terminal) or none.",
-        valueName: "AGENT"))
-    var agent: AgentChoice = .noInputNoOutput
-
-    func validate() throws {
-        if !(0...10).contains(retries) { throw ValidationError("invalid --retries \"\(retries)\": expected 0 to 10") }
-    }
-
-    var timeout: Double { deadline.seconds }
-
-    init() {}
-
-    /// The options of a command that does not connect: its timeout, the defaults otherwise.
-    init(_ deadline: OperationTimeout) {
-        self.deadline = deadline
-        retries = 2
-        agent = .noInputNoOutput
-    }
-}
-
-/// Tab completion of a DEVICE argument: the addresses of the devices BlueZ
-/// knows (`CentralManager.devices(on:)`), asked of the system bus by bluectl
-/// when the shell calls it back (`bluectl ---completion …`), one second at
-/// most; nothing when there is no bus or no bluetoothd.
-let deviceCompletion = CompletionKind.custom { (_: [String], _: Int, _: String) async -> [String] in
-    await knownDeviceAddresses(within: .seconds(1))
-}
-
-/// The addresses of the devices BlueZ knows, sorted; none when the bus or
-/// bluetoothd does not answer within `limit`.
-func knownDeviceAddresses(within limit: Duration) async -> [String] {
-    await firstValue(within: limit) { () async -> [String] in
-        guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
-        defer { central.close() }
-        return Set(central.devices().map(\.address)).sorted().map(\.description)
-    } ?? []
-}
-
-enum AgentChoice: String, ExpressibleByArgument, Sendable {
-    case noInputNoOutput = "no-input-no-output"
-    /// Passkeys, PINs and confirmations asked on the controlling terminal.
-    case keyboardDisplay = "keyboard-display"
-    case none
-}
-
-/// How values are shown.
-enum ValueFormat: String, ExpressibleByArgument, Sendable, CaseIterable {
-    /// hex + printable ASCII (the default on a terminal)
-    case hex
-    case utf8
-    /// the bytes unchanged, for pipes
-    case raw
-    case json
-    /// decoded for common SIG characteristics, else hex
-    case decoded
-}
-
-/// The value format for `--format` and `--json` (the default depends on whether stdout is a terminal).
-func chosenFormat(_ format: ValueFormat?, json: Bool) -> ValueFormat? {
-    if json { return .json }
-    return format
-}
-
-enum ValueText {
-    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
-
-    /// A value as one line of text (nil format: hex dump on a terminal, plain hex otherwise).
-    /// In the hex formats a value bluectl can decode is followed by its decoded form in
-    /// parentheses: `64 (100 %)`, so that a byte is not read as a decimal number.
-    static func text(_ bytes: [UInt8], uuid: BluetoothUUID, format: ValueFormat?) -> String {
-        func withDecoded(_ hex: String) -> String {
-            guard let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) else { return hex }
-            return "\(hex) (\(TextSafety.terminalSafe(decoded.summary)))"
-        }
-        switch format {
-        case nil: return withDecoded(stdoutIsTerminal ? ByteFormats.hexDump(bytes) : ByteFormats.hex(bytes))
-        case .hex: return withDecoded(ByteFormats.hexDump(bytes))
-        case .utf8: return TextSafety.terminalSafe(ByteFormats.utf8Text(bytes))
-        case .decoded:
-            if let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) {
-                return TextSafety.terminalSafe(decoded.summary)
-            }
-            return ByteFormats.hexDump(bytes)
-        case .raw, .json: return ByteFormats.hex(bytes)
-        }
-    }
-
-    /// Adds `value` (hex) and, when known, `decoded` (an object of fields).
-    static func addValue(_ bytes: [UInt8], uuid: BluetoothUUID, to line: inout JSONLine) {
-        line.add("value", ByteFormats.hex(bytes))
-        if let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) {
-            var fields = JSONLine()
-            for field in decoded.fields { fields.add(field.name, field.value) }
-            line.add("decoded", object: fields)
-        }
-    }
-
-    /// Writes bytes to stdout unchanged.
-    static func writeRaw(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { Output.writeAll(1, $0) }
-    }
-
-    /// "2026-11-22T04:40:01.123Z"
-    static func timestamp(_ date: Date = Date()) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        let millis = Int((date.timeIntervalSince1970 - Double(seconds)) * 1000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ v: Int32, _ width: Int = 2) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
-        }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
-            + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(Int32(millis), 3))Z"
-    }
-
-    static func label(_ uuid: BluetoothUUID) -> String {
-        uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
-    }
-}
 
 /// A point in time the whole command must finish by.
 struct Deadline: Sendable {
@@ -341,24 +196,6 @@ final class DeviceSession: Sendable {
     }
 }
 
-/// Refuses DEVICE texts that cannot name a device: empty, an invalid object
-/// path, or something shaped like an address that is not one
-/// ("AA:BB:CC:DD:EE", "GG:…") — instead of scanning for it as a name.
-func checkDeviceText(_ text: String) throws {
-    let shown = TextSafety.escapedForMessage(text)
-    if text.trimmingWhitespace().isEmpty {
-        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": empty; expected an address (AA:BB:CC:DD:EE:FF), a D-Bus path or a name")
-    }
-    if text.hasPrefix("/"), !BlueZ.isObjectPath(text) {
-        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a valid D-Bus object path")
-    }
-    let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-    let addressShaped = parts.count >= 3 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
-    if addressShaped, BluetoothAddress(text) == nil {
-        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a Bluetooth address (expected six hex bytes, AA:BB:CC:DD:EE:FF)")
-    }
-}
-
 /// Runs a device command: signals (SIGINT/SIGTERM → cleanup → 130/143),
 /// the overall `--timeout` (124), cleanup of what the command set up, and
 /// every error as one line with its exit status.
@@ -413,10 +250,6 @@ func runDeviceCommand(
     }
 }
 
-func formatSeconds(_ seconds: Double) -> String {
-    seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
-}
-
 /// Any error of a device command as the CLI reports it.
 func cliFailure(_ error: any Error, what: String) -> CLIFailure {
     switch error {
@@ -424,22 +257,5 @@ func cliFailure(_ error: any Error, what: String) -> CLIFailure {
     case let error as BluetoothError: return CLIFailure(error)
     case is CancellationError: return CLIFailure(.timeout, "timed out: \(what)")
     default: return CLIFailure(BluetoothError.from(error, operation: what))
-    }
-}
-
-/// Parses a UUID option for services.
-func parseServiceUUID(_ text: String, option: String) throws -> BluetoothUUID {
-    do {
-        return try BluetoothUUID(text, kind: .service)
-    } catch {
-        throw ValidationError("invalid \(option): \(error)")
-    }
-}
-
-func parseSelector(_ text: String, kind: BluetoothUUID.Kind, what: String) throws -> AttributeSelector {
-    do {
-        return try AttributeSelector(text, kind: kind)
-    } catch {
-        throw ValidationError("invalid \(what): \(error)")
     }
 }

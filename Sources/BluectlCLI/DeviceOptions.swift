@@ -1,0 +1,118 @@
+// The options and arguments every device command shares, and their checks.
+
+import ArgumentParser
+import BluectlCore
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `--timeout` of every command that works with one device.
+struct OperationTimeout: ParsableArguments {
+    /// Unconditional: "--timeout -1" reaches validation and is rejected by name.
+    @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp(
+        "Bound the whole command (finding the device included) to this many seconds (default 30).",
+        valueName: "SECONDS"))
+    var text: String?
+
+    func validate() throws {
+        if let text { _ = try parseSeconds(text, option: "--timeout") }
+    }
+
+    var seconds: Double { ((try? text.map { try parseSeconds($0, option: "--timeout") }) ?? nil) ?? 30 }
+}
+
+/// Options of the commands that connect (besides `AdapterOptions`): the
+/// timeout, connection retries and the pairing agent. `info` and
+/// `disconnect` take only `OperationTimeout`.
+struct DeviceCommandOptions: ParsableArguments {
+    @OptionGroup var deadline: OperationTimeout
+
+    /// Unconditional: "--retries -1" is rejected by name, not as a missing value.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Extra connection attempts after le-connection-abort-by-local or InProgress.", valueName: "N"))
+    var retries: Int = 2
+
+    @Option(help: ArgumentHelp(
+        "Pairing agent while running: no-input-no-output (just works), keyboard-display (asks on the terminal) or none.",
+        valueName: "AGENT"))
+    var agent: AgentChoice = .noInputNoOutput
+
+    func validate() throws {
+        if !(0...10).contains(retries) { throw ValidationError("invalid --retries \"\(retries)\": expected 0 to 10") }
+    }
+
+    var timeout: Double { deadline.seconds }
+
+    init() {}
+
+    /// The options of a command that does not connect: its timeout, the defaults otherwise.
+    init(_ deadline: OperationTimeout) {
+        self.deadline = deadline
+        retries = 2
+        agent = .noInputNoOutput
+    }
+}
+
+/// Tab completion of a DEVICE argument: the addresses of the devices BlueZ
+/// knows (`CentralManager.devices(on:)`), asked of the system bus by bluectl
+/// when the shell calls it back (`bluectl ---completion …`), one second at
+/// most; nothing when there is no bus or no bluetoothd.
+let deviceCompletion = CompletionKind.custom { (_: [String], _: Int, _: String) async -> [String] in
+    await knownDeviceAddresses(within: .seconds(1))
+}
+
+/// The addresses of the devices BlueZ knows, sorted; none when the bus or
+/// bluetoothd does not answer within `limit`.
+func knownDeviceAddresses(within limit: Duration) async -> [String] {
+    await firstValue(within: limit) { () async -> [String] in
+        guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
+        defer { central.close() }
+        return Set(central.devices().map(\.address)).sorted().map(\.description)
+    } ?? []
+}
+
+enum AgentChoice: String, ExpressibleByArgument, Sendable {
+    case noInputNoOutput = "no-input-no-output"
+    /// Passkeys, PINs and confirmations asked on the controlling terminal.
+    case keyboardDisplay = "keyboard-display"
+    case none
+}
+
+/// Refuses DEVICE texts that cannot name a device: empty, an invalid object
+/// path, or something shaped like an address that is not one
+/// ("AA:BB:CC:DD:EE", "GG:…") — instead of scanning for it as a name.
+func checkDeviceText(_ text: String) throws {
+    let shown = TextSafety.escapedForMessage(text)
+    if text.trimmingWhitespace().isEmpty {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": empty; expected an address (AA:BB:CC:DD:EE:FF), a D-Bus path or a name")
+    }
+    if text.hasPrefix("/"), !BlueZ.isObjectPath(text) {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a valid D-Bus object path")
+    }
+    let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+    let addressShaped = parts.count >= 3 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
+    if addressShaped, BluetoothAddress(text) == nil {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a Bluetooth address (expected six hex bytes, AA:BB:CC:DD:EE:FF)")
+    }
+}
+
+/// Parses a UUID option for services.
+func parseServiceUUID(_ text: String, option: String) throws -> BluetoothUUID {
+    do {
+        return try BluetoothUUID(text, kind: .service)
+    } catch {
+        throw ValidationError("invalid \(option): \(error)")
+    }
+}
+
+func parseSelector(_ text: String, kind: BluetoothUUID.Kind, what: String) throws -> AttributeSelector {
+    do {
+        return try AttributeSelector(text, kind: kind)
+    } catch {
+        throw ValidationError("invalid \(what): \(error)")
+    }
+}
