@@ -260,10 +260,14 @@ final class ScanEnd: Sendable {
     private let central: CentralManager
     private let adapter: AdapterInfo
     private let continuation: AsyncThrowingStream<Discovery, any Error>.Continuation
-    /// The StopDiscovery call, once started (its task is shared by all askers).
-    private let stopping = Locked<Task<BluetoothError?, Never>?>(nil)
-    /// The duration's timer, cancelled when the scan ends first.
-    private let timer = Locked<Task<Void, Never>?>(nil)
+    private struct State {
+        /// The StopDiscovery call, once started (its task is shared by all askers).
+        var stopping: Task<BluetoothError?, Never>?
+        /// The duration's timer, cancelled when the scan ends first.
+        var timer: Task<Void, Never>?
+    }
+    /// Asked from the bus thread (the limit), the consumer's cancellation and any task.
+    private let state = Locked(State())
 
     init(central: CentralManager, adapter: AdapterInfo,
          continuation: AsyncThrowingStream<Discovery, any Error>.Continuation) {
@@ -276,8 +280,8 @@ final class ScanEnd: Sendable {
     /// with the call's failure, if any.
     @discardableResult
     func stop() -> Task<BluetoothError?, Never> {
-        let (task, first) = stopping.withLock { stopping -> (Task<BluetoothError?, Never>, Bool) in
-            if let stopping { return (stopping, false) }
+        let (task, first, timer) = state.withLock { state -> (Task<BluetoothError?, Never>, Bool, Task<Void, Never>?) in
+            if let stopping = state.stopping { return (stopping, false, nil) }
             let (central, adapter) = (central, adapter)
             let task = Task { () -> BluetoothError? in
                 do {
@@ -289,13 +293,13 @@ final class ScanEnd: Sendable {
                     return BluetoothError.from(error, operation: "stop discovery on \(adapter.name)")
                 }
             }
-            stopping = task
-            return (task, true)
+            state.stopping = task
+            return (task, true, state.timer)
         }
         if first {
             // Outside the lock: finishing runs onTermination, which may ask again.
             continuation.finish()
-            timer.withLock { $0 }?.cancel()
+            timer?.cancel()
         }
         return task
     }
@@ -306,7 +310,7 @@ final class ScanEnd: Sendable {
             guard (try? await Task.sleep(for: duration)) != nil else { return }
             self?.stop()
         }
-        timer.withLock { $0 = task }
+        state.withLock { $0.timer = task }
     }
 }
 

@@ -88,6 +88,8 @@ final class NotifyShare: Sendable {
         var engine: Task<NotifyEngine, any Error>?
         /// The session's end, once the last subscriber left.
         var stopping: Task<Void, Never>?
+        /// Someone watches the started session for its end (see `watch`).
+        var watched = false
     }
 
     let characteristic: GattCharacteristic
@@ -180,13 +182,11 @@ final class NotifyShare: Sendable {
 
     // MARK: - The session's side
 
-    private let watching = Locked(false)
-
     /// Whether the caller is the first to see the started engine (it then watches it).
     private func isFirstWatcher() -> Bool {
-        watching.withLock { watching in
-            defer { watching = true }
-            return !watching
+        state.withLock { state in
+            defer { state.watched = true }
+            return !state.watched
         }
     }
 
