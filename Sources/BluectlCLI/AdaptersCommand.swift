@@ -23,35 +23,29 @@ struct AdaptersCommand: AsyncParsableCommand {
             _ = Output.line("no adapters")
         }
         for adapter in adapters {
-            _ = Output.line(json ? Self.json(adapter) : Self.text(adapter))
+            _ = AdapterRecord(adapter: adapter).line(json: json).map(Output.line)
         }
     }
+}
 
-    static func json(_ adapter: AdapterInfo) -> String {
-        var line = JSONLine()
-        line.add("adapter", adapter.name)
-        if let address = adapter.address { line.add("address", address) }
-        if let type = adapter.addressType { line.add("address_type", type) }
-        if let name = adapter.systemName { line.add("name", name) }
-        if let alias = adapter.alias { line.add("alias", alias) }
-        line.add("powered", adapter.powered)
-        if let powerState = adapter.powerState { line.add("power_state", powerState) }
-        line.add("discovering", adapter.discovering)
-        line.add("discoverable", adapter.discoverable)
-        line.add("pairable", adapter.pairable)
-        line.add("state", adapter.centralState.rawValue)
-        line.add("path", adapter.path.rawValue)
-        return line.render()
-    }
+/// An adapter as `adapters` shows it: "hci0  AA:…  powered  idle  poweredOn  alias".
+struct AdapterRecord: OutputRecord {
+    let adapter: AdapterInfo
 
-    static func text(_ adapter: AdapterInfo) -> String {
-        [
-            adapter.name,
-            adapter.address?.description ?? "-",
-            adapter.powered ? "powered" : "off",
-            adapter.discovering ? "discovering" : "idle",
-            adapter.centralState.rawValue,
-            TextSafety.terminalSafe(adapter.alias ?? adapter.systemName ?? ""),
-        ].joined(separator: "  ")
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        let adapter = self.adapter
+        sink.field("adapter", .string(adapter.name), text: .plain("adapter", adapter.name))
+        sink.field("address", adapter.address.map { .string($0.description) }, text: .plain("address", adapter.address?.description ?? "-"))
+        sink.json("address_type", adapter.addressType.map { .string($0.rawValue) })
+        sink.json("name", adapter.systemName.map { .string($0) })  // the alias part shows it when there is no alias
+        sink.field("powered", .bool(adapter.powered), text: .plain("powered", adapter.powered ? "powered" : "off"))
+        sink.json("power_state", adapter.powerState.map { .string($0) })
+        sink.field("discovering", .bool(adapter.discovering), text: .plain("discovering", adapter.discovering ? "discovering" : "idle"))
+        sink.json("discoverable", .bool(adapter.discoverable))
+        sink.json("pairable", .bool(adapter.pairable))
+        sink.field("state", .string(adapter.centralState.rawValue), text: .plain("state", adapter.centralState.rawValue))
+        sink.field("alias", adapter.alias.map { .string($0) },
+                   text: .plain("alias", TextSafety.terminalSafe(adapter.alias ?? adapter.systemName ?? "")))
+        sink.field("path", .string(adapter.path.rawValue), text: .detail("path", adapter.path.rawValue))
     }
 }

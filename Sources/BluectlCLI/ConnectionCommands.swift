@@ -38,24 +38,10 @@ struct ConnectCommand: AsyncParsableCommand {
             if pair, peripheral.info?.paired != true {
                 try await peripheral.pair(timeout: deadline.remaining)
             }
-            let services = peripheral.services.count
-            if json {
-                var line = JSONLine()
-                line.add("device", peripheral.identifier)
-                if let name = peripheral.name { line.add("name", name) }
-                line.add("connected", true)
-                line.add("already_connected", !session.madeConnection)
-                line.add("paired", peripheral.info?.paired ?? false)
-                line.add("services", services)
-                if let mtu = peripheral.mtu { line.add("mtu", mtu) }
-                line.add("path", peripheral.path.rawValue)
-                _ = Output.line(line.render())
-            } else {
-                let name = peripheral.name.map { " \"\(TextSafety.terminalSafe($0))\"" } ?? ""
-                let how = session.madeConnection ? "connected" : "already connected"
-                let paired = peripheral.info?.paired == true ? ", paired" : ""
-                _ = Output.line("\(how) \(peripheral.identifier)\(name), \(services) services\(paired)")
-            }
+            let record = ConnectRecord(device: peripheral.identifier, name: peripheral.name, madeConnection: session.madeConnection,
+                                       paired: peripheral.info?.paired ?? false, services: peripheral.services.count,
+                                       mtu: peripheral.mtu, path: peripheral.path.rawValue)
+            _ = record.line(json: json, separator: ", ").map(Output.line)
         }
     }
 }
@@ -88,15 +74,8 @@ struct DisconnectCommand: AsyncParsableCommand {
             let peripheral = try await session.find(device, deadline: deadline)
             let wasConnected = await peripheral.isConnected()
             try await session.central.cancelPeripheralConnection(peripheral, timeout: deadline.remaining)
-            if json {
-                var line = JSONLine()
-                line.add("device", peripheral.identifier)
-                line.add("connected", false)
-                line.add("was_connected", wasConnected)
-                _ = Output.line(line.render())
-            } else {
-                _ = Output.line(wasConnected ? "disconnected \(peripheral.identifier)" : "\(peripheral.identifier) was not connected")
-            }
+            let record = DisconnectRecord(device: peripheral.identifier, wasConnected: wasConnected)
+            _ = record.line(json: json).map(Output.line)
         }
     }
 }
@@ -130,47 +109,74 @@ struct InfoCommand: AsyncParsableCommand {
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             guard let info = peripheral.info else { throw BluetoothError.deviceNotFound(device) }
-            let mtu = peripheral.mtu
-            let services = peripheral.services
+            let record = InfoRecord(device: DeviceRecord(device: info, adapter: session.adapter.name),
+                                    state: peripheral.state, mtu: peripheral.mtu, services: peripheral.services)
             if json {
-                var line = DeviceOutput.json(info, adapter: session.adapter.name)
-                line.add("bonded", info.bonded)
-                line.add("trusted", info.trusted)
-                line.add("services_resolved", info.servicesResolved)
-                if let mtu { line.add("mtu", mtu) }
-                if let icon = info.icon { line.add("icon", icon) }
-                line.add("state", peripheral.state.rawValue)
-                if info.servicesResolved { line.add("gatt_services", strings: services.map(\.uuid.uuidString)) }
-                _ = Output.line(line.render())
+                _ = Output.line(record.json())
             } else {
-                var lines: [String] = []
-                lines.append("device      \(info.address) (\(info.addressType?.rawValue ?? "-"))")
-                if let name = info.displayName { lines.append("name        \(TextSafety.terminalSafe(name))") }
-                lines.append("adapter     \(session.adapter.name)")
-                lines.append("connected   \(info.connected ? "yes" : "no")")
-                lines.append("state       \(peripheral.state.rawValue)")
-                lines.append("paired      \(info.paired ? "yes" : "no")   bonded \(info.bonded ? "yes" : "no")   trusted \(info.trusted ? "yes" : "no")")
-                lines.append("resolved    \(info.servicesResolved ? "yes" : "no")")
-                if let rssi = info.rssi { lines.append("rssi        \(rssi) dBm") }
-                if let txPower = info.txPower { lines.append("tx power    \(txPower) dBm") }
-                if let mtu { lines.append("mtu         \(mtu)") }
-                if let icon = info.icon { lines.append("icon        \(TextSafety.terminalSafe(icon))") }
-                if !info.serviceUUIDs.isEmpty {
-                    lines.append("advertised  " + info.serviceUUIDs.map { DeviceOutput.uuidLabel($0) }.joined(separator: ", "))
-                }
-                for (company, bytes) in info.manufacturerData.sorted(by: { $0.key < $1.key }) {
-                    lines.append("mfr data    \(DeviceOutput.companyLabel(company)) \(ByteFormats.hex(bytes))")
-                }
-                for (uuid, bytes) in info.serviceData.sorted(by: { $0.key < $1.key }) {
-                    lines.append("svc data    \(uuid.shortString) \(ByteFormats.hex(bytes))")
-                }
-                for beacon in BeaconDecoding.beacons(in: info) { lines.append("beacon      \(beacon.summary)") }
-                if info.servicesResolved {
-                    lines.append("services    " + services.map { DeviceOutput.uuidLabel($0.uuid) }.joined(separator: ", "))
-                }
-                lines.append("path        \(info.path.rawValue)")
-                for line in lines { guard Output.line(line) else { return } }
+                for line in record.textParts.block() { guard Output.line(line) else { return } }
             }
         }
+    }
+}
+
+/// What `info` shows: the device as a scan shows it, and what BlueZ knows of it besides.
+struct InfoRecord: OutputRecord {
+    let device: DeviceRecord
+    let state: PeripheralState
+    let mtu: Int?
+    let services: [GattService]
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        device.describe(into: &sink)
+        let info = device.device
+        sink.field("bonded", .bool(info.bonded), text: .detail("bonded", info.bonded))
+        sink.field("trusted", .bool(info.trusted), text: .detail("trusted", info.trusted))
+        sink.field("services_resolved", .bool(info.servicesResolved), text: .detail("resolved", info.servicesResolved))
+        sink.field("mtu", mtu.map { .int($0) }, text: mtu.map { .detail("mtu", String($0)) })
+        sink.field("icon", info.icon.map { .string($0) }, text: info.icon.map { .detail("icon", TextSafety.terminalSafe($0)) })
+        sink.field("state", .string(state.rawValue), text: .detail("state", state.rawValue))
+        // BlueZ lists a device's services only once it has resolved them.
+        let services = info.servicesResolved ? self.services : nil
+        sink.field("gatt_services", services.map { .strings($0.map(\.uuid.uuidString)) },
+                   text: services.map { .detail("gatt", $0.map(\.uuid.label).joined(separator: ", ")) })
+    }
+}
+
+/// What `connect` prints: "connected AA:… "name", 3 services, paired".
+struct ConnectRecord: OutputRecord {
+    let device: BluetoothAddress
+    let name: String?
+    /// False when the device was already connected.
+    let madeConnection: Bool
+    let paired: Bool
+    let services: Int
+    let mtu: Int?
+    let path: String
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        let how = madeConnection ? "connected" : "already connected"
+        let quotedName = name.map { " \"\(TextSafety.terminalSafe($0))\"" } ?? ""
+        sink.field("device", .string(device.description), text: .plain("device", "\(how) \(device)\(quotedName)"))
+        sink.json("name", name.map { .string($0) })  // in the device part
+        sink.json("connected", .bool(true))  // the device part says how
+        sink.json("already_connected", .bool(!madeConnection))
+        sink.field("services", .int(services), text: .plain("services", "\(services) services"))
+        sink.field("paired", .bool(paired), text: .flag("paired", paired))
+        sink.field("mtu", mtu.map { .int($0) }, text: mtu.map { .detail("mtu", String($0)) })
+        sink.field("path", .string(path), text: .detail("path", path))
+    }
+}
+
+/// What `disconnect` prints: "disconnected AA:…" or "AA:… was not connected".
+struct DisconnectRecord: OutputRecord {
+    let device: BluetoothAddress
+    let wasConnected: Bool
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        sink.field("device", .string(device.description),
+                   text: .plain("device", wasConnected ? "disconnected \(device)" : "\(device) was not connected"))
+        sink.json("connected", .bool(false))  // the device part says it
+        sink.json("was_connected", .bool(wasConnected))
     }
 }

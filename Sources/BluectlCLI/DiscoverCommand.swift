@@ -42,72 +42,65 @@ struct DiscoverCommand: AsyncParsableCommand {
             let database = peripheral.database
             if !uuids.isEmpty, services.isEmpty {
                 throw BluetoothError.attributeNotFound(kind: "service", what: uuids.map(\.uuidString).joined(separator: ", "),
-                                         existing: database.services.map { DeviceOutput.uuidLabel($0.uuid) })
+                                         existing: database.services.map { $0.uuid.label })
             }
             for service in services {
-                guard Output.line(json ? Self.json(service) : Self.text(service)) else { return }
+                guard Self.print(.service(service), json: json) else { return }
                 for characteristic in database.characteristics(of: service) {
-                    guard Output.line(json ? Self.json(characteristic, service: service) : Self.text(characteristic)) else { return }
+                    guard Self.print(.characteristic(characteristic, service: service), json: json) else { return }
                     for descriptor in database.descriptors(of: characteristic) {
-                        guard Output.line(json ? Self.json(descriptor, characteristic: characteristic) : Self.text(descriptor)) else { return }
+                        guard Self.print(.descriptor(descriptor, characteristic: characteristic), json: json) else { return }
                     }
                 }
             }
         }
     }
 
-    static func handleText(_ handle: Int?) -> String {
-        guard let handle else { return "" }
-        let hex = String(handle, radix: 16)
-        return "  handle 0x" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-    }
-
-    static func text(_ service: GattService) -> String {
-        "service \(DeviceOutput.uuidLabel(service.uuid))\(service.isPrimary ? "" : "  (secondary)")\(handleText(service.handle))"
-    }
-
-    static func text(_ c: GattCharacteristic) -> String {
-        "  characteristic \(DeviceOutput.uuidLabel(c.uuid))  [\(c.flags.joined(separator: ", "))]\(handleText(c.handle))"
-    }
-
-    static func text(_ d: GattDescriptor) -> String {
-        "    descriptor \(DeviceOutput.uuidLabel(d.uuid))\(handleText(d.handle))"
-    }
-
-    static func common(_ type: String, _ uuid: BluetoothUUID, _ path: ObjectPathText, _ handle: Int?) -> JSONLine {
-        var line = JSONLine()
-        line.add("type", type)
-        line.add("uuid", uuid.uuidString)
-        if let name = uuid.name { line.add("name", name) }
-        line.add("path", path.text)
-        if let handle { line.add("handle", handle) }
-        return line
-    }
-
-    static func json(_ service: GattService) -> String {
-        var line = common("service", service.uuid, .init(service.path.rawValue), service.handle)
-        line.add("primary", service.isPrimary)
-        if !service.includes.isEmpty { line.add("includes", strings: service.includes.map(\.rawValue)) }
-        return line.render()
-    }
-
-    static func json(_ c: GattCharacteristic, service: GattService) -> String {
-        var line = common("characteristic", c.uuid, .init(c.path.rawValue), c.handle)
-        line.add("flags", strings: c.flags)
-        line.add("service", service.uuid.uuidString)
-        if let mtu = c.mtu { line.add("mtu", mtu) }
-        return line.render()
-    }
-
-    static func json(_ d: GattDescriptor, characteristic: GattCharacteristic) -> String {
-        var line = common("descriptor", d.uuid, .init(d.path.rawValue), d.handle)
-        line.add("flags", strings: d.flags)
-        line.add("characteristic", characteristic.uuid.uuidString)
-        return line.render()
+    /// False when stdout is gone.
+    static func print(_ record: AttributeRecord, json: Bool) -> Bool {
+        record.line(json: json, indent: record.indent).map(Output.line) ?? true
     }
 }
 
-struct ObjectPathText {
-    var text: String
-    init(_ text: String) { self.text = text }
+/// One attribute of `discover`'s tree: "service 180d (Heart Rate)  handle 0x0001",
+/// "  characteristic 2a37 (Heart Rate Measurement)  [notify]  handle 0x0003", or its JSON object.
+enum AttributeRecord: OutputRecord {
+    case service(GattService)
+    case characteristic(GattCharacteristic, service: GattService)
+    case descriptor(GattDescriptor, characteristic: GattCharacteristic)
+
+    /// The text's indentation: the tree's depth.
+    var indent: String {
+        switch self {
+        case .service: ""
+        case .characteristic: "  "
+        case .descriptor: "    "
+        }
+    }
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        let (type, uuid, path, handle): (String, BluetoothUUID, String, Int?) = switch self {
+        case .service(let s): ("service", s.uuid, s.path.rawValue, s.handle)
+        case .characteristic(let c, _): ("characteristic", c.uuid, c.path.rawValue, c.handle)
+        case .descriptor(let d, _): ("descriptor", d.uuid, d.path.rawValue, d.handle)
+        }
+        sink.field("type", .string(type), text: .labelled(type, uuid.label))
+        sink.json("uuid", .string(uuid.uuidString))  // the type part shows it, labelled
+        sink.json("name", uuid.name.map { .string($0) })  // likewise
+        sink.field("path", .string(path), text: .detail("path", path))
+        switch self {
+        case .service(let service):
+            sink.field("primary", .bool(service.isPrimary), text: service.isPrimary ? nil : .plain("primary", "(secondary)"))
+            sink.field("includes", service.includes.isEmpty ? nil : .strings(service.includes.map(\.rawValue)),
+                       text: service.includes.isEmpty ? nil : .detail("includes", service.includes.map(\.rawValue).joined(separator: ", ")))
+        case .characteristic(let c, let service):
+            sink.field("flags", .strings(c.flags), text: .plain("flags", "[\(c.flags.joined(separator: ", "))]"))
+            sink.json("service", .string(service.uuid.uuidString))  // the tree shows it as the parent
+            sink.field("mtu", c.mtu.map { .int($0) }, text: c.mtu.map { .detail("mtu", String($0)) })
+        case .descriptor(let d, let characteristic):
+            sink.field("flags", .strings(d.flags), text: .detail("flags", "[\(d.flags.joined(separator: ", "))]"))
+            sink.json("characteristic", .string(characteristic.uuid.uuidString))  // the tree shows it as the parent
+        }
+        sink.field("handle", handle.map { .int($0) }, text: handle.map { .labelled("handle", DeviceRecord.hex16(UInt16(truncatingIfNeeded: $0))) })
+    }
 }

@@ -48,8 +48,8 @@ struct LiveScanTable: Sendable, Equatable {
     /// What the summary column shows: the beacon, else the services, else the company.
     static func summary(of device: DeviceInfo) -> String {
         if let beacon = BeaconDecoding.summary(of: device) { return beacon }
-        if !device.serviceUUIDs.isEmpty { return device.serviceUUIDs.map { DeviceOutput.uuidLabel($0) }.joined(separator: ", ") }
-        if let company = device.manufacturerData.keys.min() { return "mfr " + DeviceOutput.companyLabel(company) }
+        if !device.serviceUUIDs.isEmpty { return device.serviceUUIDs.map(\.label).joined(separator: ", ") }
+        if let company = device.manufacturerData.keys.min() { return "mfr " + DeviceRecord.companyLabel(company) }
         return ""
     }
 }

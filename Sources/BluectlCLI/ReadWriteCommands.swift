@@ -136,22 +136,12 @@ struct ReadCommand: AsyncParsableCommand {
             } else {
                 value = try await peripheral.readValue(for: chr, offset: offset)
             }
-            switch format {
-            case .json:
-                var line = JSONLine()
-                line.add("device", peripheral.identifier)
-                line.add("characteristic", chr.uuid.uuidString)
-                if let descriptor {
-                    line.add("descriptor", descriptor.uuid.uuidString)
-                    line.add("value", ByteFormats.hex(value))
-                } else {
-                    ValueText.addValue(value, uuid: chr.uuid, to: &line)
-                }
-                _ = Output.line(line.render())
-            case .raw:
+            if format == .raw {
                 _ = ValueText.writeRaw(value)
-            default:
-                _ = Output.line(ValueText.text(value, uuid: descriptor?.uuid ?? chr.uuid, format: format))
+            } else {
+                let record = ValueRecord(device: peripheral.identifier.description, characteristic: chr.uuid,
+                                         descriptor: descriptor?.uuid, bytes: value, format: format)
+                _ = record.line(json: format == .json).map(Output.line)
             }
         }
     }
@@ -267,24 +257,40 @@ struct WriteCommand: AsyncParsableCommand {
             session.registerAgent(options.agent, for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
             let chr = try peripheral.characteristic(selector, service: service)
-            var line = JSONLine()
-            line.add("device", peripheral.identifier)
-            line.add("characteristic", chr.uuid.uuidString)
+            var record = WriteRecord(device: peripheral.identifier.description, characteristic: chr.uuid, bytes: bytes)
             if let descriptorSelector {
                 let d = try peripheral.descriptor(descriptorSelector, of: chr)
                 try await peripheral.writeValue(bytes, for: d)
-                line.add("descriptor", d.uuid.uuidString)
+                record.descriptor = d.uuid
             } else {
                 let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
                     ? .withResponse : .withoutResponse)
                 if !chr.supports(type), chr.properties.canWriteWithResponse || chr.properties.canWriteWithoutResponse {
-                    Output.error("note: \(ValueText.label(chr.uuid)) does not list write-\(type == .withResponse ? "with" : "without")-response (flags: \(chr.flags.joined(separator: ","))); trying anyway")
+                    Output.error("note: \(chr.uuid.label) does not list write-\(type == .withResponse ? "with" : "without")-response (flags: \(chr.flags.joined(separator: ","))); trying anyway")
                 }
                 try await peripheral.writeValue(bytes, for: chr, type: type)
-                line.add("type", type == .withResponse ? "with-response" : "without-response")
+                record.type = type
             }
-            line.add("value", ByteFormats.hex(bytes))
-            if json { _ = Output.line(line.render()) }
+            _ = record.line(json: json).map(Output.line)
         }
+    }
+}
+
+/// What `write --json` prints. The text form is empty: a write that succeeds says
+/// nothing (its exit status does), as `cp` does.
+struct WriteRecord: OutputRecord {
+    let device: String
+    let characteristic: BluetoothUUID
+    var descriptor: BluetoothUUID?
+    /// How a characteristic was written (a descriptor write has no type).
+    var type: WriteType?
+    let bytes: [UInt8]
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        sink.json("device", .string(device))
+        sink.json("characteristic", .string(characteristic.uuidString))
+        sink.json("descriptor", descriptor.map { .string($0.uuidString) })
+        sink.json("type", type.map { .string($0 == .withResponse ? "with-response" : "without-response") })
+        sink.json("value", .string(ByteFormats.hex(bytes)))
     }
 }

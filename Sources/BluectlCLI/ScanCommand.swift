@@ -105,18 +105,13 @@ struct ScanCommand: AsyncParsableCommand {
         if filter.duplicates { parts.append("duplicates") }
         parts.append("transport \(filter.transport)")
         let how = saved.running ? "was still running (pid \(saved.pid), killed or crashed)" : "ended normally"
-        if json {
-            var line = JSONLine()
-            line.add("event", "restored")
-            line.add("restore_id", id)
-            line.add("saved", saved.saved)
-            line.add("was_running", saved.running)
-            line.add("filter", strings: parts)
-            line.add("used", used)
-            return line.render()
-        }
-        return "-- restored \(id) (saved \(saved.saved); \(how)): \(parts.joined(separator: ", "))"
-            + (used ? "" : " (not used: filter options given)")
+        let record = EventRecord(
+            event: "restored",
+            fields: [("restore_id", .string(id)), ("saved", .string(saved.saved)), ("was_running", .bool(saved.running)),
+                     ("filter", .strings(parts)), ("used", .bool(used))],
+            text: "restored \(id) (saved \(saved.saved); \(how)): \(parts.joined(separator: ", "))"
+                + (used ? "" : " (not used: filter options given)"))
+        return record.line(json: json) ?? ""
     }
 
     func services() throws -> [BluetoothUUID] {
@@ -182,9 +177,9 @@ struct ScanCommand: AsyncParsableCommand {
                 limit: liveAgeOut == nil ? count : nil)
             // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
             let queue = OutputQueue(capacity: 100_000) { dropped in
-                let text = "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow"
-                if json { return Array("{\"event\":\"dropped\",\"count\":\(dropped)}\n".utf8) }
-                return Array("-- \(text)\n".utf8)
+                let record = EventRecord(event: "dropped", fields: [("count", .int(dropped))],
+                                         text: "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow")
+                return Array(((record.line(json: json) ?? "") + "\n").utf8)
             }
             if let restored { queue.line(restored) }
             let outcome: Result<Void, any Error>
@@ -202,9 +197,8 @@ struct ScanCommand: AsyncParsableCommand {
             } else {
                 do {
                     for try await discovery in session.discoveries {
-                        let line = json
-                            ? DeviceOutput.json(discovery.device, adapter: adapter.name, event: discovery.kind.rawValue).render()
-                            : DeviceOutput.text(discovery.device, event: discovery.kind.rawValue)
+                        let record = DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue)
+                        let line = json ? record.json(capacity: 320) : record.textParts.line() ?? ""
                         guard queue.line(line) != .closed else { break }  // stdout closed: stop quietly
                     }
                     outcome = .success(())

@@ -147,7 +147,7 @@ struct RestoreStore: Sendable {
     /// Writes `state` atomically (stamping `saved`).
     func save(_ state: CentralRestoreState) throws {
         var state = state
-        state.saved = Self.timestamp()
+        state.saved = ValueText.timestamp()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         let data: Data
@@ -188,10 +188,6 @@ struct RestoreStore: Sendable {
 
     private func failure(_ code: Int32) -> RestoreStoreError {
         .unwritable(path: path, reason: String(cString: strerror(code)))
-    }
-
-    static func timestamp(_ date: Date = Date()) -> String {
-        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
     }
 }
 

@@ -320,8 +320,8 @@ final class SubscribeJob: Sendable {
     /// an event line, so that nobody wonders why bluectl sent no StartNotify
     /// or where values went missing.
     private func report(_ sharing: NotificationSession.Sharing, of chr: GattCharacteristic) {
-        let uuid: (String, SubscribeOutput.Field) = ("characteristic", .string(chr.uuid.uuidString))
-        let label = ValueText.label(chr.uuid)
+        let uuid: (String, JSONValue) = ("characteristic", .string(chr.uuid.uuidString))
+        let label = chr.uuid.label
         switch sharing {
         case .own: break
         case .joined:
@@ -372,7 +372,7 @@ final class SubscribeJob: Sendable {
                     do {
                         for try await _ in s.values {}
                         if Task.isCancelled { return .lost(CancellationError()) }
-                        return .lost(BluetoothError.disconnected("notifications of \(ValueText.label(s.characteristic.uuid)) ended"))
+                        return .lost(BluetoothError.disconnected("notifications of \(s.characteristic.uuid.label) ended"))
                     } catch {
                         return .lost(error)
                     }
@@ -393,8 +393,8 @@ final class SubscribeJob: Sendable {
         let finding = sequences.withLock { trackers in
             trackers[key, default: SequenceTracker(width: width)].observe(value)
         }
-        let uuid: (String, SubscribeOutput.Field) = ("characteristic", .string(key))
-        let label = ValueText.label(chr.uuid)
+        let uuid: (String, JSONValue) = ("characteristic", .string(key))
+        let label = chr.uuid.label
         switch finding {
         case nil: break
         case .gap(let expected, let got, let missing)?:

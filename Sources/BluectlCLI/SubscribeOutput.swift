@@ -21,62 +21,25 @@ struct SubscribeOutput: Sendable {
 
     /// Queues one value; `.closed` when the reader went away.
     func value(_ bytes: [UInt8], characteristic: GattCharacteristic) -> OutputQueue.Outcome {
-        switch format {
-        case .json:
-            var line = JSONLine()
-            line.add("time", ValueText.timestamp())
-            line.add("device", device)
-            line.add("characteristic", characteristic.uuid.uuidString)
-            ValueText.addValue(bytes, uuid: characteristic.uuid, to: &line)
-            return queue.line(line.render())
-        case .raw:
-            return queue.enqueue(bytes)
-        default:
-            let text = ValueText.text(bytes, uuid: characteristic.uuid, format: format)
-            return queue.line("\(ValueText.timestamp())  \(ValueText.label(characteristic.uuid))  \(text)")
-        }
+        if format == .raw { return queue.enqueue(bytes) }
+        let record = ValueRecord(time: ValueText.timestamp(), device: device, characteristic: characteristic.uuid,
+                                 bytes: bytes, format: format, namesCharacteristic: true)
+        return queue.line(record.line(json: format == .json) ?? "")
     }
 
-    enum Field: Sendable {
-        case string(String)
-        case int(Int)
-        case double(Double)
-        case bool(Bool)
-        case strings([String])
-    }
-
-    /// Queues an event line (JSON: `{"time", "device", "event", …fields}`;
-    /// text: `time  -- text`). With raw output the stream has no lines, so
-    /// events go to stderr only. Always also on stderr when stdout is JSON
-    /// or a file, so that journald sees the gaps.
-    func event(_ event: String, _ fields: [(String, Field)] = [], text: String) {
+    /// Queues an event line (`EventRecord`). With raw output the stream has no
+    /// lines, so events go to stderr only. Always also on stderr when stdout is
+    /// JSON or a file, so that journald sees the gaps.
+    func event(_ event: String, _ fields: [(String, JSONValue)] = [], text: String) {
         if let bytes = Self.eventBytes(format: format, device: device, event: event, fields: fields, text: text) {
             queue.enqueue(bytes)
         }
         if format == .raw || !ValueText.stdoutIsTerminal { Output.error(text) }
     }
 
-    static func eventBytes(format: ValueFormat?, device: String, event: String, fields: [(String, Field)], text: String) -> [UInt8]? {
-        switch format {
-        case .raw:
-            return nil
-        case .json:
-            var line = JSONLine()
-            line.add("time", ValueText.timestamp())
-            line.add("device", device)
-            line.add("event", event)
-            for (key, value) in fields {
-                switch value {
-                case .string(let s): line.add(key, s)
-                case .int(let i): line.add(key, i)
-                case .double(let d): line.add(key, d)
-                case .bool(let b): line.add(key, b)
-                case .strings(let list): line.add(key, strings: list)
-                }
-            }
-            return Array((line.render() + "\n").utf8)
-        default:
-            return Array("\(ValueText.timestamp())  -- \(TextSafety.terminalSafe(text))\n".utf8)
-        }
+    static func eventBytes(format: ValueFormat?, device: String, event: String, fields: [(String, JSONValue)], text: String) -> [UInt8]? {
+        guard format != .raw else { return nil }
+        let record = EventRecord(time: ValueText.timestamp(), device: device, event: event, fields: fields, text: text)
+        return Array(((record.line(json: format == .json) ?? "") + "\n").utf8)
     }
 }

@@ -43,7 +43,7 @@ enum TerminalPrompter {
         case .authorizePairing:
             return yes(fd, "bluectl: allow \(who) to pair (yes/no): ") ? .accept : .reject("pairing not allowed at the terminal")
         case .authorizeService(let uuid):
-            let label = (try? BluetoothUUID(uuid)).map { DeviceOutput.uuidLabel($0) } ?? TextSafety.escapedForMessage(uuid)
+            let label = (try? BluetoothUUID(uuid)).map(\.label) ?? TextSafety.escapedForMessage(uuid)
             return yes(fd, "bluectl: allow \(who) to use service \(label) (yes/no): ")
                 ? .accept : .reject("service not authorized at the terminal")
         }

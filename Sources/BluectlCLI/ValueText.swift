@@ -53,16 +53,6 @@ enum ValueText {
         }
     }
 
-    /// Adds `value` (hex) and, when known, `decoded` (an object of fields).
-    static func addValue(_ bytes: [UInt8], uuid: BluetoothUUID, to line: inout JSONLine) {
-        line.add("value", ByteFormats.hex(bytes))
-        if let decoded = CharacteristicDecoding.decode(uuid: uuid, bytes) {
-            var fields = JSONLine()
-            for field in decoded.fields { fields.add(field.name, field.value) }
-            line.add("decoded", object: fields)
-        }
-    }
-
     /// Writes bytes to stdout unchanged.
     static func writeRaw(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { Output.writeAll(1, $0) }
@@ -81,12 +71,40 @@ enum ValueText {
         return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T"
             + "\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec)).\(pad(Int32(millis), 3))Z"
     }
-
-    static func label(_ uuid: BluetoothUUID) -> String {
-        uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
-    }
 }
 
 func formatSeconds(_ seconds: Double) -> String {
     seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+}
+
+/// A value read or notified. `read` prints the value alone; `subscribe` with its time
+/// and characteristic: "2026-11-22T04:40:01.123Z  2a19 (Battery Level)  64 (100 %)".
+struct ValueRecord: OutputRecord {
+    /// When it arrived (`subscribe`).
+    var time: String?
+    let device: String
+    let characteristic: BluetoothUUID
+    /// Set when the value is a descriptor's (`read --descriptor`).
+    var descriptor: BluetoothUUID?
+    let bytes: [UInt8]
+    /// The text's format (`--format`).
+    let format: ValueFormat?
+    /// Whether the text names the characteristic (a subscription may have several).
+    var namesCharacteristic = false
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        sink.field("time", time.map { .string($0) }, text: time.map { .plain("time", $0) })
+        sink.json("device", .string(device))  // the command line named it
+        sink.field("characteristic", .string(characteristic.uuidString),
+                   text: namesCharacteristic ? .plain("characteristic", characteristic.label) : nil)
+        sink.json("descriptor", descriptor.map { .string($0.uuidString) })  // the command line named it
+        let uuid = descriptor ?? characteristic
+        sink.field("value", .string(ByteFormats.hex(bytes)), text: .plain("value", ValueText.text(bytes, uuid: uuid, format: format)))
+        // The text's value part shows the decoded form too.
+        sink.json("decoded", descriptor == nil ? CharacteristicDecoding.decode(uuid: uuid, bytes).map { decoded in
+            var fields = JSONLine()
+            for field in decoded.fields { fields.add(field.name, field.value) }
+            return .object(fields)
+        } : nil)
+    }
 }

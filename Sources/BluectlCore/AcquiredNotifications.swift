@@ -20,7 +20,7 @@ extension Peripheral {
     public func acquireNotifications(for characteristic: GattCharacteristic,
                                      onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
-            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         let key = NotifyKey(characteristic: characteristic.path, acquire: true)
         return try await subscribeShared(characteristic, key: key, onValue: onValue, onSharing: nil) { [self] onValue, _ in
@@ -38,7 +38,7 @@ extension NotifyEngine {
         channel.follow(changes) { change in
             events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: false)
         }
-        let what = Peripheral.label(characteristic.uuid)
+        let what = characteristic.uuid.label
         let reply: [DBusValue]
         do {
             reply = try await central.connection.callMethod(

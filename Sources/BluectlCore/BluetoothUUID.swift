@@ -148,6 +148,13 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// How people see it: `180d (Heart Rate)` when the SIG assigned it a name, else
+    /// `shortString`. Every UUID bluectl shows, in its output and in its error messages.
+    public var label: String {
+        guard let name else { return shortString }
+        return shortString + " (" + name + ")"
+    }
+
     /// The 16 bytes, big-endian (the order of `uuidString`).
     public var bytes: [UInt8] {
         (0..<16).map { UInt8(truncatingIfNeeded: uint128Value >> UInt128(120 - 8 * $0)) }

@@ -286,10 +286,8 @@ public struct GattDatabase: Sendable, Equatable {
     }
 
     static func label(_ uuid: BluetoothUUID, _ handle: Int?) -> String {
-        var text = uuid.shortString
-        if let name = uuid.name { text += " (\(name))" }
-        if let handle { text += " handle \(handle)" }
-        return text
+        guard let handle else { return uuid.label }
+        return uuid.label + " handle \(handle)"
     }
 
     static func candidate(_ path: ObjectPath, _ handle: Int?) -> String {

@@ -289,19 +289,19 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `GattCharacteristic1.ReadValue({offset})`; checks `Flags` first.
     public func readValue(for characteristic: GattCharacteristic, offset: Int = 0) async throws -> [UInt8] {
         guard characteristic.properties.canRead || characteristic.flags.isEmpty else {
-            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not readable (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) is not readable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         return try await read(characteristic.path, interface: BlueZ.characteristicInterface, offset: offset,
-                              what: "read \(Self.label(characteristic.uuid))")
+                              what: "read \(characteristic.uuid.label)")
     }
 
     /// `GattDescriptor1.ReadValue({offset})`.
     public func readValue(for descriptor: GattDescriptor, offset: Int = 0) async throws -> [UInt8] {
         guard descriptor.canRead else {
-            throw BluetoothError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not readable (flags: \(descriptor.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("descriptor \(descriptor.uuid.label) is not readable (flags: \(descriptor.flags.joined(separator: ",")))")
         }
         return try await read(descriptor.path, interface: BlueZ.descriptorInterface, offset: offset,
-                              what: "read descriptor \(Self.label(descriptor.uuid))")
+                              what: "read descriptor \(descriptor.uuid.label)")
     }
 
     /// `WriteValue(value, {type: request|command})`; checks `Flags` and the
@@ -313,7 +313,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let p = characteristic.properties
         let allowed = characteristic.flags.isEmpty || p.canWriteWithResponse || p.canWriteWithoutResponse
         guard allowed else {
-            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         var limit = characteristic.maximumWriteValueLength(for: type)
         if value.count > limit, type == .withoutResponse, characteristic.mtu == nil {
@@ -330,8 +330,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         guard value.count <= limit else { throw BluetoothError.valueTooLong(length: value.count, limit: limit, type: type) }
         let options = DBusValue.stringVariantDictionary(["type": .string(type.bluezType)])
         let uuid = characteristic.uuid
-        _ = try await reportingDisconnect("write \(Self.label(uuid))") {
-            try await self.retryingInProgress(what: "write \(Self.label(uuid))") {
+        _ = try await reportingDisconnect("write \(uuid.label)") {
+            try await self.retryingInProgress(what: "write \(uuid.label)") {
                 try await self.central.connection.callMethod(
                     destination: BlueZ.service, path: characteristic.path, interface: BlueZ.characteristicInterface,
                     member: "WriteValue", arguments: [.bytes(value), options], timeout: self.central.callTimeout)
@@ -342,9 +342,9 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `GattDescriptor1.WriteValue`.
     public func writeValue(_ value: [UInt8], for descriptor: GattDescriptor) async throws {
         guard descriptor.canWrite else {
-            throw BluetoothError.notSupported("descriptor \(Self.label(descriptor.uuid)) is not writable (flags: \(descriptor.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("descriptor \(descriptor.uuid.label) is not writable (flags: \(descriptor.flags.joined(separator: ",")))")
         }
-        _ = try await retryingInProgress(what: "write descriptor \(Self.label(descriptor.uuid))") {
+        _ = try await retryingInProgress(what: "write descriptor \(descriptor.uuid.label)") {
             try await self.central.connection.callMethod(
                 destination: BlueZ.service, path: descriptor.path, interface: BlueZ.descriptorInterface,
                 member: "WriteValue", arguments: [.bytes(value), .stringVariantDictionary([:])], timeout: self.central.callTimeout)
@@ -498,10 +498,6 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         }
     }
 
-    static func label(_ uuid: BluetoothUUID) -> String {
-        uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
-    }
-
     // MARK: - Notifications
 
     /// StartNotify on `characteristic`; the session's `values` carry every
@@ -527,7 +523,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                           onValue: NotificationSession.ValueSink? = nil,
                           onSharing: NotificationSession.SharingSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
-            throw BluetoothError.notSupported("characteristic \(Self.label(characteristic.uuid)) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
+            throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         let key = NotifyKey(characteristic: characteristic.path, acquire: false)
         return try await subscribeShared(characteristic, key: key, onValue: onValue, onSharing: onSharing) { [self] in
@@ -715,12 +711,12 @@ final class NotifyEngine: Sendable {
             }
         } catch {
             channel.close()
-            throw BluetoothError.from(error, operation: "listen for values of \(Peripheral.label(characteristic.uuid))")
+            throw BluetoothError.from(error, operation: "listen for values of \(characteristic.uuid.label)")
         }
         // Another client's StartNotify session already on: share it (see
         // NotifyStateMachine), or every value would arrive twice.
         let joining = mirror.tree.properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
-        let what = Peripheral.label(characteristic.uuid)
+        let what = characteristic.uuid.label
         let deviceID = peripheral.identifier
         let started = StartSignal()
 

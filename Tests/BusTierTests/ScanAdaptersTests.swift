@@ -241,11 +241,11 @@ struct ScanAdaptersTests {
             try await bus.addAdvertiser("hci0", Self.iBeaconAddress, Self.iBeacon)
             let r = try await bus.runBluectl(["info", Self.iBeaconAddress])
             #expect(r.exitCode == 0, "\(r)")
-            let advertised = r.stdoutLines.filter { $0.hasPrefix("mfr data") || $0.hasPrefix("beacon") }
+            let advertised = r.stdoutLines.filter { $0.hasPrefix("mfr ") || $0.hasPrefix("beacon") }
             #expect(advertised == [
-                "mfr data    0x004c (Apple) 0215e2c56db5dffb48d2b060d0f5a71096e000010002c5",
-                "mfr data    0x0059 (Nordic Semiconductor) 0102",
                 "beacon      iBeacon e2c56db5-dffb-48d2-b060-d0f5a71096e0 major 1 minor 2, -59 dBm at 1 m",
+                "mfr         0x004c (Apple)=0215e2c56db5dffb48d2b060d0f5a71096e000010002c5",
+                "mfr         0x0059 (Nordic Semiconductor)=0102",
             ], "\(r)")
             let j = try await bus.runBluectl(["info", Self.iBeaconAddress, "--json"])
             #expect(try j.jsonLines().first?["beacon"]?["ibeacon"]?["major"] == .int(1), "\(j)")

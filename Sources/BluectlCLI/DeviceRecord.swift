@@ -1,0 +1,86 @@
+import BluectlCore
+
+/// A device as `scan` (one line per event) and `info` (a block) show it. JSON field
+/// names are documented in docs/output.md and stable.
+struct DeviceRecord: OutputRecord {
+    let device: DeviceInfo
+    let adapter: String
+    /// "discovered" or "changed" in a scan; nil in `info`.
+    var event: String?
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        let device = self.device
+        if let event { sink.field("event", .string(event), text: .plain("event", event == "discovered" ? "NEW" : "CHG")) }
+        sink.field("adapter", .string(adapter), text: .detail("adapter", adapter))
+        sink.field("address", .string(device.address.description), text: .plain("device", device.address.description))
+        sink.field("address_type", device.addressType.map { .string($0.rawValue) },
+                   text: .plain("type", device.addressType?.rawValue ?? "-"))
+        sink.field("rssi", device.rssi.map { .int($0) }, text: .plain("rssi", device.rssi.map { "\($0) dBm" } ?? "- dBm"))
+        sink.field("name", device.name.map { .string($0) },
+                   text: .plain("name", device.displayName.map { "\"\(TextSafety.terminalSafe($0))\"" } ?? "(no name)"))
+        sink.json("alias", device.alias.map { .string($0) })  // the text's name is the alias when there is no name
+        sink.field("tx_power", device.txPower.map { .int($0) }, text: device.txPower.map { .labelled("tx", "\($0) dBm") })
+        sink.field("service_uuids", device.serviceUUIDs.isEmpty ? nil : .strings(device.serviceUUIDs.map(\.uuidString)),
+                   text: device.serviceUUIDs.isEmpty ? nil : .labelled("services", device.serviceUUIDs.map(\.label).joined(separator: ",")))
+        let manufacturerData = device.manufacturerData.sorted(by: { $0.key < $1.key })
+        // An entry that holds a beacon is shown decoded (`Beacon.summary`) in its place on a
+        // line; a block shows both. JSON has both.
+        sink.field("manufacturer_data", manufacturerData.isEmpty ? nil : .object(Self.hexObject(manufacturerData.map { (Self.hex16($0.key), $0.value) })),
+                   text: manufacturerData.flatMap { company, bytes in
+                       Self.entry(label: "mfr", key: Self.companyLabel(company), bytes: bytes,
+                                  beacon: BeaconDecoding.beacon(company: company, data: bytes))
+                   })
+        let serviceData = device.serviceData.sorted(by: { $0.key < $1.key })
+        sink.field("service_data", serviceData.isEmpty ? nil : .object(Self.hexObject(serviceData.map { ($0.key.uuidString, $0.value) })),
+                   text: serviceData.flatMap { uuid, bytes in
+                       Self.entry(label: "data", key: uuid.shortString, bytes: bytes, beacon: BeaconDecoding.beacon(service: uuid, data: bytes))
+                   })
+        sink.field("flags", device.advertisingFlags.map { .string(ByteFormats.hex($0)) },
+                   text: device.advertisingFlags.map { .detail("flags", ByteFormats.hex($0)) })
+        sink.field("appearance", device.appearance.map { .int($0) }, text: device.appearance.map { .detail("appearance", String($0)) })
+        sink.json("beacon", Self.beaconObject(device))  // the text shows each beacon in place of its data, above
+        sink.field("connected", .bool(device.connected), text: .flag("connected", device.connected))
+        sink.field("paired", .bool(device.paired), text: .detail("paired", device.paired))
+        sink.field("path", .string(device.path.rawValue), text: .detail("path", device.path.rawValue))
+    }
+
+    /// The text of one advertised data entry: "mfr 0x0059 (Nordic Semiconductor)=0102", or the beacon it holds.
+    static func entry(label: String, key: String, bytes: [UInt8], beacon: Beacon?) -> [TextPart] {
+        let raw = "\(key)=\(ByteFormats.hex(bytes))"
+        guard let beacon else { return [.labelled(label, raw)] }
+        return [.plain("beacon", beacon.summary), .detail(label, raw)]
+    }
+
+    /// {"key": "hex", …}
+    static func hexObject(_ entries: [(String, [UInt8])]) -> JSONLine {
+        var object = JSONLine()
+        for (key, bytes) in entries { object.add(key, ByteFormats.hex(bytes)) }
+        return object
+    }
+
+    /// One member per beacon format (the first of a kind when a device repeats one); nil when none.
+    static func beaconObject(_ device: DeviceInfo) -> JSONValue? {
+        let beacons = BeaconDecoding.beacons(in: device)
+        guard !beacons.isEmpty else { return nil }
+        var object = JSONLine()
+        var kinds = Set<String>()
+        for beacon in beacons where kinds.insert(beacon.kind).inserted {
+            var fields = JSONLine()
+            for field in beacon.fields { fields.add(field.name, field.value) }
+            object.add(beacon.kind, object: fields)
+        }
+        return .object(object)
+    }
+
+    /// "0x004c": how 16-bit identifiers are shown (company identifiers, attribute handles).
+    static func hex16(_ value: UInt16) -> String {
+        let hex = String(value, radix: 16)
+        return "0x" + String(repeating: "0", count: 4 - hex.count) + hex
+    }
+
+    /// "0x004c (Apple)": the identifier and, when assigned, the company's short name.
+    static func companyLabel(_ company: UInt16) -> String {
+        let name = CompanyIdentifiers.shortName(for: company).map { " (\(TextSafety.terminalSafe($0)))" } ?? ""
+        return hex16(company) + name
+    }
+}
