@@ -62,15 +62,13 @@ public struct Bluectl: AsyncParsableCommand {
 }
 
 extension Bluectl {
-    /// `bluectl read …` parsed without ArgumentParser when it is plain
-    /// (`ReadCommand.parsePlain`), else by `ReadCommand` alone. Parsing from the root
-    /// reflects over every subcommand's options (and looks for a completion
+    /// `bluectl SUB …` parsed by the subcommand's type alone. Parsing from the
+    /// root reflects over every subcommand's options (and looks for a completion
     /// script request among them): over half of a one-shot `read`'s
     /// instructions. Anything this does not parse cleanly — help, --version,
     /// a usage error — returns nil and goes through the root as before, so
     /// messages and exit codes stay the root's.
     static func parseSubcommandDirectly(_ arguments: [String]) async -> (any ParsableCommand)? {
-        if arguments.first == "read", let read = ReadCommand.parsePlain(Array(arguments.dropFirst())) { return read }
         // help goes through the root, so its usage line names the tool ("bluectl scan …")
         guard let name = arguments.first, !arguments.contains(where: { ["-h", "--help", "help"].contains($0) }),
               let subcommand = configuration.subcommands.first(where: { $0._commandName == name }) as? AsyncParsableCommand.Type

@@ -59,63 +59,6 @@ struct ReadCommand: AsyncParsableCommand {
         if !(0...0xFFFF).contains(offset) { throw ValidationError("invalid --offset \"\(offset)\": expected 0 to 65535") }
     }
 
-    /// This command from a plain command line (see `PlainArguments`) without
-    /// ArgumentParser, or nil for ArgumentParser to parse. Sets every
-    /// property, defaults included: one left out would trap when read, a
-    /// default that drifted from its `@Option` would differ
-    /// (`PlainParsingTests` compares the result with ArgumentParser's).
-    static func parsePlain(_ arguments: [String]) -> ReadCommand? {
-        guard let plain = PlainArguments(
-                arguments, options: ["adapter", "timeout", "retries", "agent", "service", "descriptor", "offset", "format"],
-                flags: ["power-on", "json"]),
-              plain.positionals.count == 2
-        else { return nil }
-        var choice = AdapterChoice()
-        choice.adapter = plain.value("adapter")
-        var adapterOptions = AdapterOptions(choice)
-        adapterOptions.powerOn = plain.flag("power-on")
-        var deadline = OperationTimeout()
-        deadline.text = plain.value("timeout")
-        var options = DeviceCommandOptions(deadline)
-        options.retries = 2
-        options.agent = .noInputNoOutput
-        if let text = plain.value("retries") {
-            guard let retries = Int(text) else { return nil }
-            options.retries = retries
-        }
-        if let text = plain.value("agent") {
-            guard let agent = AgentChoice(rawValue: text) else { return nil }
-            options.agent = agent
-        }
-        var command = ReadCommand()
-        command.adapterOptions = adapterOptions
-        command.options = options
-        command.device = plain.positionals[0]
-        command.characteristic = plain.positionals[1]
-        command.serviceText = plain.value("service")
-        command.descriptorText = plain.value("descriptor")
-        command.offset = 0
-        if let text = plain.value("offset") {
-            guard let offset = Int(text) else { return nil }
-            command.offset = offset
-        }
-        command.format = nil
-        if let text = plain.value("format") {
-            guard let format = ValueFormat(rawValue: text) else { return nil }
-            command.format = format
-        }
-        command.json = plain.flag("json")
-        do {
-            try choice.validate()
-            try deadline.validate()
-            try options.validate()
-            try command.validate()
-        } catch {
-            return nil
-        }
-        return command
-    }
-
     func run() async throws {
         let selector = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
         let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
