@@ -65,9 +65,7 @@ struct DeviceRecord: OutputRecord {
         var object = JSONLine()
         var kinds = Set<String>()
         for beacon in beacons where kinds.insert(beacon.kind).inserted {
-            var fields = JSONLine()
-            for field in beacon.fields { fields.add(field.name, field.value) }
-            object.add(beacon.kind, object: fields)
+            object.add(beacon.kind, object: JSONLine(fields: beacon.fields))
         }
         return .object(object)
     }

@@ -95,6 +95,12 @@ public struct JSONLine: Sendable {
         body += "]"
     }
 
+    /// An object of decoded fields (a characteristic's value, a beacon), in their order.
+    public init(fields: [DecodedField]) {
+        self.init()
+        for field in fields { add(field.name, field.value) }
+    }
+
     /// A value decoded from a characteristic.
     public mutating func add(_ key: String, _ value: DecodedFieldValue) {
         switch value {

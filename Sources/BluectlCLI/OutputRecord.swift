@@ -133,8 +133,14 @@ extension OutputRecord {
 
     /// The record as one line: JSON, or its text parts joined by `separator`
     /// (nil when none of them shows on a line).
-    func line(json: Bool, separator: String = "  ", indent: String = "") -> String? {
-        json ? self.json() : textParts.line(separator: separator, indent: indent)
+    func line(json: Bool, capacity: Int = 0, separator: String = "  ", indent: String = "") -> String? {
+        json ? self.json(capacity: capacity) : textParts.line(separator: separator, indent: indent)
+    }
+
+    /// The line with its line break, as bytes for `OutputQueue.enqueue` (an
+    /// event line built where the queue asks for it).
+    func lineBytes(json: Bool) -> [UInt8] {
+        Array(((line(json: json) ?? "") + "\n").utf8)
     }
 
     /// The JSON object, to nest or extend.

@@ -209,7 +209,7 @@ struct WriteCommand: AsyncParsableCommand {
                 let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
                     ? .withResponse : .withoutResponse)
                 if !chr.supports(type), chr.properties.canWriteWithResponse || chr.properties.canWriteWithoutResponse {
-                    Output.error("note: \(chr.uuid.label) does not list write-\(type == .withResponse ? "with" : "without")-response (flags: \(chr.flags.joined(separator: ","))); trying anyway")
+                    Output.error("note: \(chr.uuid.label) does not list write-\(type.name) (flags: \(chr.flags.joined(separator: ","))); trying anyway")
                 }
                 try await peripheral.writeValue(bytes, for: chr, type: type)
                 record.type = type
@@ -233,7 +233,12 @@ struct WriteRecord: OutputRecord {
         sink.json("device", .string(device))
         sink.json("characteristic", .string(characteristic.uuidString))
         sink.json("descriptor", descriptor.map { .string($0.uuidString) })
-        sink.json("type", type.map { .string($0 == .withResponse ? "with-response" : "without-response") })
+        sink.json("type", type.map { .string($0.name) })
         sink.json("value", .string(ByteFormats.hex(bytes)))
     }
+}
+
+extension WriteType {
+    /// "with-response" or "without-response": the option's name, write's JSON `type`.
+    var name: String { self == .withResponse ? "with-response" : "without-response" }
 }

@@ -179,7 +179,7 @@ struct ScanCommand: AsyncParsableCommand {
             let queue = OutputQueue(capacity: 100_000) { dropped in
                 let record = EventRecord(event: "dropped", fields: [("count", .int(dropped))],
                                          text: "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow")
-                return Array(((record.line(json: json) ?? "") + "\n").utf8)
+                return record.lineBytes(json: json)
             }
             if let restored { queue.line(restored) }
             let outcome: Result<Void, any Error>
@@ -198,8 +198,7 @@ struct ScanCommand: AsyncParsableCommand {
                 do {
                     for try await discovery in session.discoveries {
                         let record = DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue)
-                        let line = json ? record.json(capacity: 320) : record.textParts.line() ?? ""
-                        guard queue.line(line) != .closed else { break }  // stdout closed: stop quietly
+                        guard queue.line(record.line(json: json, capacity: 320) ?? "") != .closed else { break }  // stdout closed: stop quietly
                     }
                     outcome = .success(())
                 } catch {

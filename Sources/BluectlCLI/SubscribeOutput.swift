@@ -40,6 +40,6 @@ struct SubscribeOutput: Sendable {
     static func eventBytes(format: ValueFormat?, device: String, event: String, fields: [(String, JSONValue)], text: String) -> [UInt8]? {
         guard format != .raw else { return nil }
         let record = EventRecord(time: ValueText.timestamp(), device: device, event: event, fields: fields, text: text)
-        return Array(((record.line(json: format == .json) ?? "") + "\n").utf8)
+        return record.lineBytes(json: format == .json)
     }
 }

@@ -101,10 +101,6 @@ struct ValueRecord: OutputRecord {
         let uuid = descriptor ?? characteristic
         sink.field("value", .string(ByteFormats.hex(bytes)), text: .plain("value", ValueText.text(bytes, uuid: uuid, format: format)))
         // The text's value part shows the decoded form too.
-        sink.json("decoded", descriptor == nil ? CharacteristicDecoding.decode(uuid: uuid, bytes).map { decoded in
-            var fields = JSONLine()
-            for field in decoded.fields { fields.add(field.name, field.value) }
-            return .object(fields)
-        } : nil)
+        sink.json("decoded", descriptor == nil ? CharacteristicDecoding.decode(uuid: uuid, bytes).map { .object(JSONLine(fields: $0.fields)) } : nil)
     }
 }
