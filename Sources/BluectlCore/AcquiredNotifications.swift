@@ -36,7 +36,7 @@ extension NotifyEngine {
         let channel = EventChannel<NotifyStateMachine.Event>()
         let (charPath, devicePath, mirror) = (characteristic.path, peripheral.path, central.mirror)
         channel.follow(changes) { change in
-            events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: false)
+            events(for: change, characteristic: charPath, device: devicePath, in: mirror.tree)
         }
         let what = characteristic.uuid.label
         let reply: [DBusValue]
@@ -114,6 +114,9 @@ extension NotifyEngine {
             channel.close()
             if let failure { continuation.finish(throwing: failure) } else { continuation.finish() }
         }
-        return NotifyEngine(characteristic: characteristic, sharing: .own, values: values, channel: channel, loop: loop)
+        return NotifyEngine(characteristic: characteristic, sharing: .own, values: values) {
+            channel.send(.stop)
+            _ = await firstValue(within: .seconds(5)) { await loop.value }
+        }
     }
 }

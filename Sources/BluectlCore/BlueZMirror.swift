@@ -1,31 +1,33 @@
 import BluectlDBus
-import Dispatch
 
 /// Keeps a `BlueZObjectTree` current from bluetoothd's signals and lets any
 /// number of listeners take a snapshot and the changes after it, with no gap.
 ///
-/// Order matters (docs/bluez-pitfalls.md, 4): the signal subscriptions are in place
-/// before `GetManagedObjects`, and both are handled on the connection's I/O
-/// thread in bus order, so nothing that happens in between is missed. Only
-/// signals from the current owner of `org.bluez` are accepted; when the owner
-/// changes (bluetoothd restarted or gone), the tree is cleared and re-read.
+/// The mirror lives on the connection's event loop: signals and replies are
+/// applied there, in bus order, and the tree, its listeners and observers
+/// are the loop's alone (no lock). Order matters (docs/bluez-pitfalls.md, 4):
+/// the signal subscriptions are in place before `GetManagedObjects`, so
+/// nothing that happens in between is missed. Only signals from the current
+/// owner of `org.bluez` are accepted; when the owner changes (bluetoothd
+/// restarted or gone), the tree is cleared and re-read.
 package final class BlueZMirror: Sendable {
     package let connection: DBusConnection
+    /// The loop that owns the mirror (the connection's).
+    package var loop: EventLoop { connection.loop }
     private let callTimeout: Duration
 
-    private struct State: ~Copyable {
+    private struct State {
         var tree = BlueZObjectTree()
         var listeners: [UInt64: Listener] = [:]
         var observers: [UInt64: Observer] = [:]
         var nextListener: UInt64 = 1
         var owner: String?
-        var accessError: DBusError?
         /// The bus connection is gone: no change will ever come.
         var busLost = false
     }
-    private let state = Locked(State())
+    private let state: LoopBound<State>
 
-    /// A `changes()` stream and the changes it wants (tested on the I/O thread,
+    /// A `changes()` stream and the changes it wants (tested on the loop,
     /// so that a high-rate change nobody listens for wakes no task).
     private struct Listener {
         var continuation: AsyncStream<BlueZObjectTree.Change>.Continuation
@@ -34,13 +36,14 @@ package final class BlueZMirror: Sendable {
 
     /// An `observe` callback pair.
     private struct Observer {
-        var onChange: @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void
-        var onBusLost: @Sendable () -> Void
+        var onChange: (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void
+        var onBusLost: () -> Void
     }
 
     private init(connection: DBusConnection, callTimeout: Duration) {
         self.connection = connection
         self.callTimeout = callTimeout
+        state = LoopBound(State(), loop: connection.loop)
     }
 
     /// Subscribes, reads the tree, and keeps it current. Throws
@@ -53,21 +56,12 @@ package final class BlueZMirror: Sendable {
 
     private func subscribe() async throws {
         let owner = try await connection.trackOwner(of: BlueZ.service, timeout: callTimeout)
-        state.withLock { $0.owner = owner }
-        // One handler for all listeners (not one per `changes()` call: a
-        // long-running subscriber calls it again on every reconnect).
         // The handlers hold the mirror strongly: the connection drops them
         // when it closes. (A weak reference gives the mirror a side table
         // whose only pointer LeakSanitizer cannot read: a mirror still alive
         // at exit then showed up as a leak, in about 1 run of 600.)
-        connection.onDisconnect { [self] in
-            let (listeners, observers) = state.withLock { state -> ([AsyncStream<BlueZObjectTree.Change>.Continuation], [Observer]) in
-                state.busLost = true
-                return (state.listeners.values.map(\.continuation), Array(state.observers.values))
-            }
-            for listener in listeners { listener.finish() }
-            for observer in observers { observer.onBusLost() }
-        }
+        loop.execute { [self] in state.value.owner = owner }
+        connection.onDisconnect { [self] in busLost() }
         connection.onOwnerChange { [self] name, newOwner in
             guard name == BlueZ.service else { return }
             ownerChanged(to: newOwner)
@@ -82,15 +76,13 @@ package final class BlueZMirror: Sendable {
             apply(message)
         }
         guard owner != nil else { throw BluetoothError.bluetoothdNotRunning }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            readTree { error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-            }
-        }
+        let read = HandOff<Void>()
+        readTree { error in read.settle(error.map { .failure($0) } ?? .success(())) }
+        try await read.wait()
     }
 
-    /// GetManagedObjects; the reply is applied on the I/O thread, in order.
-    private func readTree(completion: @escaping @Sendable (Error?) -> Void) {
+    /// GetManagedObjects; the reply is applied on the loop, in order.
+    private func readTree(completion: @escaping @Sendable ((any Error)?) -> Void) {
         let call = DBusMessage.methodCall(
             destination: BlueZ.service, path: .root, interface: BlueZ.objectManager, member: "GetManagedObjects")
         connection.call(call, timeout: callTimeout) { [self] result in
@@ -100,19 +92,27 @@ package final class BlueZMirror: Sendable {
                     completion(DBusError.unexpectedReply("GetManagedObjects returned nothing"))
                     return
                 }
-                self.mutate { tree in tree.replace(withManagedObjects: objects) }
+                mutate { tree in tree.replace(withManagedObjects: objects) }
                 completion(nil)
             case .failure(let error):
-                if case .remote(let name, _) = error, name == "org.freedesktop.DBus.Error.AccessDenied" {
-                    self.state.withLock { $0.accessError = error }
-                }
                 completion(BluetoothError(error, operation: "read BlueZ's objects"))
             }
         }
     }
 
+    /// On the loop: the bus connection is gone.
+    private func busLost() {
+        state.value.busLost = true
+        let listeners = state.value.listeners.values
+        let observers = state.value.observers.values
+        state.value.listeners.removeAll()
+        state.value.observers.removeAll()
+        for listener in listeners { listener.continuation.finish() }
+        for observer in observers { observer.onBusLost() }
+    }
+
     private func ownerChanged(to newOwner: String?) {
-        state.withLock { $0.owner = newOwner }
+        state.value.owner = newOwner
         mutate { tree in tree.clear() }
         if newOwner != nil { readTree { _ in } }
     }
@@ -130,82 +130,115 @@ package final class BlueZMirror: Sendable {
         }
     }
 
-    /// Applies a change and tells every listener, under one lock so that a
-    /// new listener's snapshot and its first change line up exactly.
+    /// On the loop: applies a change and tells every listener and observer.
     private func mutate(_ body: (inout BlueZObjectTree) -> BlueZObjectTree.Change?) {
-        state.withLock { state in
-            guard let change = body(&state.tree) else { return }
-            for listener in state.listeners.values where listener.wants(change) { listener.continuation.yield(change) }
-            for observer in state.observers.values { observer.onChange(change, state.tree, state.owner != nil) }
-        }
+        guard let change = body(&state.value.tree) else { return }
+        for listener in state.value.listeners.values where listener.wants(change) { listener.continuation.yield(change) }
+        if state.value.observers.isEmpty { return }
+        // Copies (references, not the objects): an observer may stop observing.
+        let (observers, tree, running) = (state.value.observers.values, state.value.tree, state.value.owner != nil)
+        for observer in observers { observer.onChange(change, tree, running) }
     }
 
     // MARK: - Reading
 
-    /// The tree as it is now.
-    package var tree: BlueZObjectTree { state.withLock { $0.tree } }
+    /// The tree as it is now (from any thread: a copy handed over by the loop).
+    package var tree: BlueZObjectTree { loop.sync { [self] in state.value.tree } }
 
     /// Whether bluetoothd is on the bus now.
-    package var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
+    package var bluetoothdRunning: Bool { loop.sync { [self] in state.value.owner != nil } }
 
-    /// Calls `start` with the tree now, then `onChange` with every change and
-    /// the tree right after it — on the bus thread, under the mirror's lock,
-    /// in bus order — until `stopObserving` (the returned id). For consumers
-    /// that turn changes into events of their own at a high rate (a scan):
-    /// no hand-over to a task per change, no copy of the tree. The callbacks
-    /// must be quick and must not call the mirror. `onBusLost` runs once the
-    /// bus connection is gone (at once if it already is).
+    /// On the loop: calls `start` with the tree now, then `onChange` with
+    /// every change and the tree right after it, in bus order, until
+    /// `stopObserving` (the returned id). For consumers that turn changes
+    /// into events of their own (a scan, a state machine's driver): no
+    /// hand-over to a task per change, no copy of the tree. The callbacks
+    /// must be quick. `onBusLost` runs once the bus connection is gone (at
+    /// once if it already is; the id is then inert).
     package func observe(
         start: (borrowing BlueZObjectTree) -> Void,
-        onChange: @escaping @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void,
-        onBusLost: @escaping @Sendable () -> Void
+        onChange: @escaping (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void,
+        onBusLost: @escaping () -> Void
     ) -> UInt64 {
-        let (id, lost) = state.withLock { state -> (UInt64, Bool) in
-            start(state.tree)
-            let id = state.nextListener
-            state.nextListener += 1
-            if state.busLost { return (id, true) }
-            state.observers[id] = Observer(onChange: onChange, onBusLost: onBusLost)
-            return (id, false)
+        let tree = state.value.tree
+        start(tree)
+        let id = state.value.nextListener
+        state.value.nextListener += 1
+        if state.value.busLost {
+            onBusLost()
+        } else {
+            state.value.observers[id] = Observer(onChange: onChange, onBusLost: onBusLost)
         }
-        if lost { onBusLost() }
         return id
     }
 
-    /// Ends an `observe`. Takes the mirror's lock: never call it from a
-    /// callback, nor where a task's cancellation could hold a lock the bus
-    /// thread waits for (see `changes(where:)`); `DispatchQueue.global()` is safe.
+    /// On the loop: ends an `observe`.
     package func stopObserving(_ id: UInt64) {
-        _ = state.withLock { $0.observers.removeValue(forKey: id) }
+        state.value.observers.removeValue(forKey: id)
+    }
+
+    /// `observe` from any thread: registered on the loop (after what was
+    /// handed to it before), ended by the returned observation's `cancel()`,
+    /// also from any thread.
+    package func observeFromAnywhere(
+        start: @escaping @Sendable (borrowing BlueZObjectTree) -> Void,
+        onChange: @escaping @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void,
+        onBusLost: @escaping @Sendable () -> Void
+    ) -> MirrorObservation {
+        let observation = MirrorObservation(mirror: self)
+        loop.execute { [self] in
+            guard !observation.state.value.cancelled else { return }
+            observation.state.value.id = observe(start: start, onChange: onChange, onBusLost: onBusLost)
+        }
+        return observation
     }
 
     /// A snapshot and every change after it. The stream ends when the
-    /// returned token's `cancel()` runs or the consumer stops iterating.
+    /// consumer stops iterating or the bus connection is lost.
     package func changes(
         where wants: @escaping @Sendable (BlueZObjectTree.Change) -> Bool = { _ in true }
     ) -> (BlueZObjectTree, AsyncStream<BlueZObjectTree.Change>) {
         let (stream, continuation) = AsyncStream<BlueZObjectTree.Change>.makeStream()
-        let snapshot = state.withLock { state -> BlueZObjectTree in
-            if state.busLost {
+        let (snapshot, id) = loop.sync { [self] () -> (BlueZObjectTree, UInt64?) in
+            if state.value.busLost {
                 continuation.finish()
-                return state.tree
+                return (state.value.tree, nil)
             }
-            let id = state.nextListener
-            state.nextListener += 1
-            state.listeners[id] = Listener(continuation: continuation, wants: wants)
-            // Not under the lock here: onTermination can run inside a task's
-            // cancellation, holding that task's status lock, while the I/O
-            // thread holds our lock and yields to that very task (which takes
-            // the status lock) — a lock-order deadlock, seen in `scan --count`.
-            // Until removed, yields to the finished stream do nothing.
-            // Strong: the stream's end releases this closure (no weak reference, see `subscribe`).
+            let id = state.value.nextListener
+            state.value.nextListener += 1
+            state.value.listeners[id] = Listener(continuation: continuation, wants: wants)
+            return (state.value.tree, id)
+        }
+        if let id {
+            // Handing a job to the loop never waits (see EventLoop.execute),
+            // so this is safe inside a task's cancellation.
             continuation.onTermination = { [self] _ in
-                DispatchQueue.global().async {
-                    _ = self.state.withLock { $0.listeners.removeValue(forKey: id) }
-                }
+                loop.execute { [self] in _ = state.value.listeners.removeValue(forKey: id) }
             }
-            return state.tree
         }
         return (snapshot, stream)
+    }
+}
+
+/// An `observeFromAnywhere` registration; `cancel()` ends it from any thread.
+package final class MirrorObservation: Sendable {
+    fileprivate struct State {
+        var id: UInt64?
+        var cancelled = false
+    }
+    private let mirror: BlueZMirror
+    fileprivate let state: LoopBound<State>
+
+    fileprivate init(mirror: BlueZMirror) {
+        self.mirror = mirror
+        state = LoopBound(State(), loop: mirror.loop)
+    }
+
+    /// Stops the callbacks (on the loop, after what was handed to it before).
+    package func cancel() {
+        mirror.loop.execute { [self] in
+            state.value.cancelled = true
+            if let id = state.value.id { mirror.stopObserving(id) }
+        }
     }
 }

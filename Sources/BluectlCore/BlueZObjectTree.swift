@@ -115,3 +115,32 @@ package struct BlueZObjectTree: Sendable, Equatable {
         return result
     }
 }
+
+extension BlueZObjectTree.Change {
+    /// What a change of the tree means for one device.
+    package enum DeviceFate: Sendable, Equatable {
+        /// Some of its `Device1` properties changed.
+        case changed(PropertyMap)
+        /// It is gone: removed, or missing from the tree bluetoothd gave again.
+        case gone
+        /// bluetoothd left the bus.
+        case bluetoothdStopped
+    }
+
+    /// What this change means for the device at `path` (nil: nothing),
+    /// with `tree` as it is after the change.
+    package func fate(ofDevice path: ObjectPath, in tree: borrowing BlueZObjectTree) -> DeviceFate? {
+        switch self {
+        case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _):
+            return .changed(changed)
+        case .removed(path, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
+            return .gone
+        case .replaced:
+            return tree.properties(path, BlueZ.deviceInterface) == nil ? .gone : nil
+        case .cleared:
+            return .bluetoothdStopped
+        default:
+            return nil
+        }
+    }
+}

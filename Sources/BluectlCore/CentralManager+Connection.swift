@@ -116,97 +116,76 @@ extension CentralManager {
     /// cancels the attempt (Disconnect) and throws `CancellationError`.
     @discardableResult
     public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), retries: Int = 2) async throws -> Bool {
-        let (snapshot, changes) = mirror.changes()
         let path = peripheral.path
         let id = peripheral.identifier.description
+        let callTimeout = self.callTimeout
+        let driver = MachineDriver<ConnectionStateMachine, Bool>(
+            mirror: mirror, machine: ConnectionStateMachine(maxAttempts: retries + 1), label: "connect \(id)")
+        // Follow first, then look (pitfall 4): nothing changes unseen in between.
+        driver.follow { change, tree in
+            switch change.fate(ofDevice: path, in: tree) {
+            case .changed(let changed)?: return changed["Connected"]?.bool.map { [.connectedChanged($0)] } ?? []
+            case .gone?: return [.deviceRemoved]
+            case .bluetoothdStopped?: return [.bluetoothdStopped]
+            case nil: return []
+            }
+        }
+        let snapshot = mirror.tree
         guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
+            driver.abandon()
             throw BluetoothError.deviceNotFound(id)
         }
-        var machine = ConnectionStateMachine(maxAttempts: retries + 1)
         let now = await peripheral.deviceProperties(in: snapshot, resolved: false)
-        let initial = machine.handle(.start(alreadyConnected: now?["Connected"]?.bool ?? false))
-        Trace.log("connect \(id): start -> \(machine.state) \(initial)")
-        if machine.state == .connected { return false }
-        let channel = EventChannel<ConnectionStateMachine.Event>()
-        defer { channel.close() }
-        let mirror = self.mirror
-        channel.follow(changes) { change in
-            switch change {
-            case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _):
-                if let connected = changed["Connected"]?.bool { return [.connectedChanged(connected)] }
-                return []
-            case .removed(path, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
-                return [.deviceRemoved]
-            case .replaced:
-                return mirror.tree.properties(path, BlueZ.deviceInterface) == nil ? [.deviceRemoved] : []
-            case .cleared:
-                return [.bluetoothdStopped]
-            default:
-                return []
-            }
+        if now?["Connected"]?.bool ?? false {
+            driver.abandon()
+            return false
         }
-        channel.after(timeout, .timeout)
-        peripheral.transition.withLock { $0 = .connecting }
-        defer { peripheral.transition.withLock { $0 = nil } }
-        let connection = self.connection
-        let callTimeout = self.callTimeout
-        let started = machine
-        return try await runDriver(channel, onCancel: .cancel) {
-            var machine = started
-            var pending = initial
-            var iterator = channel.stream.makeAsyncIterator()
-            while true {
-                for action in pending {
-                    switch action {
-                    case .callConnect:
-                        let message = DBusMessage.methodCall(
-                            destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Connect")
-                        connection.call(message, timeout: callTimeout) { result in
-                            switch result {
-                            case .success:
-                                channel.send(.connectSucceeded)
-                                // Connected=true may never be signalled (see Peripheral.fetchDeviceProperties): ask.
-                                Task {
-                                    for _ in 0..<40 {
-                                        if await peripheral.isConnected() {
-                                            channel.send(.connectedChanged(true))
-                                            return
-                                        }
-                                        try? await Task.sleep(for: .milliseconds(250))
-                                    }
-                                }
-                            case .failure(let error):
-                                // bluetoothd gone: the bus answers the pending call for it
-                                // (NoReply), after its NameOwnerChanged (bus order).
-                                guard mirror.bluetoothdRunning else {
-                                    channel.send(.bluetoothdStopped)
-                                    return
-                                }
-                                let (name, message) = error.nameAndMessage
-                                channel.send(.connectFailed(name: name, message: message))
-                            }
-                        }
-                    case .scheduleRetry(let delay):
-                        channel.after(delay, .retryTimerFired)
-                    case .callDisconnect:
-                        let message = DBusMessage.methodCall(
-                            destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Disconnect")
-                        connection.call(message, timeout: .seconds(5)) { _ in channel.send(.disconnectFinished) }
-                    case .succeed:
-                        return true
-                    case .reportCancelled:
-                        throw CancellationError()
-                    case .unplanned(let what):
-                        Trace.unplanned("connect \(id)", what)
-                    case .fail(let failure):
-                        throw Self.error(failure, id)
+        @Sendable func deviceCall(_ member: String, interface: String = BlueZ.deviceInterface,
+                                  _ arguments: [DBusValue] = []) -> DBusMessage {
+            DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: interface, member: member,
+                                   arguments: arguments)
+        }
+        return try await driver.run(start: .start(alreadyConnected: false), cancel: .cancel, setUp: { driver in
+            driver.after(timeout, .timeout)
+            peripheral.transition.value = .connecting
+            driver.onEnd { peripheral.transition.value = nil }
+        }, perform: { action, driver in
+            switch action {
+            case .callConnect:
+                driver.call(deviceCall("Connect"), timeout: callTimeout) { [mirror = driver.mirror] result in
+                    switch result {
+                    case .success:
+                        return .connectSucceeded
+                    case .failure(let error):
+                        // bluetoothd gone: the bus answers the pending call for it
+                        // (NoReply), after its NameOwnerChanged (bus order).
+                        guard mirror.bluetoothdRunning else { return .bluetoothdStopped }
+                        let (name, message) = error.nameAndMessage
+                        return .connectFailed(name: name, message: message)
                     }
                 }
-                guard let event = await iterator.next() else { throw BluetoothError.timeout("connect to \(id)") }
-                pending = machine.handle(event)
-                Trace.log("connect \(id): \(event) -> \(machine.state) \(pending)")
+            case .askConnected:
+                // Connected=true may never be signalled (see Peripheral.fetchDeviceProperties): ask.
+                driver.call(deviceCall("GetAll", interface: BlueZ.properties, [.string(BlueZ.deviceInterface)]),
+                            timeout: .seconds(2)) { result in
+                    .polled(connected: (try? result.get())?.arguments.first?.stringKeyedDictionary?["Connected"]?.unwrapped.bool)
+                }
+            case .schedulePoll(let delay):
+                driver.after(delay, .pollTimerFired)
+            case .scheduleRetry(let delay):
+                driver.after(delay, .retryTimerFired)
+            case .callDisconnect:
+                driver.call(deviceCall("Disconnect"), timeout: .seconds(5)) { _ in .disconnectFinished }
+            case .succeed:
+                driver.answer(.success(true))
+            case .reportCancelled:
+                driver.answer(.failure(CancellationError()))
+            case .unplanned(let what):
+                Trace.unplanned(driver.label, what)
+            case .fail(let failure):
+                driver.answer(.failure(Self.error(failure, id)))
             }
-        }
+        })
     }
 
     static func error(_ failure: ConnectionFailure, _ id: String) -> BluetoothError {
@@ -228,8 +207,8 @@ extension CentralManager {
         let (_, changes) = mirror.changes()
         let path = peripheral.path
         guard await peripheral.isConnected() else { return }
-        peripheral.transition.withLock { $0 = .disconnecting }
-        defer { peripheral.transition.withLock { $0 = nil } }
+        peripheral.setTransition(.disconnecting)
+        defer { peripheral.setTransition(nil) }
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Disconnect",

@@ -34,6 +34,12 @@ public final class CentralManager: Sendable {
         } catch {
             throw BluetoothError(error, operation: "connect to the system bus")
         }
+        return try await open(connection: connection, callTimeout: callTimeout)
+    }
+
+    /// A central on `connection` (an embedded one in the driver tests);
+    /// closes it when BlueZ's tree cannot be read.
+    package static func open(connection: DBusConnection, callTimeout: Duration) async throws(BluetoothError) -> CentralManager {
         do {
             let mirror = try await BlueZMirror.start(connection: connection, timeout: callTimeout)
             return CentralManager(connection: connection, mirror: mirror, callTimeout: callTimeout)
@@ -105,7 +111,7 @@ public final class CentralManager: Sendable {
     /// task is cancelled or the bus connection is lost.
     public func stateUpdates(adapter name: String? = nil) -> AsyncStream<CentralState> {
         let (stream, continuation) = AsyncStream<CentralState>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let last = MirrorCallbackBox<CentralState?>(nil)
+        let last = LoopBound<CentralState?>(nil, loop: mirror.loop)
         let report: @Sendable (borrowing BlueZObjectTree, Bool) -> Void = { tree, running in
             let chosen = try? Self.adapter(named: name, among: Self.adapters(in: tree))
             let state = CentralState.derive(bluetoothdRunning: running, accessDenied: false, adapter: chosen)
@@ -113,15 +119,11 @@ public final class CentralManager: Sendable {
             last.value = state
             continuation.yield(state)
         }
-        let running = mirror.bluetoothdRunning
-        let observer = mirror.observe(start: { tree in report(tree, running) },
-                                      onChange: { _, tree, running in report(tree, running) },
-                                      onBusLost: { continuation.finish() })
         let mirror = self.mirror
-        continuation.onTermination = { _ in
-            // Not here and now: see `BlueZMirror.stopObserving`.
-            DispatchQueue.global().async { mirror.stopObserving(observer) }
-        }
+        let observation = mirror.observeFromAnywhere(start: { tree in report(tree, mirror.bluetoothdRunning) },
+                                                     onChange: { _, tree, running in report(tree, running) },
+                                                     onBusLost: { continuation.finish() })
+        continuation.onTermination = { _ in observation.cancel() }
         return stream
     }
 
@@ -182,15 +184,16 @@ public final class CentralManager: Sendable {
         // under the mirror's lock): one hand-over per discovery, not two.
         let (discoveries, continuation) = AsyncThrowingStream<Discovery, any Error>.makeStream()
         let end = ScanEnd(central: self, adapter: adapter, continuation: continuation)
-        let tracker = ScanTrackerBox(ScanTracker(adapter: adapter.path, options: options), limit: limit)
+        let tracker = LoopBound(ScanTrackerBox(ScanTracker(adapter: adapter.path, options: options), limit: limit),
+                                loop: mirror.loop)
         let adapterPath = adapter.path
         let adapterName = adapter.name
         let report: @Sendable (Discovery) -> Void = { discovery in
             continuation.yield(discovery)
-            if tracker.reachedLimit(after: discovery) { end.stop() }
+            if tracker.value.reachedLimit(after: discovery) { end.stop() }
         }
-        let observer = mirror.observe(start: { tree in
-            for discovery in tracker.value.start(with: tree) { report(discovery) }
+        let observation = mirror.observeFromAnywhere(start: { tree in
+            for discovery in tracker.value.tracker.start(with: tree) { report(discovery) }
         }, onChange: { change, tree, bluetoothdRunning in
             if case .cleared = change {
                 continuation.finish(throwing: BluetoothError.bluetoothdNotRunning)
@@ -201,14 +204,12 @@ public final class CentralManager: Sendable {
                 continuation.finish(throwing: BluetoothError.adapterNotFound(adapterName))
                 return
             }
-            if let discovery = tracker.value.handle(change, in: tree) { report(discovery) }
+            if let discovery = tracker.value.tracker.handle(change, in: tree) { report(discovery) }
         }, onBusLost: {
             continuation.finish(throwing: BluetoothError.disconnected("lost the connection to the system bus"))
         })
-        let mirror = self.mirror
         continuation.onTermination = { termination in
-            // Not here and now: see `BlueZMirror.stopObserving`.
-            DispatchQueue.global().async { mirror.stopObserving(observer) }
+            observation.cancel()
             // The consumer went away: end the discovery too. (After an error
             // there is no discovery left to stop.)
             if case .cancelled = termination { end.stop() }
@@ -226,27 +227,19 @@ public final class CentralManager: Sendable {
     }
 }
 
-/// A value only the mirror's callbacks (`BlueZMirror.observe`) touch: they
-/// run one at a time under the mirror's lock, so the unchecked Sendable is
-/// sound and no lock of its own is needed.
-final class MirrorCallbackBox<Value>: @unchecked Sendable {
-    var value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-/// A scan tracker for the mirror's callbacks (see `MirrorCallbackBox`).
-private final class ScanTrackerBox: @unchecked Sendable {
-    var value: ScanTracker
+/// A scan's tracker and its count of devices, the loop's (in a `LoopBound`).
+private struct ScanTrackerBox {
+    var tracker: ScanTracker
     private let limit: Int?
     private var reported = 0
 
-    init(_ value: ScanTracker, limit: Int?) {
-        self.value = value
+    init(_ tracker: ScanTracker, limit: Int?) {
+        self.tracker = tracker
         self.limit = limit
     }
 
     /// Whether `discovery` was the `limit`th distinct device.
-    func reachedLimit(after discovery: Discovery) -> Bool {
+    mutating func reachedLimit(after discovery: Discovery) -> Bool {
         guard let limit, discovery.kind == .discovered else { return false }
         reported += 1
         return reported == limit

@@ -34,12 +34,14 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `identifier`; its text is "AA:BB:CC:DD:EE:FF").
     public let identifier: BluetoothAddress
 
-    /// connecting / disconnecting while this process is doing that.
-    let transition = Locked<PeripheralState?>(nil)
+    /// connecting / disconnecting while this process is doing that (the
+    /// loop's: the connect driver sets it there).
+    let transition: LoopBound<PeripheralState?>
 
     package init(central: CentralManager, path: ObjectPath) {
         self.central = central
         self.path = path
+        transition = LoopBound(nil, loop: central.mirror.loop)
         if let p = central.mirror.tree.properties(path, BlueZ.deviceInterface) {
             identifier = DeviceInfo(path: path, properties: p).address
         } else {
@@ -61,8 +63,16 @@ public final class Peripheral: Sendable, CustomStringConvertible {
 
     /// Its connection state, from BlueZ's `Connected` and this process's own connects and disconnects.
     public var state: PeripheralState {
-        if let transition = transition.withLock({ $0 }) { return transition }
-        return info?.connected == true ? .connected : .disconnected
+        central.mirror.loop.sync { [self] in
+            if let transition = transition.value { return transition }
+            return central.mirror.tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true
+                ? .connected : .disconnected
+        }
+    }
+
+    /// Sets the transition shown by `state` (on the loop).
+    func setTransition(_ value: PeripheralState?) {
+        central.mirror.loop.execute { [self] in transition.value = value }
     }
 
     /// Each change of this peripheral's connection from now on, whoever
@@ -73,8 +83,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     public func connectionEvents() -> AsyncStream<ConnectionEvent> {
         let (stream, continuation) = AsyncStream<ConnectionEvent>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let device = path
-        let connected = MirrorCallbackBox(false)
-        let observer = central.mirror.observe(start: { tree in
+        let connected = LoopBound(false, loop: central.mirror.loop)
+        let observation = central.mirror.observeFromAnywhere(start: { tree in
             connected.value = tree.properties(device, BlueZ.deviceInterface)?["Connected"]?.bool ?? false
         }, onChange: { change, tree, _ in
             guard let event = Self.connectionEvent(for: change, device: device, in: tree, wasConnected: connected.value) else { return }
@@ -83,11 +93,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         }, onBusLost: {
             continuation.finish()
         })
-        let mirror = central.mirror
-        continuation.onTermination = { _ in
-            // Not here and now: see `BlueZMirror.stopObserving`.
-            DispatchQueue.global().async { mirror.stopObserving(observer) }
-        }
+        continuation.onTermination = { _ in observation.cancel() }
         return stream
     }
 
@@ -195,83 +201,66 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     func waitForServicesResolved(timeout: Duration) async throws {
-        let (snapshot, changes) = central.mirror.changes()
         let path = self.path
-        guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
-            throw BluetoothError.deviceNotFound(identifier.description)
-        }
-        let device = await deviceProperties(in: snapshot, resolved: true) ?? [:]
-        @Sendable func serviceCount(_ tree: BlueZObjectTree) -> Int {
+        @Sendable func serviceCount(_ tree: borrowing BlueZObjectTree) -> Int {
             tree.paths(with: BlueZ.serviceInterface).filter { $0.isDescendant(of: path) }.count
         }
-        var machine = ServiceDiscoveryStateMachine()
-        let actions = machine.handle(.start(
-            connected: device["Connected"]?.bool ?? false,
-            servicesResolved: device["ServicesResolved"]?.bool ?? false,
-            serviceObjects: serviceCount(snapshot)))
-        Trace.log("services \(identifier): start -> \(machine.state) \(actions)")
-        if machine.isFinished {
-            if case .failed(let failure) = machine.state { throw Self.error(failure, identifier.description) }
-            return
-        }
-        let channel = EventChannel<ServiceDiscoveryStateMachine.Event>()
-        defer { channel.close() }
-        let mirror = central.mirror
-        channel.follow(changes) { change in
-            switch change {
-            case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _):
+        let id = identifier.description
+        let driver = MachineDriver<ServiceDiscoveryStateMachine, Void>(
+            mirror: central.mirror, machine: ServiceDiscoveryStateMachine(), label: "services \(id)")
+        // Follow first, then look (pitfall 4): nothing changes unseen in between.
+        driver.follow { change, tree in
+            if case .added(let added, let interfaces) = change, interfaces.contains(BlueZ.serviceInterface),
+               added.isDescendant(of: path) {
+                return [.serviceAdded]
+            }
+            switch change.fate(ofDevice: path, in: tree) {
+            case .changed(let changed)?:
                 var events: [ServiceDiscoveryStateMachine.Event] = []
                 if let connected = changed["Connected"]?.bool { events.append(.connectedChanged(connected)) }
                 if let resolved = changed["ServicesResolved"]?.bool {
-                    events.append(.servicesResolvedChanged(resolved, serviceObjects: serviceCount(mirror.tree)))
+                    events.append(.servicesResolvedChanged(resolved, serviceObjects: serviceCount(tree)))
                 }
                 return events
-            case .added(let added, let interfaces) where interfaces.contains(BlueZ.serviceInterface) && added.isDescendant(of: path):
-                return [.serviceAdded]
-            case .removed(path, let interfaces) where interfaces.contains(BlueZ.deviceInterface):
-                return [.deviceRemoved]
-            case .replaced:
-                return mirror.tree.properties(path, BlueZ.deviceInterface) == nil ? [.deviceRemoved] : []
-            case .cleared:
-                return [.bluetoothdStopped]
-            default:
-                return []
+            case .gone?: return [.deviceRemoved]
+            case .bluetoothdStopped?: return [.bluetoothdStopped]
+            case nil: return []
             }
         }
-        channel.after(timeout, .timeout)
-        // Signals can be missing (see fetchDeviceProperties): ask bluetoothd every 500 ms too.
-        // Holds the peripheral strongly: it is cancelled when this returns.
-        let poller = Task { [self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                guard !Task.isCancelled, let p = await fetchDeviceProperties(timeout: .seconds(2)) else { continue }
-                if p["Connected"]?.bool == false { channel.send(.connectedChanged(false)) }
-                if p["ServicesResolved"]?.bool == true {
-                    channel.send(.servicesResolvedChanged(true, serviceObjects: serviceCount(mirror.tree)))
-                }
-            }
+        let snapshot = central.mirror.tree
+        guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
+            driver.abandon()
+            throw BluetoothError.deviceNotFound(id)
         }
-        defer { poller.cancel() }
-        let id = identifier.description
-        let started = machine
-        try await runDriver(channel, onCancel: .timeout) {
-            var machine = started
-            var pending = actions
-            var iterator = channel.stream.makeAsyncIterator()
-            while true {
-                for action in pending {
-                    switch action {
-                    case .startSettleTimer(let delay): channel.after(delay, .settleTimerFired)
-                    case .done: return
-                    case .fail(let failure): throw Self.error(failure, id)
-                    case .unplanned(let what): Trace.unplanned("services \(id)", what)
+        let device = await deviceProperties(in: snapshot, resolved: true) ?? [:]
+        let start = ServiceDiscoveryStateMachine.Event.start(
+            connected: device["Connected"]?.bool ?? false,
+            servicesResolved: device["ServicesResolved"]?.bool ?? false,
+            serviceObjects: serviceCount(snapshot))
+        try await driver.run(start: start, cancel: .timeout, setUp: { driver in
+            driver.after(timeout, .timeout)
+        }, perform: { action, driver in
+            switch action {
+            case .startSettleTimer(let delay): driver.after(delay, .settleTimerFired)
+            case .schedulePoll(let delay): driver.after(delay, .pollTimerFired)
+            case .askDevice:
+                // Signals can be missing (see fetchDeviceProperties): ask bluetoothd.
+                let message = DBusMessage.methodCall(
+                    destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
+                    arguments: [.string(BlueZ.deviceInterface)])
+                driver.call(message, timeout: .seconds(2)) { [mirror = driver.mirror] result in
+                    guard let p = (try? result.get())?.arguments.first?.stringKeyedDictionary.map(PropertyMap.init) else {
+                        return .polled(nil)
                     }
+                    return .polled(.init(connected: p["Connected"]?.bool ?? false,
+                                         servicesResolved: p["ServicesResolved"]?.bool ?? false,
+                                         serviceObjects: serviceCount(mirror.tree)))
                 }
-                guard let event = await iterator.next() else { throw BluetoothError.timeout("resolve services of \(id)") }
-                pending = machine.handle(event)
-                Trace.log("services \(id): \(event) -> \(machine.state) \(pending)")
+            case .done: driver.answer(.success(()))
+            case .fail(let failure): driver.answer(.failure(Self.error(failure, id)))
+            case .unplanned(let what): Trace.unplanned(driver.label, what)
             }
-        }
+        })
     }
 
     static func error(_ failure: DiscoveryFailure, _ id: String) -> BluetoothError {
@@ -584,34 +573,30 @@ final class NotifyEngine: Sendable {
     let sharing: Sharing
     /// Values when started without a sink; else it only ends or fails.
     let values: AsyncThrowingStream<[UInt8], any Error>
-    private let channel: EventChannel<NotifyStateMachine.Event>
-    private let loop: Task<Void, Never>
+    /// Ends the session and returns once it has ended.
+    private let stopper: @Sendable () async -> Void
 
     init(characteristic: GattCharacteristic, sharing: Sharing, values: AsyncThrowingStream<[UInt8], any Error>,
-         channel: EventChannel<NotifyStateMachine.Event>, loop: Task<Void, Never>) {
+         stop: @escaping @Sendable () async -> Void) {
         self.characteristic = characteristic
         self.sharing = sharing
         self.values = values
-        self.channel = channel
-        self.loop = loop
+        self.stopper = stop
     }
 
-    /// StopNotify (waits for BlueZ's answer, at most a few seconds).
+    /// StopNotify, or the socket closed; returns once BlueZ answered (or
+    /// the call's deadline passed).
     func stop() async {
-        channel.send(.stop)
-        _ = await firstValue(within: .seconds(5)) { [loop] in await loop.value }
+        await stopper()
     }
 
-    /// The session events a change of BlueZ's tree means: a `Value` (when
-    /// `values`: with AcquireNotify values come over the socket instead),
-    /// the device disconnecting or going, the characteristic going, and
-    /// bluetoothd restarting or leaving (the tree replaced).
+    /// The session events a change of BlueZ's tree means: the device
+    /// disconnecting or going, the characteristic going, and bluetoothd
+    /// restarting or leaving (the tree replaced). Values come another way:
+    /// a signal handler of their own (StartNotify), or the socket (AcquireNotify).
     static func events(for change: BlueZObjectTree.Change, characteristic charPath: ObjectPath, device devicePath: ObjectPath,
-                       mirror: BlueZMirror, values: Bool) -> [NotifyStateMachine.Event] {
+                       in tree: borrowing BlueZObjectTree) -> [NotifyStateMachine.Event] {
         switch change {
-        case .propertiesChanged(charPath, BlueZ.characteristicInterface, let changed, _):
-            if values, let value = changed["Value"]?.bytes { return [.value(value)] }
-            return []
         case .propertiesChanged(devicePath, BlueZ.deviceInterface, let changed, _):
             if changed["Connected"]?.bool == false { return [.deviceDisconnected] }
             return []
@@ -622,7 +607,6 @@ final class NotifyEngine: Sendable {
         case .cleared:
             return [.deviceDisconnected]
         case .replaced:
-            let tree = mirror.tree
             if tree.properties(devicePath, BlueZ.deviceInterface)?["Connected"]?.bool != true { return [.deviceDisconnected] }
             if tree.properties(charPath, BlueZ.characteristicInterface) == nil { return [.characteristicRemoved] }
             return []
@@ -631,11 +615,6 @@ final class NotifyEngine: Sendable {
         }
     }
 
-    /// Values take a short path: a signal handler on the bus thread yields
-    /// them straight into `values` (one hand-over to the consumer), open
-    /// only while notifying — from StartNotify's reply, handled on the same
-    /// thread in bus order, to StopNotify or failure. The mirror's stream
-    /// carries only the rare events (disconnect, removal, bluetoothd gone).
     /// What a characteristic's PropertiesChanged says: its `Value` and its
     /// `Notifying`, when present.
     static func changes(in message: DBusMessage) -> (value: [UInt8]?, notifying: Bool?) {
@@ -656,185 +635,121 @@ final class NotifyEngine: Sendable {
     /// The `Value` a characteristic's PropertiesChanged carries, if any.
     static func value(in message: DBusMessage) -> [UInt8]? { changes(in: message).value }
 
+    /// A StartNotify session, run by `NotifyStateMachine` on the loop: the
+    /// characteristic's value signals (through a signal handler of their
+    /// own, not the mirror's listeners: one hand-over per value, to the
+    /// consumer) and the tree's rare events (disconnect, removal,
+    /// bluetoothd gone) are events of the machine, and only what it says
+    /// to deliver is delivered.
     static func start(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?,
                       onSharing: SharingSink?) async throws -> NotifyEngine {
         let central = peripheral.central
-        let charPath = characteristic.path
-        let devicePath = peripheral.path
         let mirror = central.mirror
-        // listen first (pitfall 4): the tree's events, then the values
-        let (_, changes) = mirror.changes { change in
-            if case .propertiesChanged(charPath, _, _, _) = change { return false }
-            return true
-        }
-        let channel = EventChannel<NotifyStateMachine.Event>()
-        channel.follow(changes) { change in
-            events(for: change, characteristic: charPath, device: devicePath, mirror: mirror, values: false)
-        }
+        let connection = central.connection
+        let (charPath, devicePath) = (characteristic.path, peripheral.path)
+        let what = characteristic.uuid.label
+        let deviceID = peripheral.identifier
+        let callTimeout = central.callTimeout
         let (values, valuesContinuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let deliver: ValueSink = onValue ?? { valuesContinuation.yield($0) }
-        // Guarded because the bus thread (signals, StartNotify's reply) and
-        // the session's loop task (stop, failure) both open and close it.
-        let open = Locked(false)
-        // Bus thread only (both handlers below); locked for the compiler's
-        // sake and for `releaseAll` at the end, on the loop task.
-        let reads = Locked(ReadCopyFilter())
+        let driver = MachineDriver<NotifyStateMachine, Void>(mirror: mirror, machine: NotifyStateMachine(), label: "notify \(what)")
+        // The tree's events first (pitfall 4), then the values.
+        driver.follow { change, tree in
+            events(for: change, characteristic: charPath, device: devicePath, in: tree)
+        }
+        // The reads another bluectl makes while values flow (ReadMarker): the loop's.
+        let reads = LoopBound(ReadCopyFilter(), loop: mirror.loop)
+        // Listen first (pitfall 4); the handlers run on the loop, and what
+        // comes before the machine has started is dropped by the driver.
         let valueFilter = SignalFilter(
             sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", path: charPath)
         let markerFilter = SignalFilter(interface: ReadMarker.interface, path: charPath)
         let token: DBusConnection.SubscriptionToken
         let markerToken: DBusConnection.SubscriptionToken
         do {
-            token = try await central.connection.subscribe(valueFilter, timeout: central.callTimeout) { message in
+            token = try await connection.subscribe(valueFilter, timeout: callTimeout) { message in
                 let (value, notifying) = Self.changes(in: message)
-                if notifying == false { channel.send(.sharedSessionEnded) }
-                guard let value, open.withLock({ $0 }) else { return }
-                let now = ContinuousClock.now
-                for bytes in reads.withLock({ $0.value(value, serial: message.serial, now: now) }) { deliver(bytes) }
+                if notifying == false { driver.send(.sharedSessionEnded) }
+                guard let value else { return }
+                for bytes in reads.value.value(value, serial: message.serial, now: driver.loop.now) { driver.send(.value(bytes)) }
             }
-            markerToken = try await central.connection.subscribe(markerFilter, timeout: central.callTimeout) { message in
+            markerToken = try await connection.subscribe(markerFilter, timeout: callTimeout) { message in
                 guard let reader = message.sender else { return }
-                let now = ContinuousClock.now
+                let now = driver.loop.now
                 let release: [[UInt8]]
                 switch message.member {
                 case ReadMarker.started?:
-                    release = reads.withLock { $0.started(by: reader, now: now) }
+                    release = reads.value.started(by: reader, now: now)
                 case ReadMarker.finished?:
                     let arguments = message.arguments
                     guard arguments.count == 2, case .uint32(let serial) = arguments[0].unwrapped, let bytes = arguments[1].bytes else { return }
-                    release = reads.withLock { $0.finished(by: reader, replySerial: serial, value: bytes, now: now) }
+                    release = reads.value.finished(by: reader, replySerial: serial, value: bytes, now: now)
                 default:
                     return
                 }
-                guard open.withLock({ $0 }) else { return }
-                for bytes in release { deliver(bytes) }
+                for bytes in release { driver.send(.value(bytes)) }
             }
         } catch {
-            channel.close()
-            throw BluetoothError.from(error, operation: "listen for values of \(characteristic.uuid.label)")
+            driver.abandon()
+            throw BluetoothError.from(error, operation: "listen for values of \(what)")
         }
         // Another client's StartNotify session already on: share it (see
         // NotifyStateMachine), or every value would arrive twice.
         let joining = mirror.tree.properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
-        let what = characteristic.uuid.label
-        let deviceID = peripheral.identifier
-        let started = StartSignal()
-
-        func call(_ member: String, _ reply: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Void) {
-            let message = DBusMessage.methodCall(
-                destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface, member: member)
-            central.connection.call(message, timeout: central.callTimeout, handler: reply)
+        @Sendable func characteristicCall(_ member: String) -> DBusMessage {
+            DBusMessage.methodCall(destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
+                                   member: member)
         }
-
-        let loop = Task {
-            var machine = NotifyStateMachine()
-            if joining { open.withLock { $0 = true } }
-            var pending = machine.handle(joining ? .join : .start)
-            var iterator = channel.stream.makeAsyncIterator()
-            var stopSent = false
-            while true {
-                for action in pending {
-                    switch action {
-                    case .callStartNotify:
-                        call("StartNotify") { result in
-                            switch result {
-                            case .success:
-                                open.withLock { $0 = true }
-                                channel.send(.startSucceeded)
-                            case .failure(let error):
-                                let (name, message) = error.nameAndMessage
-                                channel.send(.startFailed(name: name, message: message))
-                            }
-                        }
-                    case .reportStarted:
-                        started.resolve(nil)
-                    case .reportTakingOver:
-                        onSharing?(.tookOver)
-                    case .unplanned(let description):
-                        Trace.unplanned("notify \(what)", description)
-                    case .deliver(let bytes):
-                        deliver(bytes)
-                    case .callStopNotify:
-                        open.withLock { $0 = false }
-                        guard !stopSent else { break }
-                        stopSent = true
-                        call("StopNotify") { _ in channel.send(.stopFinished) }
-                    case .finish:
-                        // values held for another bluectl's read came before the stop
-                        for bytes in reads.withLock({ $0.releaseAll() }) { deliver(bytes) }
-                        open.withLock { $0 = false }
-                        valuesContinuation.finish()
-                        started.resolve(CancellationError())
-                    case .fail(let failure):
-                        let error: any Error
-                        switch failure {
-                        case .disconnected: error = BluetoothError.disconnected("\(deviceID) disconnected")
-                        case .removed: error = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
-                        case .bluez(let name, let message):
-                            error = BluetoothError(DBusError.remote(name: name, message: message), operation: "start notifications of \(what)")
-                        }
-                        open.withLock { $0 = false }
-                        valuesContinuation.finish(throwing: error)
-                        started.resolve(error)
+        let engine = NotifyEngine(characteristic: characteristic, sharing: joining ? .joined : .own, values: values) {
+            driver.loop.execute { driver.send(.stop) }
+            await driver.ended()
+        }
+        try await driver.run(start: joining ? .join : .start, cancel: .stop, setUp: { driver in
+            driver.onEnd {
+                // values held for another bluectl's read came before the end
+                for bytes in reads.value.releaseAll() { deliver(bytes) }
+                valuesContinuation.finish()
+                connection.dropSubscription(token)
+                connection.dropSubscription(markerToken)
+            }
+        }, perform: { action, driver in
+            switch action {
+            case .callStartNotify:
+                driver.call(characteristicCall("StartNotify"), timeout: callTimeout) { result in
+                    switch result {
+                    case .success: return .startSucceeded
+                    case .failure(let error):
+                        let (name, message) = error.nameAndMessage
+                        return .startFailed(name: name, message: message)
                     }
                 }
-                if machine.isFinished { break }
-                guard let event = await iterator.next() else { break }
-                pending = machine.handle(event)
-                if case .value = event {} else { Trace.log("notify \(what): \(event) -> \(machine.state) \(pending)") }
+            case .reportStarted:
+                driver.answer(.success(()))
+            case .reportTakingOver:
+                onSharing?(.tookOver)
+            case .unplanned(let description):
+                Trace.unplanned(driver.label, description)
+            case .deliver(let bytes):
+                deliver(bytes)
+            case .callStopNotify:
+                // At most a few seconds: a process that stops may be about to exit.
+                driver.call(characteristicCall("StopNotify"), timeout: min(callTimeout, .seconds(5))) { _ in .stopFinished }
+            case .finish:
+                for bytes in reads.value.releaseAll() { deliver(bytes) }
+                valuesContinuation.finish()
+                driver.answer(.failure(CancellationError()))
+            case .fail(let failure):
+                let error: any Error
+                switch failure {
+                case .disconnected: error = BluetoothError.disconnected("\(deviceID) disconnected")
+                case .removed: error = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
+                case .bluez(let name, let message):
+                    error = BluetoothError(DBusError.remote(name: name, message: message), operation: "start notifications of \(what)")
+                }
+                valuesContinuation.finish(throwing: error)
+                driver.answer(.failure(error))
             }
-            // A failed session after a StopNotify: wait briefly for its reply.
-            open.withLock { $0 = false }
-            channel.close()
-            valuesContinuation.finish()
-            started.resolve(CancellationError())
-            await central.connection.unsubscribe(token)
-            await central.connection.unsubscribe(markerToken)
-        }
-        let session = NotifyEngine(characteristic: characteristic, sharing: joining ? .joined : .own,
-                                          values: values, channel: channel, loop: loop)
-        do {
-            try await withTaskCancellationHandler {
-                try await started.wait()
-            } onCancel: {
-                channel.send(.stop)
-            }
-        } catch {
-            await session.stop()
-            throw error
-        }
-        return session
-    }
-}
-
-/// A one-shot result for a waiting task.
-final class StartSignal: Sendable {
-    private let state = Locked<(done: Bool, error: (any Error)?, waiter: CheckedContinuation<Void, any Error>?)>((false, nil, nil))
-
-    func resolve(_ error: (any Error)?) {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
-            guard !s.done else { return nil }
-            s.done = true
-            s.error = error
-            let w = s.waiter
-            s.waiter = nil
-            return w
-        }
-        if let waiter {
-            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
-        }
-    }
-
-    func wait() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let ready = state.withLock { s -> (Bool, (any Error)?) in
-                if s.done { return (true, s.error) }
-                s.waiter = continuation
-                return (false, nil)
-            }
-            if ready.0 {
-                if let error = ready.1 { continuation.resume(throwing: error) } else { continuation.resume() }
-            }
-        }
+        })
+        return engine
     }
 }

@@ -10,18 +10,26 @@ import Foundation
 import Glibc
 #endif
 
-/// A private connection to a message bus, owned by one I/O thread.
+/// A private connection to a message bus, whose state one event loop owns.
 ///
-/// Why this shape (docs/bluez-pitfalls.md, "libdbus from Swift"):
-/// - only the I/O thread touches the libdbus connection, so no two threads
-///   ever pop each other's messages;
-/// - replies are matched to calls through our own serial → handler table
-///   with deadlines the I/O loop enforces, so every timeout really fires
-///   (libdbus's pending-call timeouts need a main loop we don't have);
-/// - signals are delivered in bus order on the I/O thread, and a signal
+/// Why this shape (docs/bluez-pitfalls.md, "libdbus from Swift";
+/// docs/architecture.md, "The event loop"):
+/// - the connection's I/O thread is its `EventLoop`: it alone touches the
+///   libdbus connection (no two threads ever pop each other's messages) and
+///   the tables below (calls waiting for replies, signal subscriptions,
+///   exported objects, name owners), so they need no lock; other threads
+///   hand it jobs;
+/// - replies are matched to calls through our own serial → handler table,
+///   with each call's deadline a timer of the loop, so every timeout really
+///   fires (libdbus's pending-call timeouts need a main loop we don't have);
+/// - signals are delivered in bus order on the loop, and a signal
 ///   subscribed for a well-known name (`org.bluez`) is accepted only when its
 ///   sender is that name's current unique owner, tracked from
 ///   `NameOwnerChanged` — another client cannot impersonate bluetoothd.
+///
+/// An embedded connection (`embedded()`) runs the same code over an
+/// in-memory wire: a test answers its calls and emits signals by hand, on a
+/// virtual clock (swift-nio's `EmbeddedChannel`).
 public final class DBusConnection: Sendable {
     /// The address tried: `$DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
     public static var systemBusAddress: String {
@@ -38,11 +46,10 @@ public final class DBusConnection: Sendable {
     public let address: String
     /// Our unique name on the bus (":1.42").
     public let uniqueName: String
-
-    /// Touched only by the I/O thread (and by `deinit`, once it has stopped).
-    nonisolated(unsafe) private let raw: OpaquePointer
-    private let wakeFD: Int32
-    private let state = Locked(State())
+    /// The loop that owns this connection (and what BluectlCore builds on it).
+    package let loop: EventLoop
+    private let wire: Wire
+    private let tables: LoopBound<Tables>
 
     /// Token for a registered signal handler; pass it to `unsubscribe`.
     public struct SubscriptionToken: Hashable, Sendable {
@@ -54,16 +61,17 @@ public final class DBusConnection: Sendable {
     public typealias MethodHandler = @Sendable (DBusMessage, DBusConnection) -> Void
     public typealias OwnerHandler = @Sendable (_ name: String, _ newOwner: String?) -> Void
 
+    /// Where messages go and come from.
+    fileprivate enum Wire: Sendable {
+        case libdbus(LibDBusWire)
+        case embedded(EmbeddedBus)
+    }
+
     private struct Pending {
         var method: String
         var timeout: Double
-        var deadline: ContinuousClock.Instant
+        var timer: EventLoop.TimerID
         var handler: ReplyHandler
-    }
-
-    private struct Outgoing {
-        var raw: RawMessage
-        var callID: UInt64?
     }
 
     private struct Subscription {
@@ -71,20 +79,25 @@ public final class DBusConnection: Sendable {
         var handler: SignalHandler
     }
 
-    private struct State: ~Copyable {
+    /// Everything the loop keeps for the connection.
+    private struct Tables {
         var nextID: UInt64 = 1
-        var outbox: [Outgoing] = []
-        /// Calls not yet sent are keyed by id only; once sent, `serials` maps back.
-        var pending: [UInt64: Pending] = [:]
-        var serials: [UInt32: UInt64] = [:]
+        /// Calls sent and not answered, by serial.
+        var pending: [UInt32: Pending] = [:]
         var subscriptions: [UInt64: Subscription] = [:]
         var methodHandlers: [ObjectPath: MethodHandler] = [:]
         /// Well-known name → current unique owner (nil: no owner), for tracked names.
         var owners: [String: String?] = [:]
         var ownerHandlers: [UInt64: OwnerHandler] = [:]
         var disconnectHandlers: [@Sendable () -> Void] = []
-        var running = true
+        /// `close()` asked the I/O thread to stop.
+        var stopRequested = false
         var closed = false
+
+        mutating func takeID() -> UInt64 {
+            defer { nextID += 1 }
+            return nextID
+        }
     }
 
     // MARK: - Opening
@@ -112,72 +125,70 @@ public final class DBusConnection: Sendable {
             dbus_connection_unref(raw)
             throw .connectionFailed(address: address, reason: "eventfd: \(String(cString: strerror(errno)))")
         }
-        let connection = DBusConnection(raw: raw, address: address, uniqueName: String(cString: unique), wakeFD: wake)
-        connection.startIOThread()
+        let io = LibDBusWire(raw: raw, wakeFD: wake)
+        let loop = EventLoop(wake: { io.wake() })
+        let connection = DBusConnection(wire: .libdbus(io), loop: loop, address: address,
+                                        uniqueName: String(cString: unique))
+        connection.startIOThread(io)
         return connection
+    }
+
+    /// A connection over an in-memory wire, for tests: what it sends is
+    /// recorded on the returned `EmbeddedBus` (the bus daemon's own methods
+    /// are answered there), replies and signals are what the test hands
+    /// in, and its loop's clock is virtual.
+    package static func embedded(uniqueName: String = ":1.99", owners: [String: String] = [:]) -> (DBusConnection, EmbeddedBus) {
+        let loop = EventLoop(embeddedAt: .now)
+        let bus = EmbeddedBus(uniqueName: uniqueName, owners: owners)
+        let connection = DBusConnection(wire: .embedded(bus), loop: loop, address: "embedded:", uniqueName: uniqueName)
+        bus.attach(connection)
+        return (connection, bus)
     }
 
     private static let initializeThreadsOnce: Void = {
         _ = dbus_threads_init_default()
     }()
 
-    private init(raw: OpaquePointer, address: String, uniqueName: String, wakeFD: Int32) {
-        self.raw = raw
+    private init(wire: Wire, loop: EventLoop, address: String, uniqueName: String) {
+        self.wire = wire
+        self.loop = loop
         self.address = address
         self.uniqueName = uniqueName
-        self.wakeFD = wakeFD
-    }
-
-    deinit {
-        // The I/O thread holds `self` until it has closed the connection.
-        dbus_connection_unref(raw)
-        _ = closeDescriptor(wakeFD)
+        tables = LoopBound(Tables(), loop: loop)
     }
 
     /// Stops the I/O thread and closes the connection. Pending calls fail
-    /// with `.disconnected`. Safe to call more than once.
+    /// with `.disconnected`. Safe to call more than once, from any thread
+    /// (on the loop itself it does not wait for the end).
     public func close() {
-        let wasRunning = state.withLock { state -> Bool in
-            let was = state.running
-            state.running = false
-            return was
+        switch wire {
+        case .libdbus(let io):
+            loop.execute { [self] in tables.value.stopRequested = true }
+            if !loop.inLoop { io.waitForEnd() }
+        case .embedded:
+            loop.execute { [self] in shutDown() }
         }
-        if wasRunning { wake() }
-        ioDone.wait()
-        ioDone.signal()
     }
 
-    public var isConnected: Bool { state.withLock { $0.running && !$0.closed } }
+    /// Whether the connection is open (not closed, not lost).
+    public var isConnected: Bool { loop.sync { [self] in !tables.value.closed && !tables.value.stopRequested } }
 
     // MARK: - Calls
 
     /// Sends `message` (a method call) and hands the reply, an error reply as
-    /// `.remote`, `.timedOut` or `.disconnected` to `handler` on the I/O
-    /// thread, in bus order with signals.
+    /// `.remote`, `.timedOut` or `.disconnected` to `handler` on the loop,
+    /// in bus order with signals.
     public func call(_ message: DBusMessage, timeout: Duration, handler: @escaping ReplyHandler) {
-        let seconds = timeout.seconds
-        let encoded: RawMessage
+        let outgoing: Outgoing
         do {
-            encoded = try MessageCodec.encode(message)
+            outgoing = try Outgoing(message, for: wire)
         } catch {
             handler(.failure(error))
             return
         }
-        let accepted = state.withLock { state -> Bool in
-            guard state.running, !state.closed else { return false }
-            let id = state.nextID
-            state.nextID += 1
-            state.pending[id] = Pending(
-                method: message.methodDescription, timeout: seconds,
-                deadline: .now + timeout, handler: handler)
-            state.outbox.append(Outgoing(raw: encoded, callID: id))
-            return true
+        loop.execute { [self] in
+            startCall(outgoing, method: message.methodDescription, timeout: timeout, handler: handler)
         }
-        guard accepted else {
-            handler(.failure(.disconnected))
-            return
-        }
-        wake()
     }
 
     /// Sends a method call and waits for its reply. An error reply throws
@@ -204,15 +215,48 @@ public final class DBusConnection: Sendable {
     }
 
     /// Sends a message that expects no reply (a signal, or a reply we make).
+    /// Throws `.disconnected` when the connection is known to be closed.
     public func send(_ message: DBusMessage) throws(DBusError) {
-        let encoded = try MessageCodec.encode(message)
-        let accepted = state.withLock { state -> Bool in
-            guard state.running, !state.closed else { return false }
-            state.outbox.append(Outgoing(raw: encoded, callID: nil))
-            return true
+        let outgoing = try Outgoing(message, for: wire)
+        if loop.inLoop {
+            guard !tables.value.closed else { throw .disconnected }
+            transmit(outgoing)
+            return
         }
-        guard accepted else { throw .disconnected }
-        wake()
+        loop.execute { [self] in
+            if !tables.value.closed { transmit(outgoing) }
+        }
+    }
+
+    /// On the loop: sends the call and files its handler and deadline.
+    private func startCall(_ outgoing: Outgoing, method: String, timeout: Duration, handler: @escaping ReplyHandler) {
+        guard !tables.value.closed else {
+            handler(.failure(.disconnected))
+            return
+        }
+        guard let serial = transmit(outgoing) else {
+            handler(.failure(.invalidArgument("out of memory sending \(method)")))
+            return
+        }
+        let timer = loop.schedule(after: timeout) { [self] in
+            guard let call = tables.value.pending.removeValue(forKey: serial) else { return }
+            call.handler(.failure(.timedOut(method: call.method, seconds: call.timeout)))
+        }
+        tables.value.pending[serial] = Pending(method: method, timeout: timeout.seconds, timer: timer, handler: handler)
+    }
+
+    /// On the loop: hands a message to the wire; its serial, or nil when libdbus could not take it.
+    @discardableResult
+    private func transmit(_ outgoing: Outgoing) -> UInt32? {
+        switch (wire, outgoing) {
+        case (.libdbus(let io), .raw(let raw)):
+            var serial: UInt32 = 0
+            return dbus_connection_send(io.raw, raw.pointer, &serial) == 0 ? nil : serial
+        case (.embedded(let bus), .message(let message)):
+            return bus.receive(message)
+        default:
+            preconditionFailure("a message encoded for another wire")
+        }
     }
 
     // MARK: - Signals
@@ -220,21 +264,20 @@ public final class DBusConnection: Sendable {
     /// Registers `handler` for signals matching `filter` and adds the match
     /// rule on the bus. When the filter names a well-known sender, its owner
     /// is tracked first so that only the owner's signals are accepted.
-    /// The handler runs on the I/O thread and must return quickly.
+    /// The handler runs on the loop and must return quickly.
     public func subscribe(_ filter: SignalFilter, timeout: Duration = .seconds(25), handler: @escaping SignalHandler) async throws -> SubscriptionToken {
         if let sender = filter.sender, !sender.hasPrefix(":") {
             _ = try await trackOwner(of: sender, timeout: timeout)
         }
-        let id = state.withLock { state -> UInt64 in
-            let id = state.nextID
-            state.nextID += 1
-            state.subscriptions[id] = Subscription(filter: filter, handler: handler)
+        let id = await loop.submit { [self] in
+            let id = tables.value.takeID()
+            tables.value.subscriptions[id] = Subscription(filter: filter, handler: handler)
             return id
         }
         do {
             try await busCall("AddMatch", [.string(filter.matchRule)], timeout: timeout)
         } catch {
-            _ = state.withLock { $0.subscriptions.removeValue(forKey: id) }
+            loop.execute { [self] in _ = tables.value.subscriptions.removeValue(forKey: id) }
             throw error
         }
         return SubscriptionToken(id: id)
@@ -243,9 +286,25 @@ public final class DBusConnection: Sendable {
     /// Removes a handler and its match rule (leaked rules count against the
     /// daemon's per-connection limit).
     public func unsubscribe(_ token: SubscriptionToken, timeout: Duration = .seconds(5)) async {
-        let removed = state.withLock { $0.subscriptions.removeValue(forKey: token.id) }
-        guard let removed, isConnected else { return }
-        _ = try? await busCall("RemoveMatch", [.string(removed.filter.matchRule)], timeout: timeout)
+        let removed = await loop.submit { [self] () -> SignalFilter? in
+            guard let removed = tables.value.subscriptions.removeValue(forKey: token.id), !tables.value.closed else { return nil }
+            return removed.filter
+        }
+        guard let removed else { return }
+        _ = try? await busCall("RemoveMatch", [.string(removed.matchRule)], timeout: timeout)
+    }
+
+    /// `unsubscribe` without waiting, from any thread: the handler goes (on
+    /// the loop, at once when called there) and RemoveMatch is sent without
+    /// awaiting its reply.
+    package func dropSubscription(_ token: SubscriptionToken) {
+        let drop: @Sendable () -> Void = { [self] in
+            guard let removed = tables.value.subscriptions.removeValue(forKey: token.id), !tables.value.closed else { return }
+            call(.methodCall(destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
+                             interface: Self.busName, member: "RemoveMatch", arguments: [.string(removed.filter.matchRule)]),
+                 timeout: .seconds(5)) { _ in }
+        }
+        if loop.inLoop { drop() } else { loop.execute(drop) }
     }
 
     // MARK: - Name owners
@@ -257,10 +316,10 @@ public final class DBusConnection: Sendable {
         guard bluectl_valid_bus_name(name), !name.hasPrefix(":") else {
             throw DBusError.invalidArgument("bus name \"\(name)\"")
         }
-        if let known = state.withLock({ $0.owners[name] }) { return known }
+        if let known = await loop.submit({ [self] in tables.value.owners[name] }) { return known }
         let rule = "type='signal',sender='\(Self.busName)',interface='\(Self.busName)',member='NameOwnerChanged',arg0='\(name)'"
         try await busCall("AddMatch", [.string(rule)], timeout: timeout)
-        // The reply handler runs on the I/O thread in bus order: a
+        // The reply handler runs on the loop in bus order: a
         // NameOwnerChanged that came before the reply is older than it.
         let owner = HandOff<String?>()
         let message = DBusMessage.methodCall(
@@ -270,10 +329,10 @@ public final class DBusConnection: Sendable {
             switch result {
             case .success(let reply):
                 let current = reply.arguments.first?.string
-                state.withLock { $0.owners[name] = .some(current) }
+                tables.value.owners[name] = .some(current)
                 owner.settle(.success(current))
             case .failure(.remote(name: "org.freedesktop.DBus.Error.NameHasNoOwner", _)):
-                state.withLock { $0.owners[name] = .some(nil) }
+                tables.value.owners[name] = .some(nil)
                 owner.settle(.success(nil))
             case .failure(let error):
                 owner.settle(.failure(error))
@@ -284,136 +343,96 @@ public final class DBusConnection: Sendable {
 
     /// The current owner of a tracked name (`nil` when it has none or is not tracked).
     public func owner(of name: String) -> String? {
-        state.withLock { $0.owners[name] ?? nil }
+        loop.sync { [self] in tables.value.owners[name] ?? nil }
     }
 
-    /// Calls `handler` on the I/O thread whenever a tracked name changes owner.
+    /// Calls `handler` on the loop whenever a tracked name changes owner.
     @discardableResult
     public func onOwnerChange(_ handler: @escaping OwnerHandler) -> SubscriptionToken {
-        state.withLock { state in
-            let id = state.nextID
-            state.nextID += 1
-            state.ownerHandlers[id] = handler
+        loop.sync { [self] in
+            let id = tables.value.takeID()
+            tables.value.ownerHandlers[id] = handler
             return SubscriptionToken(id: id)
         }
     }
 
-    /// Calls `handler` once, on the I/O thread, when the connection is lost.
+    /// Calls `handler` once, on the loop, when the connection is lost (at
+    /// once when it already is).
     public func onDisconnect(_ handler: @escaping @Sendable () -> Void) {
-        let already = state.withLock { state -> Bool in
-            if state.closed { return true }
-            state.disconnectHandlers.append(handler)
-            return false
+        loop.execute { [self] in
+            if tables.value.closed { handler() } else { tables.value.disconnectHandlers.append(handler) }
         }
-        if already { handler() }
     }
 
     // MARK: - Exported objects
 
-    /// Routes method calls for `path` to `handler` (on the I/O thread). The
-    /// handler must eventually `send` a reply unless the caller asked for none.
+    /// Routes method calls for `path` to `handler` (on the loop). The
+    /// handler must eventually `send` a reply unless the caller asked for
+    /// none. In place for every message handled after this returns.
     public func export(_ path: ObjectPath, handler: @escaping MethodHandler) {
-        state.withLock { $0.methodHandlers[path] = handler }
+        loop.sync { [self] in tables.value.methodHandlers[path] = handler }
     }
 
     public func unexport(_ path: ObjectPath) {
-        _ = state.withLock { $0.methodHandlers.removeValue(forKey: path) }
+        loop.execute { [self] in _ = tables.value.methodHandlers.removeValue(forKey: path) }
     }
 
     // MARK: - The I/O thread
 
-    private let ioDone = DispatchSemaphore(value: 0)
-
-    private func startIOThread() {
+    private func startIOThread(_ io: LibDBusWire) {
         startThread(name: "bluectl-dbus-io") { [self] in
-            runLoop()
-            ioDone.signal()
+            loop.adoptCurrentThread()
+            runLoop(io)
+            shutDown()
+            loop.releaseThread()
+            io.ended()
         }
     }
 
-    private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
-    }
-
-    private func runLoop() {
+    private func runLoop(_ io: LibDBusWire) {
         let busFD: Int32 = {
             var fd: Int32 = -1
-            dbus_connection_get_unix_fd(raw, &fd)
+            dbus_connection_get_unix_fd(io.raw, &fd)
             return fd
         }()
-        var connected = true
-        while connected {
-            // 1. send what callers queued, registering serials before any reply can be popped
-            let (outgoing, running) = state.withLock { state -> ([Outgoing], Bool) in
-                let out = state.outbox
-                state.outbox.removeAll(keepingCapacity: true)
-                return (out, state.running)
-            }
-            guard running else { break }
-            for item in outgoing {
-                var serial: UInt32 = 0
-                if dbus_connection_send(raw, item.raw.pointer, &serial) == 0 {
-                    if let id = item.callID {
-                        let pending = state.withLock { $0.pending.removeValue(forKey: id) }
-                        pending?.handler(.failure(.invalidArgument("out of memory sending \(pending?.method ?? "")")))
-                    }
-                    continue
-                }
-                if let id = item.callID {
-                    state.withLock { state in
-                        if state.pending[id] != nil { state.serials[serial] = id }
-                    }
-                }
-            }
-            // 2. wait for the bus, a wake-up, or the nearest deadline
+        while true {
+            // 1. run the jobs handed in (calls to send, subscriptions, …)
+            loop.runJobs()
+            if tables.value.stopRequested { return }
+            // 2. wait for the bus, a wake-up, or the nearest timer
             var fds = [
-                pollfd(fd: busFD, events: Int16(POLLIN) | (dbus_connection_has_messages_to_send(raw) != 0 ? Int16(POLLOUT) : 0), revents: 0),
-                pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: busFD, events: Int16(POLLIN) | (dbus_connection_has_messages_to_send(io.raw) != 0 ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0),
             ]
-            let waitMilliseconds = millisecondsToNearestDeadline()
-            let ready = poll(&fds, 2, waitMilliseconds)
-            if ready < 0 && errno != EINTR { break }
+            let ready = poll(&fds, 2, loop.hasJobs ? 0 : millisecondsToNextTimer())
+            if ready < 0 && errno != EINTR { return }
             if fds[1].revents & Int16(POLLIN) != 0 {
                 var counter: UInt64 = 0
-                _ = read(wakeFD, &counter, 8)
+                _ = read(io.wakeFD, &counter, 8)
             }
             // 3. move bytes both ways without blocking, then handle every complete message
-            if dbus_connection_read_write(raw, 0) == 0 { connected = false }
-            while let message = dbus_connection_pop_message(raw) {
+            var connected = dbus_connection_read_write(io.raw, 0) != 0
+            while let message = dbus_connection_pop_message(io.raw) {
+                // what was handed in before this message arrived applies to it
+                loop.runJobs()
                 let owned = RawMessage(taking: message)
                 if !handle(owned) { connected = false }
             }
-            if fds[0].revents & Int16(POLLHUP | POLLERR) != 0, dbus_connection_get_is_connected(raw) == 0 {
+            if fds[0].revents & Int16(POLLHUP | POLLERR) != 0, dbus_connection_get_is_connected(io.raw) == 0 {
                 connected = false
             }
-            // 4. fail the calls whose time is up
-            expireDeadlines()
+            if !connected { return }
+            // 4. the timers whose time has come (call deadlines among them)
+            loop.fireDueTimers()
         }
-        shutDown()
     }
 
-    private func millisecondsToNearestDeadline() -> Int32 {
-        let nearest = state.withLock { state in state.pending.values.map(\.deadline).min() }
-        guard let nearest else { return -1 }
-        let remaining = nearest - .now
+    private func millisecondsToNextTimer() -> Int32 {
+        guard let next = loop.nextDeadline else { return -1 }
+        let remaining = next - loop.now
         if remaining <= .zero { return 0 }
         let ms = remaining.seconds * 1000
         return Int32(min(ms.rounded(.up), 60_000))
-    }
-
-    private func expireDeadlines() {
-        let now = ContinuousClock.now
-        let expired = state.withLock { state -> [Pending] in
-            let ids = state.pending.filter { $0.value.deadline <= now }.map(\.key)
-            guard !ids.isEmpty else { return [] }
-            let idSet = Set(ids)
-            state.serials = state.serials.filter { !idSet.contains($0.value) }
-            return ids.compactMap { state.pending.removeValue(forKey: $0) }
-        }
-        for call in expired {
-            call.handler(.failure(.timedOut(method: call.method, seconds: call.timeout)))
-        }
     }
 
     /// Returns false when the message says the connection is gone.
@@ -429,6 +448,12 @@ public final class DBusConnection: Sendable {
             }
             return true
         }
+        return handle(message)
+    }
+
+    /// Handles one incoming message on the loop (the embedded wire hands its
+    /// messages here directly); false when it says the connection is gone.
+    fileprivate func handle(_ message: DBusMessage) -> Bool {
         switch message.kind {
         case .methodReturn, .error:
             guard let serial = message.replySerial, let call = takePending(serial: serial) else { return true }
@@ -449,37 +474,32 @@ public final class DBusConnection: Sendable {
     }
 
     private func takePending(serial: UInt32) -> Pending? {
-        state.withLock { state in
-            guard let id = state.serials.removeValue(forKey: serial) else { return nil }
-            return state.pending.removeValue(forKey: id)
-        }
+        guard let call = tables.value.pending.removeValue(forKey: serial) else { return nil }
+        loop.cancel(call.timer)
+        return call
     }
 
     private func dispatchSignal(_ message: DBusMessage) {
         // Owner changes come only from the bus daemon itself.
         if message.sender == Self.busName, message.interface == Self.busName,
            message.member == "NameOwnerChanged", message.arguments.count == 3,
-           let name = message.arguments[0].string, let newOwner = message.arguments[2].string {
+           let name = message.arguments[0].string, let newOwner = message.arguments[2].string,
+           tables.value.owners[name] != nil {
             let owner: String? = newOwner.isEmpty ? nil : newOwner
-            let handlers = state.withLock { state -> [OwnerHandler] in
-                guard state.owners[name] != nil else { return [] }
-                state.owners[name] = .some(owner)
-                return Array(state.ownerHandlers.values)
-            }
-            for handler in handlers { handler(name, owner) }
+            tables.value.owners[name] = .some(owner)
+            for handler in tables.value.ownerHandlers.values { handler(name, owner) }
         }
-        let handlers = state.withLock { state -> [SignalHandler] in
-            state.subscriptions.values.compactMap { subscription in
-                let filter = subscription.filter
-                guard filter.matches(message) else { return nil }
-                if let sender = filter.sender {
-                    let expected: String? = sender.hasPrefix(":") ? sender : (state.owners[sender] ?? nil)
-                    guard let expected, message.sender == expected else { return nil }
-                }
-                return subscription.handler
+        let owners = tables.value.owners
+        // A copy: a handler may subscribe or unsubscribe.
+        for subscription in tables.value.subscriptions.values {
+            let filter = subscription.filter
+            guard filter.matches(message) else { continue }
+            if let sender = filter.sender {
+                let expected: String? = sender.hasPrefix(":") ? sender : (owners[sender] ?? nil)
+                guard let expected, message.sender == expected else { continue }
             }
+            subscription.handler(message)
         }
-        for handler in handlers { handler(message) }
     }
 
     private func dispatchMethodCall(_ message: DBusMessage) {
@@ -489,8 +509,7 @@ public final class DBusConnection: Sendable {
                 return
             }
         }
-        let handler = message.path.flatMap { path in state.withLock { $0.methodHandlers[path] } }
-        if let handler {
+        if let path = message.path, let handler = tables.value.methodHandlers[path] {
             handler(message, self)
         } else if !message.noReplyExpected {
             try? send(.error(to: message, name: "org.freedesktop.DBus.Error.UnknownObject",
@@ -498,25 +517,23 @@ public final class DBusConnection: Sendable {
         }
     }
 
-    private func shutDown() {
-        dbus_connection_close(raw)
-        let (pending, disconnectHandlers) = state.withLock { state -> ([Pending], [@Sendable () -> Void]) in
-            state.running = false
-            state.closed = true
-            let pending = Array(state.pending.values)
-            state.pending.removeAll()
-            state.serials.removeAll()
-            state.outbox.removeAll()
-            let handlers = state.disconnectHandlers
-            state.disconnectHandlers.removeAll()
-            // A closed connection keeps no handler: whoever they hold (the
-            // object tree's mirror, an agent) is free again, so that they can
-            // hold it strongly instead of weakly (see BlueZMirror).
-            state.subscriptions.removeAll()
-            state.ownerHandlers.removeAll()
-            state.methodHandlers.removeAll()
-            return (pending, handlers)
-        }
+    /// On the loop, once: the connection is closed; every call waiting
+    /// fails and the disconnect handlers run.
+    fileprivate func shutDown() {
+        guard !tables.value.closed else { return }
+        if case .libdbus(let io) = wire { dbus_connection_close(io.raw) }
+        tables.value.closed = true
+        let pending = tables.value.pending.values
+        tables.value.pending.removeAll()
+        for call in pending { loop.cancel(call.timer) }
+        let disconnectHandlers = tables.value.disconnectHandlers
+        tables.value.disconnectHandlers.removeAll()
+        // A closed connection keeps no handler: whoever they hold (the
+        // object tree's mirror, an agent) is free again, so that they can
+        // hold it strongly instead of weakly (see BlueZMirror).
+        tables.value.subscriptions.removeAll()
+        tables.value.ownerHandlers.removeAll()
+        tables.value.methodHandlers.removeAll()
         for call in pending { call.handler(.failure(.disconnected)) }
         for handler in disconnectHandlers { handler() }
     }
@@ -533,6 +550,225 @@ public final class DBusConnection: Sendable {
             return fallback
         }
         return String(cString: message)
+    }
+}
+
+/// A message ready for the wire: encoded by libdbus (which also checks it
+/// the way libdbus would otherwise abort on), or kept as is for an embedded
+/// wire (after the same check).
+private enum Outgoing: Sendable {
+    case raw(RawMessage)
+    case message(DBusMessage)
+
+    init(_ message: DBusMessage, for wire: DBusConnection.Wire) throws(DBusError) {
+        let raw = try MessageCodec.encode(message)
+        if case .embedded = wire { self = .message(message) } else { self = .raw(raw) }
+    }
+}
+
+/// The libdbus connection and the descriptor that wakes its I/O thread.
+private final class LibDBusWire: Sendable {
+    /// Touched only by the I/O thread (and by `deinit`, once it has stopped).
+    nonisolated(unsafe) let raw: OpaquePointer
+    let wakeFD: Int32
+    /// Posted once the I/O thread has shut the connection down.
+    nonisolated(unsafe) private let done = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+
+    init(raw: OpaquePointer, wakeFD: Int32) {
+        self.raw = raw
+        self.wakeFD = wakeFD
+        sem_init(done, 0, 0)
+    }
+
+    deinit {
+        dbus_connection_unref(raw)
+        _ = closeDescriptor(wakeFD)
+        sem_destroy(done)
+        done.deallocate()
+    }
+
+    func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    func ended() { sem_post(done) }
+
+    /// Waits for the I/O thread's end (and lets the next waiter through).
+    func waitForEnd() {
+        while sem_wait(done) != 0 {}
+        sem_post(done)
+    }
+}
+
+/// The in-memory wire of an embedded connection, and the test's hands on
+/// it: every message the connection sends is recorded here, the bus
+/// daemon's own methods (AddMatch, RemoveMatch, GetNameOwner, Ping) are
+/// answered as dbus-daemon would, and the test answers the rest and emits
+/// signals (`reply`, `fail`, `emit`, `setOwner`), on the connection's virtual
+/// clock (`advance(by:)`).
+package final class EmbeddedBus: Sendable {
+    /// What the connection sent, and the bus daemon's name table: written on
+    /// the loop, read by the test's thread, hence a lock.
+    private struct Log {
+        var nextSerial: UInt32 = 1
+        var sent: [DBusMessage] = []
+        /// How many of `sent` `nextCall` has handed out already, per position.
+        var taken: Set<Int> = []
+        var owners: [String: String]
+    }
+    private let log: Locked<Log>
+    private let uniqueName: String
+    /// Weak: the connection holds its wire (this), the test holds the connection.
+    private let connectionBox = Locked(WeakConnection())
+
+    private struct WeakConnection {
+        weak var value: DBusConnection?
+    }
+
+    fileprivate init(uniqueName: String, owners: [String: String]) {
+        self.uniqueName = uniqueName
+        log = Locked(Log(owners: owners))
+    }
+
+    fileprivate func attach(_ connection: DBusConnection) {
+        connectionBox.withLock { $0.value = connection }
+    }
+
+    private var connection: DBusConnection {
+        guard let connection = connectionBox.withLock({ $0.value }) else { preconditionFailure("no embedded connection") }
+        return connection
+    }
+
+    /// On the loop: a message the connection sends. Returns its serial.
+    fileprivate func receive(_ message: DBusMessage) -> UInt32 {
+        var message = message
+        message.sender = uniqueName
+        let serial = log.withLock { log -> UInt32 in
+            defer { log.nextSerial += 1 }
+            message.serial = log.nextSerial
+            log.sent.append(message)
+            return log.nextSerial
+        }
+        if message.kind == .methodCall, message.destination == DBusConnection.busName {
+            answerAsBusDaemon(message)
+        }
+        return serial
+    }
+
+    private func answerAsBusDaemon(_ call: DBusMessage) {
+        var reply: DBusMessage
+        switch call.member {
+        case "AddMatch", "RemoveMatch", "Ping":
+            reply = .methodReturn(to: call)
+        case "GetNameOwner":
+            let name = call.arguments.first?.string ?? ""
+            if let owner = log.withLock({ $0.owners[name] }) {
+                reply = .methodReturn(to: call, arguments: [.string(owner)])
+            } else {
+                reply = .error(to: call, name: "org.freedesktop.DBus.Error.NameHasNoOwner",
+                               message: "Could not get owner of name '\(name)': no such name")
+            }
+        default:
+            reply = .error(to: call, name: "org.freedesktop.DBus.Error.UnknownMethod", message: "not modelled")
+        }
+        reply.sender = DBusConnection.busName
+        deliver(reply)
+    }
+
+    /// Hands `message` to the connection, as if it came off the bus.
+    package func deliver(_ message: DBusMessage) {
+        let connection = self.connection
+        connection.loop.execute {
+            if !connection.handle(message) { connection.shutDown() }
+        }
+    }
+
+    // MARK: - The test's side
+
+    /// Every message sent so far, in order (bus daemon calls included).
+    package var sent: [DBusMessage] { log.withLock { $0.sent } }
+
+    /// The method calls sent so far to anyone but the bus daemon.
+    package var calls: [DBusMessage] {
+        sent.filter { $0.kind == .methodCall && $0.destination != DBusConnection.busName }
+    }
+
+    /// The next method call to `member` not handed out before (in the
+    /// order sent), waiting for it up to `limit` of real time; nil if none
+    /// came (the test then fails saying what was sent instead).
+    package func nextCall(_ member: String, limit: Duration = .seconds(10)) async -> DBusMessage? {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            let found = log.withLock { log -> DBusMessage? in
+                for (index, message) in log.sent.enumerated()
+                where message.kind == .methodCall && message.member == member && !log.taken.contains(index) {
+                    log.taken.insert(index)
+                    return message
+                }
+                return nil
+            }
+            if let found { return found }
+            if ContinuousClock.now >= deadline { return nil }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// Answers `call` with `arguments`.
+    package func reply(to call: DBusMessage, _ arguments: [DBusValue] = [], from sender: String? = nil) {
+        var reply = DBusMessage.methodReturn(to: call, arguments: arguments)
+        reply.sender = sender ?? call.destination.flatMap { name in log.withLock { $0.owners[name] } } ?? call.destination
+        deliver(reply)
+    }
+
+    /// Answers `call` with the error `name`.
+    package func fail(_ call: DBusMessage, name: String, message: String = "") {
+        var reply = DBusMessage.error(to: call, name: name, message: message)
+        reply.sender = call.destination.flatMap { name in log.withLock { $0.owners[name] } } ?? call.destination
+        deliver(reply)
+    }
+
+    /// Emits `signal` from the current owner of `name` (or from `name` itself when it is unique).
+    package func emit(_ signal: DBusMessage, from name: String) {
+        var signal = signal
+        signal.sender = name.hasPrefix(":") ? name : log.withLock { $0.owners[name] }
+        deliver(signal)
+    }
+
+    /// `name` gets a new owner (nil: none), with the bus daemon's NameOwnerChanged.
+    package func setOwner(_ name: String, to owner: String?) {
+        let old = log.withLock { log -> String? in
+            defer { log.owners[name] = owner }
+            return log.owners[name]
+        }
+        var signal = DBusMessage.signal(
+            path: ObjectPath(verified: "/org/freedesktop/DBus"), interface: DBusConnection.busName,
+            member: "NameOwnerChanged", arguments: [.string(name), .string(old ?? ""), .string(owner ?? "")])
+        signal.sender = DBusConnection.busName
+        deliver(signal)
+    }
+
+    /// Waits (up to `limit` of real time) until the loop has a timer: the
+    /// code under test has started what `advance(by:)` is to move on.
+    package func untilTimerScheduled(limit: Duration = .seconds(10)) async -> Bool {
+        let loop = connection.loop
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if loop.sync({ loop.nextDeadline != nil }) { return true }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return false
+    }
+
+    /// Moves the connection's virtual clock on, firing its timers on the way.
+    package func advance(by duration: Duration) {
+        connection.loop.advance(by: duration)
+    }
+
+    /// The bus goes away: every pending call fails with `.disconnected`.
+    package func disconnect() {
+        deliver(.signal(path: ObjectPath(verified: "/org/freedesktop/DBus/Local"),
+                        interface: "org.freedesktop.DBus.Local", member: "Disconnected"))
     }
 }
 

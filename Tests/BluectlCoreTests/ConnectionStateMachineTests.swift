@@ -24,11 +24,36 @@ private let failed = "org.bluez.Error.Failed"
     @Test func replyBeforeConnectedPropertyWaitsForIt() {
         var m = ConnectionStateMachine()
         _ = m.handle(.start(alreadyConnected: false))
-        #expect(m.handle(.connectSucceeded) == [])
+        #expect(m.handle(.connectSucceeded) == [.askConnected])
         #expect(m.state == .awaitingConnected(attempt: 1))
         #expect(m.handle(.connectedChanged(false)) == [])
         #expect(m.handle(.connectedChanged(true)) == [.succeed])
         #expect(m.state == .connected)
+    }
+
+    /// bluetoothd 5.66 may never signal Connected=true: the machine asks
+    /// until it hears yes (or its deadline).
+    @Test func awaitingConnectedAsksUntilBluetoothdSaysConnected() {
+        var m = ConnectionStateMachine(pollInterval: .milliseconds(250))
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.connectSucceeded) == [.askConnected])
+        #expect(m.handle(.polled(connected: false)) == [.schedulePoll(after: .milliseconds(250))])
+        #expect(m.handle(.pollTimerFired) == [.askConnected])
+        #expect(m.handle(.polled(connected: nil)) == [.schedulePoll(after: .milliseconds(250))])
+        #expect(m.handle(.pollTimerFired) == [.askConnected])
+        #expect(m.handle(.polled(connected: true)) == [.succeed])
+        #expect(m.state == .connected)
+        #expect(m.handle(.pollTimerFired) == [], "a late timer after the end changes nothing")
+    }
+
+    @Test func pollsAfterGivingUpAreIgnored() {
+        var m = ConnectionStateMachine()
+        _ = m.handle(.start(alreadyConnected: false))
+        _ = m.handle(.connectSucceeded)
+        #expect(m.handle(.timeout) == [.callDisconnect])
+        #expect(m.handle(.polled(connected: true)) == [])
+        #expect(m.handle(.pollTimerFired) == [])
+        #expect(m.state == .disconnecting(then: .fail(.timeout)))
     }
 
     @Test func awaitingConnectedTimesOut() {
@@ -50,7 +75,8 @@ private let failed = "org.bluez.Error.Failed"
         #expect(m.state == .waitingForDisconnect(attempt: 1))
         #expect(m.handle(.connectedChanged(false)) == [.callConnect])
         #expect(m.state == .connecting(attempt: 2))
-        #expect(m.handle(.connectSucceeded) == [])
+        // Connected=false was the last word: ask bluetoothd while waiting for the signal.
+        #expect(m.handle(.connectSucceeded) == [.askConnected])
         #expect(m.handle(.connectedChanged(true)) == [.succeed])
     }
 
@@ -227,11 +253,41 @@ private let failed = "org.bluez.Error.Failed"
 
     @Test func waitsForServicesResolved() {
         var m = ServiceDiscoveryStateMachine()
-        #expect(m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0)) == [])
+        #expect(m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0)) == [.schedulePoll(after: .milliseconds(500))])
         #expect(m.state == .waiting)
         #expect(m.handle(.serviceAdded) == [])
         #expect(m.handle(.servicesResolvedChanged(false, serviceObjects: 2)) == [])
         #expect(m.handle(.servicesResolvedChanged(true, serviceObjects: 2)) == [.done])
+    }
+
+    /// Signals can be missing: while waiting, the machine asks bluetoothd.
+    @Test func pollingFindsWhatSignalsMissed() {
+        var m = ServiceDiscoveryStateMachine(pollInterval: .milliseconds(500))
+        _ = m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        #expect(m.handle(.pollTimerFired) == [.askDevice])
+        #expect(m.handle(.polled(nil)) == [.schedulePoll(after: .milliseconds(500))], "no answer: ask again later")
+        #expect(m.handle(.pollTimerFired) == [.askDevice])
+        #expect(m.handle(.polled(.init(connected: true, servicesResolved: false, serviceObjects: 0))) == [.schedulePoll(after: .milliseconds(500))])
+        #expect(m.handle(.pollTimerFired) == [.askDevice])
+        #expect(m.handle(.polled(.init(connected: true, servicesResolved: true, serviceObjects: 4))) == [.done])
+        #expect(m.state == .resolved)
+    }
+
+    @Test func pollingSeesTheDisconnect() {
+        var m = ServiceDiscoveryStateMachine()
+        _ = m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        _ = m.handle(.pollTimerFired)
+        #expect(m.handle(.polled(.init(connected: false, servicesResolved: false, serviceObjects: 0))) == [.fail(.disconnected)])
+    }
+
+    @Test func pollingResolvedWithoutObjectsSettlesAndKeepsAsking() {
+        var m = ServiceDiscoveryStateMachine(settleTime: .milliseconds(300), pollInterval: .milliseconds(500))
+        _ = m.handle(.start(connected: true, servicesResolved: false, serviceObjects: 0))
+        _ = m.handle(.pollTimerFired)
+        #expect(m.handle(.polled(.init(connected: true, servicesResolved: true, serviceObjects: 0)))
+                == [.startSettleTimer(.milliseconds(300)), .schedulePoll(after: .milliseconds(500))])
+        #expect(m.state == .settling)
+        #expect(m.handle(.settleTimerFired) == [.done])
     }
 
     @Test func resolvedWithoutObjectsSettles() {

@@ -11,7 +11,7 @@
 ///      out of attempts ────────────┴──▶ failed
 ///     timeout / cancel in any pending state ──▶ disconnecting ──▶ failed / cancelled
 ///     bluetoothd stopped in any pending state ──▶ failed (nothing left to undo)
-package struct ConnectionStateMachine: Sendable, Equatable {
+package struct ConnectionStateMachine: StateMachine, Equatable {
     package enum State: Sendable, Equatable {
         case disconnected
         /// `Device1.Connect` sent; `attempt` counts from 1.
@@ -21,7 +21,8 @@ package struct ConnectionStateMachine: Sendable, Equatable {
         /// BlueZ said InProgress: retry after a short delay.
         case retryDelay(attempt: Int)
         /// Connect succeeded but `Connected` is not true yet (bluetoothd can
-        /// answer before it emits the property): wait for it.
+        /// answer before it emits the property, and 5.66 sometimes never
+        /// does): wait for it, asking bluetoothd every `pollInterval`.
         case awaitingConnected(attempt: Int)
         case connected
         /// `Device1.Disconnect` sent to cancel (timeout or cancel).
@@ -56,12 +57,20 @@ package struct ConnectionStateMachine: Sendable, Equatable {
         case cancel
         /// The reply to the Disconnect the machine asked for (success or not).
         case disconnectFinished
+        /// Time to ask bluetoothd again (`schedulePoll`).
+        case pollTimerFired
+        /// bluetoothd's answer to `askConnected`: `Device1.Connected` (nil: no answer).
+        case polled(connected: Bool?)
     }
 
     package enum Action: Sendable, Equatable {
         case callConnect
         case scheduleRetry(after: Duration)
         case callDisconnect
+        /// Ask bluetoothd for `Device1.Connected` (GetAll); answer with `polled`.
+        case askConnected
+        /// Send `pollTimerFired` after the delay.
+        case schedulePoll(after: Duration)
         /// The peripheral is connected: report success.
         case succeed
         case fail(ConnectionFailure)
@@ -77,11 +86,13 @@ package struct ConnectionStateMachine: Sendable, Equatable {
     package private(set) var deviceConnected = false
     package let maxAttempts: Int
     package let retryDelay: Duration
+    package let pollInterval: Duration
 
     /// `maxAttempts` ≥ 1 counts the first attempt.
-    package init(maxAttempts: Int = 3, retryDelay: Duration = .milliseconds(250)) {
+    package init(maxAttempts: Int = 3, retryDelay: Duration = .milliseconds(250), pollInterval: Duration = .milliseconds(250)) {
         self.maxAttempts = max(1, maxAttempts)
         self.retryDelay = retryDelay
+        self.pollInterval = pollInterval
     }
 
     package var isFinished: Bool {
@@ -105,10 +116,19 @@ package struct ConnectionStateMachine: Sendable, Equatable {
         case (.connecting(let attempt), .connectSucceeded):
             guard deviceConnected else {
                 state = .awaitingConnected(attempt: attempt)
-                return []
+                return [.askConnected]
             }
             state = .connected
             return [.succeed]
+
+        case (.awaitingConnected, .polled(let connected)):
+            guard connected == true else { return [.schedulePoll(after: pollInterval)] }
+            deviceConnected = true
+            state = .connected
+            return [.succeed]
+
+        case (.awaitingConnected, .pollTimerFired):
+            return [.askConnected]
 
         case (.connecting(let attempt), .connectFailed(let name, let message)):
             return connectFailed(attempt: attempt, name: name, message: message)
@@ -182,10 +202,11 @@ package struct ConnectionStateMachine: Sendable, Equatable {
             return []
 
         case (.disconnecting, .connectSucceeded), (.disconnecting, .connectFailed), (.disconnecting, .retryTimerFired),
-             (.disconnecting, .deviceRemoved), (.disconnecting, .cancel):
-            // Documented ignore: the Connect's reply or a retry timer after
-            // the machine gave up, the device going or a second cancel while
-            // the Disconnect is out (its reply, or a time-out, ends it).
+             (.disconnecting, .deviceRemoved), (.disconnecting, .cancel), (.disconnecting, .polled),
+             (.disconnecting, .pollTimerFired):
+            // Documented ignore: the Connect's reply, a retry timer or a poll
+            // after the machine gave up, the device going or a second cancel
+            // while the Disconnect is out (its reply, or a time-out, ends it).
             return []
 
         default:
@@ -199,7 +220,7 @@ package struct ConnectionStateMachine: Sendable, Equatable {
         case .alreadyConnected:
             guard deviceConnected else {
                 state = .awaitingConnected(attempt: attempt)
-                return []
+                return [.askConnected]
             }
             state = .connected
             return [.succeed]

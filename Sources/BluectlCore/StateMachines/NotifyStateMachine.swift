@@ -8,7 +8,7 @@
 /// while notifying or joined; the device disconnecting fails the session
 /// (after a StopNotify of a session of our own, so that BlueZ does not re-arm
 /// it for this client on reconnect: docs/notifications.md).
-package struct NotifyStateMachine: Sendable, Equatable {
+package struct NotifyStateMachine: StateMachine, Equatable {
     package enum State: Sendable, Equatable {
         case idle
         /// StartNotify sent (the value listener is already in place: pitfall 4).
@@ -68,6 +68,12 @@ package struct NotifyStateMachine: Sendable, Equatable {
         case .stopped, .failed: return true
         default: return false
         }
+    }
+
+    /// Values are not traced one by one.
+    package static func traces(_ event: Event) -> Bool {
+        if case .value = event { return false }
+        return true
     }
 
     package mutating func handle(_ event: Event) -> [Action] {

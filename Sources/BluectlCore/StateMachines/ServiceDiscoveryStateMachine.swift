@@ -3,8 +3,10 @@
 /// we wait for it while racing `Connected=false`, the device's removal and a
 /// timeout. ServicesResolved can flip true before the service objects are
 /// exported (after an abort), so with no service object yet the machine
-/// settles briefly for one to appear.
-package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
+/// settles briefly for one to appear. Signals can be missing (bluetoothd
+/// 5.66 does not always emit them), so while it waits it also asks
+/// bluetoothd every `pollInterval`.
+package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
     package enum State: Sendable, Equatable {
         case idle
         case waiting
@@ -26,10 +28,31 @@ package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         case bluetoothdStopped
         case settleTimerFired
         case timeout
+        /// Time to ask bluetoothd again (`schedulePoll`).
+        case pollTimerFired
+        /// bluetoothd's answer to `askDevice` (nil: no answer).
+        case polled(DeviceStatus?)
+    }
+
+    /// What `askDevice` learns.
+    package struct DeviceStatus: Sendable, Equatable {
+        package var connected: Bool
+        package var servicesResolved: Bool
+        package var serviceObjects: Int
+
+        package init(connected: Bool, servicesResolved: Bool, serviceObjects: Int) {
+            self.connected = connected
+            self.servicesResolved = servicesResolved
+            self.serviceObjects = serviceObjects
+        }
     }
 
     package enum Action: Sendable, Equatable {
         case startSettleTimer(Duration)
+        /// Ask bluetoothd for `Device1` (GetAll); answer with `polled`.
+        case askDevice
+        /// Send `pollTimerFired` after the delay.
+        case schedulePoll(after: Duration)
         /// Discovery is complete: read the objects now.
         case done
         case fail(DiscoveryFailure)
@@ -40,9 +63,11 @@ package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
 
     package private(set) var state: State = .idle
     package let settleTime: Duration
+    package let pollInterval: Duration
 
-    package init(settleTime: Duration = .milliseconds(500)) {
+    package init(settleTime: Duration = .milliseconds(500), pollInterval: Duration = .milliseconds(500)) {
         self.settleTime = settleTime
+        self.pollInterval = pollInterval
     }
 
     package var isFinished: Bool {
@@ -58,9 +83,22 @@ package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
             guard connected else { return fail(.notConnected) }
             guard resolved else {
                 state = .waiting
-                return []
+                return [.schedulePoll(after: pollInterval)]
             }
             return resolvedNow(serviceObjects: objects)
+
+        case (.waiting, .pollTimerFired), (.settling, .pollTimerFired):
+            return [.askDevice]
+
+        case (.waiting, .polled(let status?)), (.settling, .polled(let status?)):
+            guard status.connected else { return fail(.disconnected) }
+            if state == .waiting, status.servicesResolved {
+                return resolvedFromPoll(serviceObjects: status.serviceObjects)
+            }
+            return [.schedulePoll(after: pollInterval)]
+
+        case (.waiting, .polled(nil)), (.settling, .polled(nil)):
+            return [.schedulePoll(after: pollInterval)]
 
         case (.waiting, .servicesResolvedChanged(true, let objects)):
             return resolvedNow(serviceObjects: objects)
@@ -114,6 +152,12 @@ package struct ServiceDiscoveryStateMachine: Sendable, Equatable {
         }
         state = .settling
         return [.startSettleTimer(settleTime)]
+    }
+
+    /// The actions of `polled` when it resolves: done, or the settle timer and polling on.
+    private mutating func resolvedFromPoll(serviceObjects: Int) -> [Action] {
+        let actions = resolvedNow(serviceObjects: serviceObjects)
+        return state == .settling ? actions + [.schedulePoll(after: pollInterval)] : actions
     }
 
     private mutating func fail(_ failure: DiscoveryFailure) -> [Action] {

@@ -1,0 +1,184 @@
+import BluectlDBus
+
+/// A pure state machine: a value that takes an event and says what to do
+/// (postgres-nio's `ConnectionStateMachine` shape). `MachineDriver` runs it.
+package protocol StateMachine: Sendable {
+    associatedtype State: Sendable
+    associatedtype Event: Sendable
+    associatedtype Action: Sendable
+
+    var state: State { get }
+    /// Whether the machine has reached an end (the driver then lets go).
+    var isFinished: Bool { get }
+    mutating func handle(_ event: Event) -> [Action]
+    /// Whether the trace shows this event (not every value of a stream).
+    static func traces(_ event: Event) -> Bool
+}
+
+extension StateMachine {
+    package static func traces(_ event: Event) -> Bool { true }
+}
+
+/// Runs one state machine on the event loop — the one generic driver of
+/// connect, service discovery and notifications. Everything reaches the
+/// machine as an event on the loop (mirror changes, D-Bus replies, signals,
+/// timers, the caller's cancellation), and `perform` carries out each action
+/// the machine returns, also on the loop; nothing else touches the machine.
+/// The caller awaits the first answer (`answer(_:)`); the driver lets go of
+/// its timers and its mirror observer when the machine finishes.
+package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Sendable {
+    package typealias Perform = (Machine.Action, MachineDriver) -> Void
+
+    private struct Running {
+        var machine: Machine
+        var perform: Perform?
+        var started = false
+        var cancelPending = false
+        var ended = false
+        /// Events that came before the start (`follow` is set up before the
+        /// caller's first look at bluetoothd), handed to the machine right
+        /// after it.
+        var early: [Machine.Event] = []
+        var timers: [EventLoop.TimerID] = []
+        var observer: UInt64?
+        /// Run once when the machine ends (unsubscribing, finishing streams).
+        var cleanup: [() -> Void] = []
+    }
+
+    package let mirror: BlueZMirror
+    package let label: String
+    private let running: LoopBound<Running>
+    private let firstAnswer = HandOff<Output>()
+    private let end = HandOff<Void>()
+
+    package init(mirror: BlueZMirror, machine: Machine, label: String) {
+        self.mirror = mirror
+        self.label = label
+        running = LoopBound(Running(machine: machine), loop: mirror.loop)
+    }
+
+    package var loop: EventLoop { mirror.loop }
+    package var connection: DBusConnection { mirror.connection }
+
+    /// The machine's state now (loop only: for a `perform` that needs it).
+    package var machineState: Machine.State { running.value.machine.state }
+
+    // MARK: - Starting and awaiting
+
+    /// Starts the machine on the loop (`setUp`, then `start`), performing its
+    /// actions with `perform`; `cancel` is sent if the calling task is
+    /// cancelled. Returns the first answer.
+    package func run(start: Machine.Event, cancel: Machine.Event,
+                     setUp: @escaping @Sendable (MachineDriver) -> Void,
+                     perform: @escaping @Sendable (Machine.Action, MachineDriver) -> Void) async throws -> Output {
+        try Task.checkCancellation()
+        return try await withTaskCancellationHandler {
+            loop.execute { [self] in
+                running.value.perform = perform
+                running.value.started = true
+                if running.value.cancelPending {
+                    answer(.failure(CancellationError()))
+                    finish()
+                    return
+                }
+                setUp(self)
+                send(start, traceAs: "start")
+                let early = running.value.early
+                running.value.early.removeAll()
+                for event in early { send(event) }
+            }
+            return try await firstAnswer.wait()
+        } onCancel: {
+            loop.execute { [self] in
+                if running.value.started { send(cancel) } else { running.value.cancelPending = true }
+            }
+        }
+    }
+
+    /// Lets go of a driver that will not be run (the caller found nothing
+    /// to do): its observer and anything queued for it go.
+    package func abandon() {
+        loop.execute { [self] in finish() }
+    }
+
+    /// Waits until the machine has ended and the driver let go.
+    package func ended() async {
+        try? await end.wait()
+    }
+
+    // MARK: - On the loop
+
+    /// Feeds `event` to the machine and performs what it returns. Events
+    /// before the start wait for it; after the end they are dropped.
+    package func send(_ event: Machine.Event, traceAs name: String? = nil) {
+        guard running.value.started else {
+            running.value.early.append(event)
+            return
+        }
+        guard !running.value.ended, let perform = running.value.perform else { return }
+        let actions = running.value.machine.handle(event)
+        if Machine.traces(event) {
+            Trace.log("\(label): \(name ?? "\(event)") -> \(running.value.machine.state) \(actions)")
+        }
+        for action in actions {
+            perform(action, self)
+        }
+        if running.value.machine.isFinished { finish() }
+    }
+
+    /// Sends `event` after `delay` (a loop timer, dropped when the machine ends).
+    package func after(_ delay: Duration, _ event: Machine.Event) {
+        let timer = loop.schedule(after: delay) { [self] in send(event) }
+        running.value.timers.append(timer)
+    }
+
+    /// Sends a D-Bus method call; its reply becomes the event `map` makes of it.
+    package func call(_ message: DBusMessage, timeout: Duration,
+                      _ map: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Machine.Event?) {
+        connection.call(message, timeout: timeout) { [self] result in
+            if let event = map(result) { send(event) }
+        }
+    }
+
+    /// Feeds the mirror's changes to the machine, each through `map`. From
+    /// any thread, before `run` too: then the changes between this call and
+    /// the start (while the caller asks bluetoothd how things are) reach the
+    /// machine right after its start, none lost.
+    package func follow(_ map: @escaping @Sendable (BlueZObjectTree.Change, borrowing BlueZObjectTree) -> [Machine.Event]) {
+        let register: @Sendable () -> Void = { [self] in
+            guard !running.value.ended else { return }
+            running.value.observer = mirror.observe(start: { _ in }, onChange: { [self] change, tree, _ in
+                for event in map(change, tree) { send(event) }
+            }, onBusLost: { [self] in
+                for event in map(.cleared, BlueZObjectTree()) { send(event) }
+            })
+        }
+        if loop.inLoop { register() } else { loop.execute(register) }
+    }
+
+    /// Runs `body` when the machine ends.
+    package func onEnd(_ body: @escaping () -> Void) {
+        running.value.cleanup.append(body)
+    }
+
+    /// The answer the caller of `run` awaits (the first one counts).
+    package func answer(_ result: Result<Output, any Error>) {
+        firstAnswer.settle(result)
+    }
+
+    /// The machine has ended: timers and observer go, cleanup runs, and a
+    /// caller still waiting is told the run was cancelled.
+    private func finish() {
+        guard !running.value.ended else { return }
+        running.value.ended = true
+        for timer in running.value.timers { loop.cancel(timer) }
+        running.value.timers.removeAll()
+        if let observer = running.value.observer { mirror.stopObserving(observer) }
+        let cleanup = running.value.cleanup
+        running.value.cleanup.removeAll()
+        running.value.perform = nil
+        for body in cleanup { body() }
+        firstAnswer.settle(.failure(CancellationError()))
+        end.settle(.success(()))
+    }
+}

@@ -1,0 +1,316 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The one owner of a bus connection's state and of everything built on it
+/// (BluectlCore's mirror of BlueZ, its state machines and their timers):
+/// swift-nio's `EventLoop` in small.
+///
+/// Work reaches the loop as jobs (`execute`), run one at a time in the order
+/// handed in; replies and signals are handled on it in bus order; timers
+/// (`schedule`) fire on it. State that only the loop touches lives in a
+/// `LoopBound` and needs no lock. Who runs the loop:
+/// - a live connection: its I/O thread (`DBusConnection.connect`);
+/// - an embedded connection (tests: `DBusConnection.embedded()`), and any
+///   connection whose I/O thread has ended: whichever thread hands in a job
+///   runs the queue there and then, one thread at a time (`driving`), as
+///   swift-nio's `EmbeddedEventLoop` runs on its caller. Its clock is then
+///   virtual and moves only when a test says (`advance(by:)`).
+package final class EventLoop: @unchecked Sendable {
+    package typealias Job = @Sendable () -> Void
+
+    /// How handed-in jobs get run.
+    private enum Runner {
+        /// A thread of its own runs them; `wake` interrupts its wait.
+        case thread(wake: @Sendable () -> Void)
+        /// The thread that hands a job in runs the queue (under `driving`).
+        case callers
+    }
+
+    private struct Inbox {
+        var jobs: [Job] = []
+        var runner: Runner
+    }
+
+    /// The jobs handed in and who runs them: the one thing every thread
+    /// touches (any thread may hand a job in), hence a lock. Held only to
+    /// append or to take the whole queue.
+    private let inbox: Locked<Inbox>
+    /// Taken by a caller running the queue itself (`Runner.callers`), so
+    /// that only one thread at a time is the loop.
+    private let driving = DriveLock()
+
+    // Loop-only: touched by jobs, timers and the I/O thread's iteration.
+    private var timers: [UInt64: Timer] = [:]
+    private var nextTimer: UInt64 = 1
+    /// The virtual clock's reading; nil: the real clock.
+    private var virtualNow: ContinuousClock.Instant?
+
+    private struct Timer {
+        var deadline: ContinuousClock.Instant
+        var job: () -> Void
+    }
+
+    /// A scheduled job; pass it to `cancel(_:)`.
+    package struct TimerID: Hashable, Sendable {
+        fileprivate let raw: UInt64
+    }
+
+    /// A loop run by a thread of its own, which `wake` interrupts.
+    package init(wake: @escaping @Sendable () -> Void) {
+        inbox = Locked(Inbox(runner: .thread(wake: wake)))
+    }
+
+    /// A loop run by the threads that hand it jobs, on a virtual clock.
+    package init(embeddedAt start: ContinuousClock.Instant = .now) {
+        inbox = Locked(Inbox(runner: .callers))
+        virtualNow = start
+    }
+
+    // MARK: - Which thread is the loop
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    private var identity: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Whether the calling thread is running this loop now.
+    package var inLoop: Bool { pthread_getspecific(Self.currentKey) == identity }
+
+    /// Traps in debug builds (tests) when called off the loop: the check
+    /// behind `LoopBound`.
+    @inline(__always)
+    package func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inLoop, "touched off its event loop", file: file, line: line)
+    }
+
+    /// Runs `body` as the loop on this thread (re-entrant).
+    private func asLoop<T>(_ body: () -> T) -> T {
+        let previous = pthread_getspecific(Self.currentKey)
+        pthread_setspecific(Self.currentKey, identity)
+        defer { pthread_setspecific(Self.currentKey, previous) }
+        return body()
+    }
+
+    // MARK: - Jobs
+
+    /// Hands `job` to the loop; it runs after the jobs handed in before it.
+    /// From the loop itself it runs after the current job.
+    package func execute(_ job: @escaping Job) {
+        let runner = inbox.withLock { inbox -> Runner in
+            inbox.jobs.append(job)
+            return inbox.runner
+        }
+        guard !inLoop else { return }   // the loop runs it after the current job
+        switch runner {
+        case .thread(let wake): wake()
+        case .callers: drive()
+        }
+    }
+
+    /// Runs `body` on the loop and returns its result, waiting for it from
+    /// another thread (the loop never waits for another thread, so this
+    /// cannot deadlock). For the few synchronous reads of the public API.
+    package func sync<T>(_ body: @escaping @Sendable () -> T) -> T {
+        if inLoop { return body() }
+        let result = LoopAnswer<T>()
+        execute { result.set(body()) }
+        return result.wait()
+    }
+
+    /// Runs `body` on the loop; the async edge of every call into it.
+    package func submit<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        let answer = HandOff<T>()
+        execute { answer.settle(.success(body())) }
+        return try! await answer.wait()   // settled with a success only
+    }
+
+    /// Whether jobs wait (the I/O thread then does not sleep in poll).
+    package var hasJobs: Bool { inbox.withLock { !$0.jobs.isEmpty } }
+
+    /// Runs every job handed in so far, and those they hand in. Loop only.
+    package func runJobs() {
+        assertInLoop()
+        while true {
+            let jobs = inbox.withLock { inbox -> [Job] in
+                defer { inbox.jobs.removeAll(keepingCapacity: true) }
+                return inbox.jobs
+            }
+            if jobs.isEmpty { return }
+            for job in jobs { job() }
+        }
+    }
+
+    /// The caller becomes the loop for a while: runs the queue and the due
+    /// timers. When another thread is the loop now, the job is left to it
+    /// (it looks at the queue again after letting go), so handing in a job
+    /// never waits: a stream's termination handler may hand one in from
+    /// inside a task's cancellation, while the loop yields to that task.
+    private func drive() {
+        repeat {
+            guard driving.tryLock() else { return }
+            asLoop {
+                runJobs()
+                fireDueTimers()
+            }
+            driving.unlock()
+        } while hasJobs
+    }
+
+    // MARK: - The I/O thread
+
+    /// The calling thread is the loop from now on (the I/O thread, at its start).
+    package func adoptCurrentThread() {
+        pthread_setspecific(Self.currentKey, identity)
+    }
+
+    /// The I/O thread is ending: the jobs still queued, and every later
+    /// one, run on the threads that hand them in.
+    package func releaseThread() {
+        inbox.withLock { $0.runner = .callers }
+        pthread_setspecific(Self.currentKey, nil)
+        drive()
+    }
+
+    // MARK: - Time
+
+    /// The loop's clock now (virtual for an embedded loop). Loop only when virtual.
+    package var now: ContinuousClock.Instant {
+        if let virtualNow {
+            assertInLoop()
+            return virtualNow
+        }
+        return .now
+    }
+
+    /// Runs `job` on the loop once `now` has reached `deadline`. Loop only.
+    @discardableResult
+    package func schedule(at deadline: ContinuousClock.Instant, _ job: @escaping () -> Void) -> TimerID {
+        assertInLoop()
+        let id = nextTimer
+        nextTimer += 1
+        timers[id] = Timer(deadline: deadline, job: job)
+        return TimerID(raw: id)
+    }
+
+    /// `schedule(at: now + delay)`.
+    @discardableResult
+    package func schedule(after delay: Duration, _ job: @escaping () -> Void) -> TimerID {
+        schedule(at: now + delay, job)
+    }
+
+    /// Forgets a timer that has not fired (no effect once it has). Loop only.
+    package func cancel(_ timer: TimerID) {
+        assertInLoop()
+        timers.removeValue(forKey: timer.raw)
+    }
+
+    /// The earliest deadline of a scheduled job. Loop only.
+    package var nextDeadline: ContinuousClock.Instant? {
+        assertInLoop()
+        return timers.values.lazy.map(\.deadline).min()
+    }
+
+    /// Runs the jobs whose deadline has passed, earliest first (those
+    /// scheduled meanwhile too, when already due). Loop only.
+    package func fireDueTimers() {
+        assertInLoop()
+        while !timers.isEmpty {
+            let current = now
+            let due = timers.filter { $0.value.deadline <= current }
+                .sorted { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
+            if due.isEmpty { return }
+            for (id, timer) in due where timers.removeValue(forKey: id) != nil {
+                timer.job()
+                runJobs()
+            }
+        }
+    }
+
+    /// Moves a virtual clock forward by `duration`, firing each timer at
+    /// its own deadline on the way (tests). From any thread but the loop's.
+    package func advance(by duration: Duration) {
+        precondition(virtualNow != nil, "advance(by:) needs an embedded loop")
+        driving.lock()
+        asLoop {
+            runJobs()
+            let target = virtualNow! + duration
+            while let next = nextDeadline, next <= target {
+                virtualNow = max(virtualNow!, next)
+                fireDueTimers()
+            }
+            virtualNow = target
+        }
+        driving.unlock()
+        drive()
+    }
+}
+
+/// A loop-only value (swift-nio's `NIOLoopBound`): no lock, because only
+/// its loop ever touches it; debug builds check that on every access.
+package final class LoopBound<Value>: @unchecked Sendable {
+    package let loop: EventLoop
+    private var stored: Value
+
+    package init(_ value: Value, loop: EventLoop) {
+        self.loop = loop
+        stored = value
+    }
+
+    /// The value; from the loop only.
+    package var value: Value {
+        _read {
+            loop.assertInLoop()
+            yield stored
+        }
+        _modify {
+            loop.assertInLoop()
+            yield &stored
+        }
+    }
+}
+
+/// A pthread mutex that can be tried: who runs a callers-run loop now.
+private final class DriveLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+}
+
+/// The answer `EventLoop.sync` waits for: a semaphore, not a lock guarding
+/// state (the value is written once, before the post, and read after the wait).
+private final class LoopAnswer<T>: @unchecked Sendable {
+    private var value: T?
+    private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+
+    init() { sem_init(semaphore, 0, 0) }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    func set(_ answer: T) {
+        value = answer
+        sem_post(semaphore)
+    }
+
+    func wait() -> T {
+        while sem_wait(semaphore) != 0 {}
+        return value!
+    }
+}
