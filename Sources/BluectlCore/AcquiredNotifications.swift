@@ -30,93 +30,137 @@ extension Peripheral {
 }
 
 extension NotifyEngine {
+    /// An AcquireNotify session, run by `AcquireNotifyStateMachine` on the
+    /// loop, which also reads the socket (watched in the same poll as the
+    /// bus: no thread of its own).
     static func acquire(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotifyEngine {
         let central = peripheral.central
-        let (_, changes) = central.mirror.changes()
-        let channel = EventChannel<NotifyStateMachine.Event>()
-        let (charPath, devicePath, mirror) = (characteristic.path, peripheral.path, central.mirror)
-        channel.follow(changes) { change in
-            events(for: change, characteristic: charPath, device: devicePath, in: mirror.tree)
-        }
+        let (charPath, devicePath) = (characteristic.path, peripheral.path)
         let what = characteristic.uuid.label
-        let reply: [DBusValue]
-        do {
-            reply = try await central.connection.callMethod(
-                destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
-                member: "AcquireNotify", arguments: [.stringVariantDictionary([:])], timeout: central.callTimeout)
-        } catch {
-            channel.close()
-            throw BluetoothError.from(error, operation: "acquire notifications of \(what)")
-        }
-        guard case .unixFD(let received)? = reply.first, case .uint16(let mtu)? = reply.dropFirst().first else {
-            channel.close()
-            throw BluetoothError.unexpected("AcquireNotify returned \(reply)")
-        }
-        // Our own descriptor: only the reader thread closes it, once it has
-        // stopped reading (so a number is never reused under its feet).
-        let fd = dup(received.fileDescriptor)
-        guard fd >= 0 else {
-            channel.close()
-            throw BluetoothError.unexpected("AcquireNotify: cannot keep the socket (\(String(cString: strerror(errno))))")
-        }
-        // bluetoothd makes the pair with SOCK_NONBLOCK; our reader blocks in read().
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        let deviceID = peripheral.identifier
+        let callTimeout = central.callTimeout
         let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let deliver: ValueSink = onValue ?? { continuation.yield($0) }
-        let deviceID = peripheral.identifier
-        let socketClosed = Locked(false)
-        startThread(name: "bluectl-acq-notify") {
-            var buffer = [UInt8](repeating: 0, count: max(Int(mtu), 517))
-            while true {
+        let driver = MachineDriver<AcquireNotifyStateMachine, Void>(
+            mirror: central.mirror, machine: AcquireNotifyStateMachine(), label: "acquire \(what)")
+        driver.follow { change, tree in
+            events(for: change, characteristic: charPath, device: devicePath, in: tree).compactMap {
+                switch $0 {
+                case .deviceDisconnected: return .deviceDisconnected
+                case .characteristicRemoved: return .characteristicRemoved
+                default: return nil
+                }
+            }
+        }
+        let socket = LoopBound(AcquiredSocket(), loop: central.mirror.loop)
+        try await driver.run(start: .start, cancel: .stop, setUp: { driver in
+            driver.onEnd {
+                socket.value.close(on: driver.loop)
+                continuation.finish()
+            }
+        }, perform: { action, driver in
+            switch action {
+            case .callAcquireNotify:
+                let message = DBusMessage.methodCall(
+                    destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
+                    member: "AcquireNotify", arguments: [.stringVariantDictionary([:])])
+                driver.call(message, timeout: callTimeout) { result in
+                    switch result {
+                    case .success(let reply):
+                        guard case .unixFD(let received)? = reply.arguments.first,
+                              case .uint16(let mtu)? = reply.arguments.dropFirst().first else {
+                            return .acquireFailed(name: "org.freedesktop.DBus.Error.InvalidSignature",
+                                                  message: "AcquireNotify returned \(reply.arguments)")
+                        }
+                        // Our own descriptor (the message's goes with it).
+                        let fd = dup(received.fileDescriptor)
+                        guard fd >= 0 else {
+                            return .acquireFailed(name: "org.freedesktop.DBus.Error.Failed",
+                                                  message: "cannot keep the socket (\(String(cString: strerror(errno))))")
+                        }
+                        socket.value.fd = fd
+                        socket.value.mtu = Int(mtu)
+                        return .acquired
+                    case .failure(let error):
+                        let (name, message) = error.nameAndMessage
+                        return .acquireFailed(name: name, message: message)
+                    }
+                }
+            case .watchSocket:
+                socket.value.watch(on: driver.loop) { driver.send($0) }
+            case .reportStarted:
+                driver.answer(.success(()))
+            case .deliver(let bytes):
+                deliver(bytes)
+            case .closeSocket:
+                // bluetoothd sees the socket close and turns notifications off.
+                socket.value.close(on: driver.loop)
+            case .finish:
+                continuation.finish()
+                driver.answer(.failure(CancellationError()))
+            case .fail(let failure):
+                let error: any Error
+                switch failure {
+                case .disconnected:
+                    error = BluetoothError.disconnected("\(deviceID) disconnected (the notification socket of \(what) closed)")
+                case .removed:
+                    error = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
+                case .bluez(let name, let message):
+                    error = BluetoothError(DBusError.remote(name: name, message: message), operation: "acquire notifications of \(what)")
+                }
+                continuation.finish(throwing: error)
+                driver.answer(.failure(error))
+            case .unplanned(let description):
+                Trace.unplanned(driver.label, description)
+            }
+        })
+        return NotifyEngine(characteristic: characteristic, sharing: .own, values: values) {
+            driver.loop.execute { driver.send(.stop) }
+            await driver.ended()
+        }
+    }
+}
+
+/// The socket of an AcquireNotify session: the loop's (in a `LoopBound`).
+private struct AcquiredSocket {
+    var fd: Int32 = -1
+    var mtu = 23
+    var watchID: EventLoop.WatchID?
+
+    /// Reads values as the loop finds the socket readable, each one an
+    /// event: at most 64 per wake-up, so the bus is not kept waiting; the
+    /// socket's end is `socketClosed`.
+    mutating func watch(on loop: EventLoop, _ send: @escaping (AcquireNotifyStateMachine.Event) -> Void) {
+        let fd = self.fd
+        guard fd >= 0 else { return }
+        // bluetoothd makes the pair with SOCK_NONBLOCK; make sure, a read must never block the loop.
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+        var buffer = [UInt8](repeating: 0, count: max(mtu, 517))
+        var open = true
+        watchID = loop.watch(fd) {
+            for _ in 0..<64 where open {
                 let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n > 0 {
-                    deliver(Array(buffer[0..<n]))
+                    send(.value(Array(buffer[0..<n])))
                 } else if n < 0, errno == EINTR {
                     continue
                 } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                    // Still non-blocking (fcntl refused): wait for data instead.
-                    var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                    _ = poll(&p, 1, -1)
-                    continue
+                    return
                 } else {
-                    // EOF: bluetoothd closed it (disconnect, or released), or we shut it down.
-                    channel.send(.deviceDisconnected)
-                    break
+                    // EOF (or an error): bluetoothd closed it (disconnect, or released).
+                    open = false
+                    send(.socketClosed)
                 }
             }
-            socketClosed.withLock { closed in
-                closed = true
-                close(fd)
-            }
         }
-        let loop = Task {
-            var iterator = channel.stream.makeAsyncIterator()
-            var failure: (any Error)?
-            while let event = await iterator.next() {
-                switch event {
-                case .stop:
-                    break
-                case .deviceDisconnected:
-                    failure = BluetoothError.disconnected("\(deviceID) disconnected (the notification socket of \(what) closed)")
-                case .characteristicRemoved:
-                    failure = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
-                default:
-                    continue
-                }
-                break
-            }
-            // Wakes the reader (read returns 0); it closes the socket, and
-            // bluetoothd then turns notifications off.
-            socketClosed.withLock { closed in
-                if !closed { shutdown(fd, Int32(SHUT_RDWR)) }
-            }
-            channel.close()
-            if let failure { continuation.finish(throwing: failure) } else { continuation.finish() }
-        }
-        return NotifyEngine(characteristic: characteristic, sharing: .own, values: values) {
-            channel.send(.stop)
-            _ = await firstValue(within: .seconds(5)) { await loop.value }
-        }
+    }
+
+    /// Stops watching and closes the socket (once).
+    mutating func close(on loop: EventLoop) {
+        if let watchID { loop.unwatch(watchID) }
+        watchID = nil
+        if fd >= 0 { _ = Glibc.close(fd) }
+        fd = -1
     }
 }

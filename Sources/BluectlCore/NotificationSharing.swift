@@ -1,5 +1,4 @@
 import BluectlDBus
-import Dispatch
 
 /// One subscriber's share of a characteristic's notifications
 /// (`Peripheral.subscribe(to:)`, `Peripheral.acquireNotifications(for:)`).
@@ -66,9 +65,8 @@ struct NotifyKey: Hashable, Sendable {
 }
 
 /// The subscribers of one BlueZ notification session in this process, and
-/// the session (`NotifyEngine`) they share. Values fan out on the thread
-/// they arrive on. The lock guards the subscriber list, which the bus thread
-/// (values), joining and leaving tasks all touch.
+/// the session (`NotifyEngine`) they share. The loop's: values fan out on it
+/// (where they arrive), and joining and leaving tasks hand it their changes.
 final class NotifyShare: Sendable {
     typealias Start = @Sendable (_ onValue: @escaping NotificationSession.ValueSink,
                                  _ onSharing: @escaping NotificationSession.SharingSink) async throws -> NotifyEngine
@@ -80,7 +78,7 @@ final class NotifyShare: Sendable {
         let finish: @Sendable ((any Error)?) -> Void
     }
 
-    private struct State: Sendable {
+    private struct State {
         var nextID: UInt64 = 1
         var subscribers: [Subscriber] = []
         /// No one may join any more: the session ended or its last subscriber left.
@@ -96,19 +94,21 @@ final class NotifyShare: Sendable {
     private let key: NotifyKey
     /// The peripheral's table of shares (see `forget()`): holding it, not
     /// the peripheral, and leaving it when the share closes, ends the cycle.
-    private let table: Locked<[NotifyKey: NotifyShare]>
+    private let table: LoopBound<[NotifyKey: NotifyShare]>
     private let start: Start
-    private let state = Locked(State())
+    private let state: LoopBound<State>
+    private var loop: EventLoop { state.loop }
 
     init(peripheral: Peripheral, characteristic: GattCharacteristic, key: NotifyKey, start: @escaping Start) {
         self.table = peripheral.notifyShares
         self.characteristic = characteristic
         self.key = key
         self.start = start
+        state = LoopBound(State(), loop: peripheral.notifyShares.loop)
     }
 
-    /// Whether a new subscriber may still join.
-    var isOpen: Bool { state.withLock { !$0.closed } }
+    /// Whether a new subscriber may still join (on the loop).
+    var isOpen: Bool { !state.value.closed }
 
     /// Adds a subscriber and, for the first, starts the session; nil when
     /// the share closed meanwhile (the caller makes a new one).
@@ -118,19 +118,19 @@ final class NotifyShare: Sendable {
             bufferingPolicy: .bufferingNewest(NotificationSession.bufferLimit))
         let deliver: NotificationSession.ValueSink = onValue ?? { continuation.yield($0) }
         // Registered before the session starts, so the first value is not missed.
-        let joined = state.withLock { state -> (id: UInt64, engine: Task<NotifyEngine, any Error>)? in
-            guard !state.closed else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            state.subscribers.append(Subscriber(id: id, deliver: deliver, onSharing: onSharing, finish: { error in
+        let joined = await loop.submit { [self] () -> (id: UInt64, engine: Task<NotifyEngine, any Error>)? in
+            guard !state.value.closed else { return nil }
+            let id = state.value.nextID
+            state.value.nextID += 1
+            state.value.subscribers.append(Subscriber(id: id, deliver: deliver, onSharing: onSharing, finish: { error in
                 if let error { continuation.finish(throwing: error) } else { continuation.finish() }
             }))
-            if state.engine == nil {
-                state.engine = Task { [start] in
+            if state.value.engine == nil {
+                state.value.engine = Task { [start] in
                     try await start({ [weak self] in self?.fanOut($0) }, { [weak self] in self?.fanOut($0) })
                 }
             }
-            return (id, state.engine!)
+            return (id, state.value.engine!)
         }
         guard let (id, engineTask) = joined else { return nil }
         let engine: NotifyEngine
@@ -139,19 +139,20 @@ final class NotifyShare: Sendable {
                 try await engineTask.value
             } onCancel: { [weak self] in
                 // The start is cancelled only for a subscriber who waits alone.
-                if self?.state.withLock({ $0.subscribers.count }) == 1 { engineTask.cancel() }
+                self?.loop.execute { [weak self] in
+                    if self?.state.value.subscribers.count == 1 { engineTask.cancel() }
+                }
             }
         } catch {
             // The start failed (or this subscriber's task was cancelled): out.
             await leave(id)
             throw error
         }
-        if isFirstWatcher() { watch(engine) }
+        if await loop.submit({ [self] in isFirstWatcher() }) { watch(engine) }
         continuation.onTermination = { [weak self] termination in
             guard case .cancelled = termination, let self else { return }
-            // The consumer stopped iterating: its share ends (not here and
-            // now, this may run on the bus thread).
-            DispatchQueue.global().async { Task { await self.leave(id) } }
+            // The consumer stopped iterating: its share ends.
+            Task { await self.leave(id) }
         }
         return NotificationSession(share: self, id: id, sharing: engine.sharing, values: values)
     }
@@ -160,34 +161,31 @@ final class NotifyShare: Sendable {
     /// the session's end (StopNotify, or the socket closed) is done, also
     /// when another leaver started it: a process may exit right after.
     func leave(_ id: UInt64) async {
-        let (subscriber, stopping, first) = state.withLock {
-            state -> (Subscriber?, Task<Void, Never>?, Bool) in
+        let (subscriber, stopping) = await loop.submit { [self] () -> (Subscriber?, Task<Void, Never>?) in
             var subscriber: Subscriber?
-            if let index = state.subscribers.firstIndex(where: { $0.id == id }) {
-                subscriber = state.subscribers.remove(at: index)
+            if let index = state.value.subscribers.firstIndex(where: { $0.id == id }) {
+                subscriber = state.value.subscribers.remove(at: index)
             }
-            guard state.subscribers.isEmpty, !state.closed else { return (subscriber, state.stopping, false) }
-            state.closed = true
-            let engine = state.engine
-            state.stopping = Task {
+            guard state.value.subscribers.isEmpty, !state.value.closed else { return (subscriber, state.value.stopping) }
+            state.value.closed = true
+            let engine = state.value.engine
+            state.value.stopping = Task {
                 guard let running = try? await engine?.value else { return }   // it never started
                 await running.stop()
             }
-            return (subscriber, state.stopping, true)
+            forget()
+            return (subscriber, state.value.stopping)
         }
         subscriber?.finish(nil)
-        if first { forget() }
         await stopping?.value
     }
 
     // MARK: - The session's side
 
-    /// Whether the caller is the first to see the started engine (it then watches it).
+    /// On the loop: whether the caller is the first to see the started engine (it then watches it).
     private func isFirstWatcher() -> Bool {
-        state.withLock { state in
-            defer { state.watched = true }
-            return !state.watched
-        }
+        defer { state.value.watched = true }
+        return !state.value.watched
     }
 
     /// Ends every subscriber's stream as the session ends (the engine was
@@ -196,33 +194,31 @@ final class NotifyShare: Sendable {
         Task { [weak self] in
             var failure: (any Error)?
             do { for try await _ in engine.values {} } catch { failure = error }
-            self?.end(failure)
+            self?.loop.execute { [weak self, failure] in self?.end(failure) }
         }
     }
 
+    /// On the loop: the session ended.
     private func end(_ failure: (any Error)?) {
-        let subscribers = state.withLock { state -> [Subscriber] in
-            state.closed = true
-            defer { state.subscribers = [] }
-            return state.subscribers
-        }
+        state.value.closed = true
+        let subscribers = state.value.subscribers
+        state.value.subscribers = []
         forget()
         for subscriber in subscribers { subscriber.finish(failure) }
     }
 
-    /// The peripheral's table no longer hands this share out.
+    /// On the loop: the peripheral's table no longer hands this share out.
     private func forget() {
-        table.withLock { table in
-            if table[key] === self { table[key] = nil }
-        }
+        if table.value[key] === self { table.value[key] = nil }
     }
 
+    /// On the loop (values arrive there).
     private func fanOut(_ bytes: [UInt8]) {
-        for subscriber in state.withLock({ $0.subscribers }) { subscriber.deliver(bytes) }
+        for subscriber in state.value.subscribers { subscriber.deliver(bytes) }
     }
 
     private func fanOut(_ sharing: NotificationSession.Sharing) {
-        for subscriber in state.withLock({ $0.subscribers }) { subscriber.onSharing?(sharing) }
+        for subscriber in state.value.subscribers { subscriber.onSharing?(sharing) }
     }
 }
 
@@ -233,10 +229,10 @@ extension Peripheral {
                          onSharing: NotificationSession.SharingSink?,
                          start: @escaping NotifyShare.Start) async throws -> NotificationSession {
         while true {
-            let share = notifyShares.withLock { table -> NotifyShare in
-                if let open = table[key], open.isOpen { return open }
+            let share = await notifyShares.loop.submit { [self] () -> NotifyShare in
+                if let open = notifyShares.value[key], open.isOpen { return open }
                 let made = NotifyShare(peripheral: self, characteristic: characteristic, key: key, start: start)
-                table[key] = made
+                notifyShares.value[key] = made
                 return made
             }
             if let session = try await share.join(onValue: onValue, onSharing: onSharing) { return session }

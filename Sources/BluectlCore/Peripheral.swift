@@ -37,11 +37,18 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// connecting / disconnecting while this process is doing that (the
     /// loop's: the connect driver sets it there).
     let transition: LoopBound<PeripheralState?>
+    /// setNotifyValue's subscriptions, one per characteristic (the loop's).
+    let sessions: LoopBound<[ObjectPath: NotificationSession]>
+    /// The notification sessions this process has on, each shared by its
+    /// subscribers (see `NotificationSession`); the loop's.
+    let notifyShares: LoopBound<[NotifyKey: NotifyShare]>
 
     package init(central: CentralManager, path: ObjectPath) {
         self.central = central
         self.path = path
         transition = LoopBound(nil, loop: central.mirror.loop)
+        sessions = LoopBound([:], loop: central.mirror.loop)
+        notifyShares = LoopBound([:], loop: central.mirror.loop)
         if let p = central.mirror.tree.properties(path, BlueZ.deviceInterface) {
             identifier = DeviceInfo(path: path, properties: p).address
         } else {
@@ -523,12 +530,13 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// CoreBluetooth's `setNotifyValue(_:for:)`: turns notifications on
     /// (values through `valueUpdates(for:)`) or off.
     public func setNotifyValue(_ enabled: Bool, for characteristic: GattCharacteristic) async throws {
+        let loop = central.mirror.loop
         if enabled {
-            if sessions.withLock({ $0[characteristic.path] }) != nil { return }
+            if await loop.submit({ [self] in sessions.value[characteristic.path] != nil }) { return }
             let session = try await subscribe(to: characteristic)
-            sessions.withLock { $0[characteristic.path] = session }
+            loop.execute { [self] in sessions.value[characteristic.path] = session }
         } else {
-            let session = sessions.withLock { $0.removeValue(forKey: characteristic.path) }
+            let session = await loop.submit { [self] in sessions.value.removeValue(forKey: characteristic.path) }
             await session?.stop()
         }
     }
@@ -536,21 +544,15 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// Whether this process has notifications on for `characteristic`
     /// (through `setNotifyValue`, `subscribe` or `acquireNotifications`).
     public func isNotifying(_ characteristic: GattCharacteristic) -> Bool {
-        notifyShares.withLock { table in
-            [false, true].contains { table[NotifyKey(characteristic: characteristic.path, acquire: $0)]?.isOpen == true }
+        central.mirror.loop.sync { [self] in
+            [false, true].contains { notifyShares.value[NotifyKey(characteristic: characteristic.path, acquire: $0)]?.isOpen == true }
         }
     }
 
     /// Value updates of a characteristic turned on with `setNotifyValue(true, for:)`.
     public func valueUpdates(for characteristic: GattCharacteristic) -> AsyncThrowingStream<[UInt8], any Error>? {
-        sessions.withLock { $0[characteristic.path]?.values }
+        central.mirror.loop.sync { [self] in sessions.value[characteristic.path]?.values }
     }
-
-    /// setNotifyValue's subscriptions, one per characteristic.
-    let sessions = Locked<[ObjectPath: NotificationSession]>([:])
-    /// The notification sessions this process has on, each shared by its
-    /// subscribers (see `NotificationSession`).
-    let notifyShares = Locked<[NotifyKey: NotifyShare]>([:])
 }
 
 enum GattCharacteristicLimits {

@@ -399,12 +399,14 @@ public final class DBusConnection: Sendable {
             // 1. run the jobs handed in (calls to send, subscriptions, …)
             loop.runJobs()
             if tables.value.stopRequested { return }
-            // 2. wait for the bus, a wake-up, or the nearest timer
+            // 2. wait for the bus, a wake-up, a watched descriptor, or the nearest timer
+            let watched = loop.watched
             var fds = [
                 pollfd(fd: busFD, events: Int16(POLLIN) | (dbus_connection_has_messages_to_send(io.raw) != 0 ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0),
             ]
-            let ready = poll(&fds, 2, loop.hasJobs ? 0 : millisecondsToNextTimer())
+            for watch in watched { fds.append(pollfd(fd: watch.fd, events: Int16(POLLIN), revents: 0)) }
+            let ready = poll(&fds, nfds_t(fds.count), loop.hasJobs ? 0 : millisecondsToNextTimer())
             if ready < 0 && errno != EINTR { return }
             if fds[1].revents & Int16(POLLIN) != 0 {
                 var counter: UInt64 = 0
@@ -422,7 +424,12 @@ public final class DBusConnection: Sendable {
                 connected = false
             }
             if !connected { return }
-            // 4. the timers whose time has come (call deadlines among them)
+            // 4. the watched descriptors that are ready (an AcquireNotify socket)
+            for (index, watch) in watched.enumerated() where fds[index + 2].revents != 0 {
+                loop.descriptorReady(watch.id)
+                loop.runJobs()
+            }
+            // 5. the timers whose time has come (call deadlines among them)
             loop.fireDueTimers()
         }
     }

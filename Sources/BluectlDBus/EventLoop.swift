@@ -47,6 +47,18 @@ package final class EventLoop: @unchecked Sendable {
     private var nextTimer: UInt64 = 1
     /// The virtual clock's reading; nil: the real clock.
     private var virtualNow: ContinuousClock.Instant?
+    private var watches: [UInt64: Watch] = [:]
+    private var nextWatch: UInt64 = 1
+
+    private struct Watch {
+        var fd: Int32
+        var onReadable: () -> Void
+    }
+
+    /// A watched descriptor; pass it to `unwatch(_:)`.
+    package struct WatchID: Hashable, Sendable {
+        fileprivate let raw: UInt64
+    }
 
     private struct Timer {
         var deadline: ContinuousClock.Instant
@@ -230,6 +242,37 @@ package final class EventLoop: @unchecked Sendable {
                 runJobs()
             }
         }
+    }
+
+    // MARK: - Descriptors
+
+    /// Calls `onReadable` on the loop whenever `fd` is readable (or hung
+    /// up), until `unwatch`. The I/O thread waits for it in the same poll
+    /// as the bus. Loop only.
+    package func watch(_ fd: Int32, _ onReadable: @escaping () -> Void) -> WatchID {
+        assertInLoop()
+        let id = nextWatch
+        nextWatch += 1
+        watches[id] = Watch(fd: fd, onReadable: onReadable)
+        return WatchID(raw: id)
+    }
+
+    /// Stops watching (no effect when already stopped). Loop only.
+    package func unwatch(_ id: WatchID) {
+        assertInLoop()
+        watches.removeValue(forKey: id.raw)
+    }
+
+    /// The descriptors watched now, for the I/O thread's poll. Loop only.
+    package var watched: [(id: WatchID, fd: Int32)] {
+        assertInLoop()
+        return watches.map { (WatchID(raw: $0.key), $0.value.fd) }
+    }
+
+    /// The I/O thread saw `id`'s descriptor readable. Loop only.
+    package func descriptorReady(_ id: WatchID) {
+        assertInLoop()
+        watches[id.raw]?.onReadable()
     }
 
     /// Moves a virtual clock forward by `duration`, firing each timer at
