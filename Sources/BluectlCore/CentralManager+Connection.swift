@@ -8,15 +8,14 @@ extension CentralManager {
     /// `retrievePeripherals` …), so every handle shares its state, its
     /// connection transitions and its notification sessions.
     public func peripheral(_ device: DeviceInfo) -> Peripheral {
-        if let existing = peripheralTable.withLock({ $0[device.path]?.value }) { return existing }
-        // Made outside the lock (it reads the mirror); the first one stored wins.
-        let made = Peripheral(central: self, path: device.path)
-        return peripheralTable.withLock { table in
-            if let existing = table[device.path]?.value { return existing }
+        mirror.loop.sync { [self] in
+            if let existing = peripheralTable.value[device.path]?.value { return existing }
+            let table = peripheralTable.value
             if table.count >= 64, table.count.nonzeroBitCount == 1 {
-                table = table.filter { $0.value.value != nil }   // forget dropped handles now and then
+                peripheralTable.value = table.filter { $0.value.value != nil }   // forget dropped handles now and then
             }
-            table[device.path] = WeakPeripheral(value: made)
+            let made = Peripheral(central: self, path: device.path)
+            peripheralTable.value[device.path] = WeakPeripheral(value: made)
             return made
         }
     }

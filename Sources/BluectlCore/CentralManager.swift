@@ -1,5 +1,4 @@
 import BluectlDBus
-import Dispatch
 
 /// The central: CoreBluetooth's CBCentralManager on BlueZ. One bus
 /// connection, one mirror of BlueZ's tree, shared by everything it does.
@@ -8,15 +7,14 @@ public final class CentralManager: Sendable {
     package let mirror: BlueZMirror
     /// The per-call D-Bus timeout (an operation's overall deadline is the caller's).
     public let callTimeout: Duration
-    /// The one `Peripheral` of each device (see `peripheral(_:)`). A lock,
-    /// not the bus thread: handles are asked for from any task, and the
-    /// table is only looked up and added to.
-    let peripheralTable = Locked<[ObjectPath: WeakPeripheral]>([:])
+    /// The one `Peripheral` of each device (see `peripheral(_:)`), the loop's.
+    let peripheralTable: LoopBound<[ObjectPath: WeakPeripheral]>
 
     private init(connection: DBusConnection, mirror: BlueZMirror, callTimeout: Duration) {
         self.connection = connection
         self.mirror = mirror
         self.callTimeout = callTimeout
+        peripheralTable = LoopBound([:], loop: mirror.loop)
     }
 
     /// Connects to the system bus and reads BlueZ's tree.
@@ -212,7 +210,9 @@ public final class CentralManager: Sendable {
             observation.cancel()
             // The consumer went away: end the discovery too. (After an error
             // there is no discovery left to stop.)
-            if case .cancelled = termination { end.stop() }
+            // (Handed to the loop, not waited for: this may run inside the
+            // consumer task's cancellation, while the loop yields to it.)
+            if case .cancelled = termination { end.stopSoon() }
         }
         do {
             _ = try await connection.callMethod(
@@ -257,24 +257,26 @@ final class ScanEnd: Sendable {
         /// The StopDiscovery call, once started (its task is shared by all askers).
         var stopping: Task<BluetoothError?, Never>?
         /// The duration's timer, cancelled when the scan ends first.
-        var timer: Task<Void, Never>?
+        var timer: EventLoop.TimerID?
     }
-    /// Asked from the bus thread (the limit), the consumer's cancellation and any task.
-    private let state = Locked(State())
+    /// The loop's: the limit asks there, the consumer's cancellation and
+    /// any task hand their asking to it.
+    private let state: LoopBound<State>
 
     init(central: CentralManager, adapter: AdapterInfo,
          continuation: AsyncThrowingStream<Discovery, any Error>.Continuation) {
         self.central = central
         self.adapter = adapter
         self.continuation = continuation
+        state = LoopBound(State(), loop: central.mirror.loop)
     }
 
     /// Ends the stream and sends StopDiscovery (once); the task answers
     /// with the call's failure, if any.
     @discardableResult
     func stop() -> Task<BluetoothError?, Never> {
-        let (task, first, timer) = state.withLock { state -> (Task<BluetoothError?, Never>, Bool, Task<Void, Never>?) in
-            if let stopping = state.stopping { return (stopping, false, nil) }
+        state.loop.sync { [self] in
+            if let stopping = state.value.stopping { return stopping }
             let (central, adapter) = (central, adapter)
             let task = Task { () -> BluetoothError? in
                 do {
@@ -286,24 +288,25 @@ final class ScanEnd: Sendable {
                     return BluetoothError.from(error, operation: "stop discovery on \(adapter.name)")
                 }
             }
-            state.stopping = task
-            return (task, true, state.timer)
-        }
-        if first {
-            // Outside the lock: finishing runs onTermination, which may ask again.
+            state.value.stopping = task
+            if let timer = state.value.timer { state.loop.cancel(timer) }
+            // Finishing runs onTermination, which may ask again: it finds `stopping`.
             continuation.finish()
-            timer?.cancel()
+            return task
         }
-        return task
     }
 
-    /// Stops the scan when `duration` has passed.
+    /// `stop()` without waiting for the loop: from where blocking is not allowed.
+    func stopSoon() {
+        state.loop.execute { [self] in stop() }
+    }
+
+    /// Stops the scan when `duration` has passed (a loop timer).
     func stop(after duration: Duration) {
-        let task = Task { [weak self] in
-            guard (try? await Task.sleep(for: duration)) != nil else { return }
-            self?.stop()
+        state.loop.execute { [self] in
+            guard state.value.stopping == nil else { return }
+            state.value.timer = state.loop.schedule(after: duration) { [weak self] in self?.stop() }
         }
-        state.withLock { $0.timer = task }
     }
 }
 

@@ -78,8 +78,15 @@ public final class PairingAgent: Sendable {
     /// The capability it registered with.
     public let capability: Capability
     private let connection: DBusConnection
-    private let allowed: Locked<Set<ObjectPath>>
-    private let log: Locked<[String]>
+    /// What the agent may answer for and what it answered: the loop's (it
+    /// answers bluetoothd's calls there).
+    private let state: LoopBound<State>
+
+    private struct State {
+        var allowed: Set<ObjectPath>
+        var log: [String] = []
+        var refusal: String?
+    }
     private let prompter: Prompter?
 
     private init(connection: DBusConnection, path: ObjectPath, capability: Capability, devices: Set<ObjectPath>,
@@ -88,8 +95,7 @@ public final class PairingAgent: Sendable {
         self.path = path
         self.capability = capability
         self.prompter = prompter
-        allowed = Locked(devices)
-        log = Locked([])
+        state = LoopBound(State(allowed: devices), loop: connection.loop)
     }
 
     /// Exports an agent on `central`'s connection and registers it with
@@ -142,15 +148,14 @@ public final class PairingAgent: Sendable {
 
     /// Also accept requests about `device`.
     package func allow(_ device: ObjectPath) {
-        _ = allowed.withLock { $0.insert(device) }
+        state.loop.sync { [self] in _ = state.value.allowed.insert(device) }
     }
 
     /// What the agent was asked and answered (for diagnostics).
-    public var requests: [String] { log.withLock { $0 } }
+    public var requests: [String] { state.loop.sync { [self] in state.value.log } }
 
     /// Why the agent last refused a question, if it did.
-    public var lastRefusal: String? { refusal.withLock { $0 } }
-    private let refusal = Locked<String?>(nil)
+    public var lastRefusal: String? { state.loop.sync { [self] in state.value.refusal } }
 
     /// UnregisterAgent and stop serving the object.
     public func unregister(timeout: Duration = .seconds(3)) async {
@@ -169,10 +174,10 @@ public final class PairingAgent: Sendable {
         case ask(Question)
     }
 
+    /// On the loop: the answer to one call, with the devices allowed now.
     package func answer(member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?) -> Answer {
-        let allowedNow = allowed.withLock { $0 }
-        return Self.decide(member: member, interface: interface, arguments: arguments, sender: sender,
-                           bluetoothd: bluetoothd, allowed: allowedNow, capability: capability)
+        Self.decide(member: member, interface: interface, arguments: arguments, sender: sender,
+                    bluetoothd: bluetoothd, allowed: state.value.allowed, capability: capability)
     }
 
     /// The policy, pure: only bluetoothd may ask; confirmations and
@@ -242,7 +247,7 @@ public final class PairingAgent: Sendable {
             member: message.member, interface: message.interface, arguments: message.arguments,
             sender: message.sender, bluetoothd: connection.owner(of: BlueZ.service))
         let device = message.arguments.first?.objectPath?.rawValue ?? "-"
-        log.withLock { $0.append("\(message.member ?? "?") \(device) → \(answer)") }
+        state.value.log.append("\(message.member ?? "?") \(device) → \(answer)")
         Trace.log("agent: \(message.member ?? "?") \(device) → \(answer)")
         guard !message.noReplyExpected else { return }
         switch answer {
@@ -252,18 +257,19 @@ public final class PairingAgent: Sendable {
                 return
             }
             let device = message.arguments.first?.objectPath ?? path
-            // The user may take a while: never on the bus thread.
+            // The user may take a while: never on the loop; the answer goes back to it.
             startThread(name: "bluectl-prompt") { [self] in
                 let reply = prompter(question, DeviceInfo.addressFromPath(device))
-                log.withLock { $0.append("\(question) → \(reply)") }
-                if case .reject(let why) = reply { refusal.withLock { $0 = why } }
-                guard !message.noReplyExpected else { return }
-                try? connection.send(Self.reply(reply, question: question, to: message))
+                connection.loop.execute { [self] in
+                    state.value.log.append("\(question) → \(reply)")
+                    if case .reject(let why) = reply { state.value.refusal = why }
+                    try? connection.send(Self.reply(reply, question: question, to: message))
+                }
             }
         case .accept:
             try? connection.send(.methodReturn(to: message))
         case .reject(let why):
-            refusal.withLock { $0 = why }
+            state.value.refusal = why
             try? connection.send(.error(to: message, name: "org.bluez.Error.Rejected", message: why))
         case .unknownMethod:
             try? connection.send(.error(

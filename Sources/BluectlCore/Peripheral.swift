@@ -49,6 +49,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         transition = LoopBound(nil, loop: central.mirror.loop)
         sessions = LoopBound([:], loop: central.mirror.loop)
         notifyShares = LoopBound([:], loop: central.mirror.loop)
+        pairing = LoopBound(PairingSettings(), loop: central.mirror.loop)
         if let p = central.mirror.tree.properties(path, BlueZ.deviceInterface) {
             identifier = DeviceInfo(path: path, properties: p).address
         } else {
@@ -428,7 +429,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `Device1.Pair` (the agent of this bus connection answers BlueZ's
     /// questions). Already paired is success.
     public func pair(timeout: Duration = .seconds(30)) async throws {
-        if let prepare = pairingPreparation.withLock({ $0 }) { await prepare(self) }
+        if let prepare = await central.mirror.loop.submit({ [self] in pairing.value.preparation }) { await prepare(self) }
         Trace.log("pair \(identifier): Device1.Pair")
         do {
             _ = try await central.connection.callMethod(
@@ -444,10 +445,17 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// When set, a read or write refused for lack of encryption on an
     /// unpaired device pairs (`pair()`) and is tried once more.
     public var pairsOnDemand: Bool {
-        get { pairOnDemand.withLock { $0 } }
-        set { pairOnDemand.withLock { $0 = newValue } }
+        get { central.mirror.loop.sync { [self] in pairing.value.onDemand } }
+        set { central.mirror.loop.sync { [self] in pairing.value.onDemand = newValue } }
     }
-    let pairOnDemand = Locked(true)
+
+    /// How this peripheral pairs: on demand or not, and what to do first
+    /// (the loop's, like the rest of its state).
+    struct PairingSettings {
+        var onDemand = true
+        var preparation: (@Sendable (Peripheral) async -> Void)?
+    }
+    let pairing: LoopBound<PairingSettings>
 
     /// Runs before every `pair()`, e.g. to register the agent that answers
     /// it. Only the caller of `Pair` has its agent asked (ours is not the
@@ -456,9 +464,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `body` gets the peripheral as an argument: captured, it would keep
     /// itself alive through its own property.
     public func preparePairing(_ body: @escaping @Sendable (Peripheral) async -> Void) {
-        pairingPreparation.withLock { $0 = body }
+        central.mirror.loop.sync { [self] in pairing.value.preparation = body }
     }
-    private let pairingPreparation = Locked<(@Sendable (Peripheral) async -> Void)?>(nil)
 
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
     /// for at most `limit`; then `BluetoothError.inProgress`. Other errors are
