@@ -9,6 +9,8 @@ package enum BlueZ {
     package static let serviceInterface = "org.bluez.GattService1"
     package static let characteristicInterface = "org.bluez.GattCharacteristic1"
     package static let descriptorInterface = "org.bluez.GattDescriptor1"
+    /// A GATT database's objects: services, characteristics, descriptors.
+    package static let gattInterfaces: Set<String> = [serviceInterface, characteristicInterface, descriptorInterface]
     package static let agentManagerInterface = "org.bluez.AgentManager1"
     package static let objectManager = "org.freedesktop.DBus.ObjectManager"
     package static let properties = "org.freedesktop.DBus.Properties"

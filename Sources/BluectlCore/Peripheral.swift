@@ -218,8 +218,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             mirror: central.mirror, machine: ServiceDiscoveryStateMachine(), label: "services \(id)")
         // Follow first, then look (pitfall 4): nothing changes unseen in between.
         driver.follow { change, tree in
-            if case .added(let added, let interfaces) = change, interfaces.contains(BlueZ.serviceInterface),
-               added.isDescendant(of: path) {
+            if case .added(let added, let interfaces) = change, added.isDescendant(of: path),
+               interfaces.contains(where: BlueZ.gattInterfaces.contains) {
                 return [.serviceAdded]
             }
             switch change.fate(ofDevice: path, in: tree) {
@@ -249,7 +249,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             driver.after(timeout, .timeout)
         }, perform: { action, driver in
             switch action {
-            case .startSettleTimer(let delay): driver.after(delay, .settleTimerFired)
+            case .startSettleTimer(let delay): driver.after(delay, .settleTimerFired, replacing: "settle")
             case .schedulePoll(let delay): driver.after(delay, .pollTimerFired)
             case .askDevice:
                 // Signals can be missing (see fetchDeviceProperties): ask bluetoothd.

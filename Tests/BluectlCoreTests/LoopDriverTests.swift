@@ -76,6 +76,12 @@ struct EmbeddedBlueZ {
                          arguments: Fixture.changed(interface, properties)), from: sender)
     }
 
+    /// InterfacesAdded from bluetoothd.
+    func added(_ path: ObjectPath, _ interfaces: [String: [String: DBusValue]]) {
+        bus.emit(.signal(path: .root, interface: BlueZ.objectManager, member: "InterfacesAdded",
+                         arguments: Fixture.added(path, interfaces)), from: BlueZ.service)
+    }
+
     /// A value notified by the characteristic.
     func notify(_ bytes: [UInt8], from sender: String = BlueZ.service) {
         changed(Self.characteristic, BlueZ.characteristicInterface, ["Value": .bytes(bytes)], from: sender)
@@ -185,6 +191,31 @@ struct EmbeddedBlueZ {
         lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["Connected": .boolean(false)])
         let services = try await discovering.value
         #expect(services.map(\.uuid) == [BluetoothUUID(uint16: 0x180d)])
+    }
+
+    /// What the lab showed: bluetoothd signals ServicesResolved, then
+    /// exports the database in a burst. The wait ends once the burst is over
+    /// (a quiet time on the loop's clock), with the whole database, not at
+    /// its first object.
+    @Test func aDatabaseExportedAfterServicesResolvedIsWaitedForWhole() async throws {
+        let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: true, resolved: false))
+        let peripheral = try lab.peripheral
+        // What the caller sees the moment discovery ends.
+        let discovering = Task { () throws -> [BluetoothUUID] in
+            try await peripheral.discoverServices()
+            return peripheral.database.characteristics.map(\.uuid)
+        }
+        try await lab.answerGetAll(["Connected": .boolean(true), "ServicesResolved": .boolean(false)])
+        let whole = EmbeddedBlueZ.sensor()
+        lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["ServicesResolved": .boolean(true)])
+        lab.added(EmbeddedBlueZ.service, whole[EmbeddedBlueZ.service]!)
+        // The one real pause here: time for a wait that wrongly ended at the
+        // first object to show it (the caller would then see no characteristic).
+        try await Task.sleep(for: .milliseconds(50))
+        lab.added(EmbeddedBlueZ.characteristic, whole[EmbeddedBlueZ.characteristic]!)
+        #expect(await lab.bus.untilTimerScheduled())
+        lab.bus.advance(by: .milliseconds(200))
+        #expect(try await discovering.value == [BluetoothUUID(uint16: 0x2a37)])
     }
 
     /// No signal at all: the machine's poll finds ServicesResolved.

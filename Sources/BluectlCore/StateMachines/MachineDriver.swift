@@ -40,6 +40,8 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         /// after it.
         var early: [Machine.Event] = []
         var timers: [EventLoop.TimerID] = []
+        /// Timers a later one replaces (`after(_:_:replacing:)`).
+        var keyedTimers: [String: EventLoop.TimerID] = [:]
         var observer: UInt64?
         /// Run once when the machine ends (unsubscribing, finishing streams).
         var cleanup: [() -> Void] = []
@@ -126,10 +128,12 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         if running.value.machine.isFinished { finish() }
     }
 
-    /// Sends `event` after `delay` (a loop timer, dropped when the machine ends).
-    package func after(_ delay: Duration, _ event: Machine.Event) {
+    /// Sends `event` after `delay` (a loop timer, dropped when the machine
+    /// ends). With `key`, it replaces the timer of that key still running.
+    package func after(_ delay: Duration, _ event: Machine.Event, replacing key: String? = nil) {
         let timer = loop.schedule(after: delay) { [self] in send(event) }
         running.value.timers.append(timer)
+        if let key, let earlier = running.value.keyedTimers.updateValue(timer, forKey: key) { loop.cancel(earlier) }
     }
 
     /// Sends a D-Bus method call; its reply becomes the event `map` makes of it.

@@ -2,8 +2,11 @@
 /// discovers the whole database itself and sets `Device1.ServicesResolved`;
 /// we wait for it while racing `Connected=false`, the device's removal and a
 /// timeout. ServicesResolved can flip true before the service objects are
-/// exported (after an abort), so with no service object yet the machine
-/// settles briefly for one to appear. Signals can be missing (bluetoothd
+/// exported (in the lab it usually does: bluetoothd signals it, then
+/// exports the database in one burst of InterfacesAdded), so with no service
+/// object yet the machine settles: it waits for the objects to appear and
+/// then for a short quiet time with no new one, so that the database it
+/// reports is whole. Signals can be missing (bluetoothd
 /// 5.66 does not always emit them), so while it waits it also asks
 /// bluetoothd every `pollInterval`.
 package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
@@ -20,7 +23,7 @@ package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
         /// Begin, with `Device1` as it is now and how many service objects the device has.
         case start(connected: Bool, servicesResolved: Bool, serviceObjects: Int)
         case servicesResolvedChanged(Bool, serviceObjects: Int)
-        /// A GattService1 object of the device appeared.
+        /// A GATT object of the device (service, characteristic or descriptor) appeared.
         case serviceAdded
         case connectedChanged(Bool)
         case deviceRemoved
@@ -48,6 +51,7 @@ package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
     }
 
     package enum Action: Sendable, Equatable {
+        /// (Re)start the one settle timer: a new start replaces the running one.
         case startSettleTimer(Duration)
         /// Ask bluetoothd for `Device1` (GetAll); answer with `polled`.
         case askDevice
@@ -63,10 +67,14 @@ package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
 
     package private(set) var state: State = .idle
     package let settleTime: Duration
+    /// How long no new GATT object must appear before a settling database is whole.
+    package let quietTime: Duration
     package let pollInterval: Duration
 
-    package init(settleTime: Duration = .milliseconds(500), pollInterval: Duration = .milliseconds(500)) {
+    package init(settleTime: Duration = .milliseconds(500), quietTime: Duration = .milliseconds(200),
+                 pollInterval: Duration = .milliseconds(500)) {
         self.settleTime = settleTime
+        self.quietTime = quietTime
         self.pollInterval = pollInterval
     }
 
@@ -107,7 +115,11 @@ package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
             state = .waiting
             return []
 
-        case (.settling, .serviceAdded), (.settling, .settleTimerFired):
+        case (.settling, .serviceAdded):
+            // more of the burst: wait for it to end
+            return [.startSettleTimer(quietTime)]
+
+        case (.settling, .settleTimerFired):
             state = .resolved
             return [.done]
 
