@@ -193,6 +193,34 @@ package final class BlueZMirror: Sendable {
         return observation
     }
 
+    /// Waits until `holds` is true of the tree (and whether bluetoothd runs),
+    /// tested on the loop now and after every change, at most `timeout` (a
+    /// loop timer); false when time ran out, the bus connection was lost or
+    /// the caller was cancelled.
+    package func waitUntil(timeout: Duration,
+                           _ holds: @escaping @Sendable (borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Bool) async -> Bool {
+        let outcome = HandOff<Bool>()
+        let wait = LoopBound<(observer: UInt64?, timer: EventLoop.TimerID?)>((nil, nil), loop: loop)
+        @Sendable func end(_ reached: Bool) {
+            guard outcome.settle(.success(reached)) else { return }
+            if let observer = wait.value.observer { stopObserving(observer) }
+            if let timer = wait.value.timer { loop.cancel(timer) }
+        }
+        loop.execute { [self] in
+            var reachedAtStart = false
+            let observer = observe(start: { tree in reachedAtStart = holds(tree, state.value.owner != nil) },
+                                   onChange: { _, tree, running in if holds(tree, running) { end(true) } },
+                                   onBusLost: { end(false) })
+            wait.value = (observer, loop.schedule(after: timeout) { end(false) })
+            if reachedAtStart { end(true) }
+        }
+        return await withTaskCancellationHandler {
+            (try? await outcome.wait()) ?? false
+        } onCancel: {
+            loop.execute { end(false) }
+        }
+    }
+
     /// A snapshot and every change after it. The stream ends when the
     /// consumer stops iterating or the bus connection is lost.
     package func changes(

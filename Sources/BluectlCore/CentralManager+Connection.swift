@@ -61,22 +61,21 @@ extension CentralManager {
         let address = BluetoothAddress(text)
         var options = ScanOptions()
         options.transport = .le
-        let session = try await startScan(adapter: adapter, options: options)
-        let found = await firstValue(within: timeout) { () -> DeviceInfo? in
-            do {
-                for try await discovery in session.discoveries {
-                    let device = discovery.device
-                    if let address {
-                        if device.address == address { return device }
-                    } else if device.name == text || device.alias == text {
-                        return device
-                    }
+        // The scan's duration is the budget (a loop timer ends the stream).
+        let session = try await startScan(adapter: adapter, options: options, duration: timeout)
+        var found: DeviceInfo?
+        do {
+            for try await discovery in session.discoveries {
+                let device = discovery.device
+                let matches = address.map { device.address == $0 } ?? (device.name == text || device.alias == text)
+                if matches {
+                    found = device
+                    break
                 }
-            } catch {}
-            return nil
-        }
+            }
+        } catch {}
         try? await session.stop()
-        if let device = found ?? nil { return peripheral(device) }
+        if let found { return peripheral(found) }
         // It may have appeared without an advertisement we matched (a name change).
         if let found = try lookUp(text, adapter: adapter) { return found }
         throw BluetoothError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
@@ -201,44 +200,60 @@ extension CentralManager {
         }
     }
 
-    /// `Device1.Disconnect`, then waits for `Connected=false` (at most `timeout`).
+    /// `Device1.Disconnect`, then waits for `Connected=false` (at most
+    /// `timeout`), driven by `DisconnectStateMachine`.
     public func cancelPeripheralConnection(_ peripheral: Peripheral, timeout: Duration = .seconds(10)) async throws {
-        let (_, changes) = mirror.changes()
         let path = peripheral.path
-        guard await peripheral.isConnected() else { return }
-        peripheral.setTransition(.disconnecting)
-        defer { peripheral.setTransition(nil) }
-        do {
-            _ = try await connection.callMethod(
-                destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: "Disconnect",
-                timeout: min(callTimeout, timeout))
-        } catch {
-            throw BluetoothError.from(error, operation: "disconnect \(peripheral.identifier)")
-        }
-        // Connected=false from a signal, or from asking bluetoothd (polled: signals can be missing).
-        let done = await firstValue(within: timeout) {
-            await withTaskGroup(of: Bool.self) { group in
-                group.addTask {
-                    for await change in changes {
-                        if case .propertiesChanged(path, BlueZ.deviceInterface, let changed, _) = change,
-                           changed["Connected"]?.bool == false { return true }
-                        if case .removed(path, let interfaces) = change, interfaces.contains(BlueZ.deviceInterface) { return true }
-                    }
-                    return false
-                }
-                group.addTask {
-                    while !Task.isCancelled {
-                        if await peripheral.fetchDeviceProperties(timeout: .seconds(2))?["Connected"]?.bool == false { return true }
-                        try? await Task.sleep(for: .milliseconds(300))
-                    }
-                    return false
-                }
-                let first = await group.next() ?? false
-                group.cancelAll()
-                return first
+        let id = peripheral.identifier
+        let callTimeout = min(self.callTimeout, timeout)
+        let driver = MachineDriver<DisconnectStateMachine, Void>(
+            mirror: mirror, machine: DisconnectStateMachine(), label: "disconnect \(id)")
+        // Follow first, then look (pitfall 4).
+        driver.follow { change, tree in
+            switch change.fate(ofDevice: path, in: tree) {
+            case .changed(let changed)?: return changed["Connected"]?.bool.map { [.connectedChanged($0)] } ?? []
+            case .gone?, .bluetoothdStopped?: return [.deviceGone]
+            case nil: return []
             }
         }
-        guard done == true else { throw BluetoothError.timeout("disconnect \(peripheral.identifier)") }
+        let connected = await peripheral.isConnected()
+        @Sendable func deviceCall(_ member: String, interface: String = BlueZ.deviceInterface,
+                                  _ arguments: [DBusValue] = []) -> DBusMessage {
+            DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: interface, member: member,
+                                   arguments: arguments)
+        }
+        try await driver.run(start: .start(connected: connected), cancel: .timeout, setUp: { driver in
+            driver.after(timeout, .timeout)
+            peripheral.transition.value = .disconnecting
+            driver.onEnd { peripheral.transition.value = nil }
+        }, perform: { action, driver in
+            switch action {
+            case .callDisconnect:
+                driver.call(deviceCall("Disconnect"), timeout: callTimeout) { result in
+                    switch result {
+                    case .success: return .disconnectSucceeded
+                    case .failure(let error):
+                        let (name, message) = error.nameAndMessage
+                        return .disconnectFailed(name: name, message: message)
+                    }
+                }
+            case .askConnected:
+                driver.call(deviceCall("GetAll", interface: BlueZ.properties, [.string(BlueZ.deviceInterface)]),
+                            timeout: .seconds(2)) { result in
+                    .polled(connected: (try? result.get())?.arguments.first?.stringKeyedDictionary?["Connected"]?.unwrapped.bool)
+                }
+            case .schedulePoll(let delay):
+                driver.after(delay, .pollTimerFired)
+            case .succeed:
+                driver.answer(.success(()))
+            case .fail(.timeout):
+                driver.answer(.failure(BluetoothError.timeout("disconnect \(id)")))
+            case .fail(.bluez(let name, let message)):
+                driver.answer(.failure(BluetoothError(DBusError.remote(name: name, message: message), operation: "disconnect \(id)")))
+            case .unplanned(let what):
+                Trace.unplanned(driver.label, what)
+            }
+        })
     }
 }
 

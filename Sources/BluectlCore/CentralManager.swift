@@ -127,7 +127,6 @@ public final class CentralManager: Sendable {
 
     /// Sets `Adapter1.Powered` and waits until BlueZ reports it.
     public func setPowered(_ on: Bool, adapter: AdapterInfo, timeout: Duration) async throws(BluetoothError) {
-        let (_, changes) = mirror.changes()
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.properties, member: "Set",
@@ -136,28 +135,19 @@ public final class CentralManager: Sendable {
         } catch {
             throw BluetoothError.from(error, operation: "power \(on ? "on" : "off") \(adapter.name)")
         }
-        let reached = await firstValue(within: timeout) { [mirror] in
-            if (mirror.tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on { return true }
-            for await _ in changes {
-                if (mirror.tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on { return true }
-            }
-            return false
+        let reached = await mirror.waitUntil(timeout: timeout) { tree, _ in
+            (tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on
         }
-        guard reached == true else { throw .timeout("power \(on ? "on" : "off") \(adapter.name)") }
+        guard reached else { throw .timeout("power \(on ? "on" : "off") \(adapter.name)") }
     }
 
     /// Waits until bluetoothd is on the bus and exports `adapter` again
     /// (after it stopped or crashed and was restarted, as systemd does).
     public func waitForAdapter(_ adapter: AdapterInfo, timeout: Duration) async throws(BluetoothError) {
-        let (_, changes) = mirror.changes()
-        let back = await firstValue(within: timeout) { [mirror] in
-            if mirror.bluetoothdRunning, mirror.tree.properties(adapter.path, BlueZ.adapterInterface) != nil { return true }
-            for await _ in changes {
-                if mirror.bluetoothdRunning, mirror.tree.properties(adapter.path, BlueZ.adapterInterface) != nil { return true }
-            }
-            return false
+        let back = await mirror.waitUntil(timeout: timeout) { tree, running in
+            running && tree.properties(adapter.path, BlueZ.adapterInterface) != nil
         }
-        guard back == true else { throw .timeout("wait for bluetoothd to export \(adapter.name) again") }
+        guard back else { throw .timeout("wait for bluetoothd to export \(adapter.name) again") }
     }
 
     // MARK: - Scanning
@@ -328,27 +318,5 @@ public struct ScanSession: Sendable {
     /// its limit or its consumer's cancellation); returns when BlueZ answered.
     public func stop() async throws(BluetoothError) {
         if let failure = await end.stop().value { throw failure }
-    }
-}
-
-/// Runs `body` with a deadline: its value, or nil when time ran out first
-/// (or the caller was cancelled). Returns at the deadline even when `body`
-/// ignores cancellation (a thread blocked in write(2), a call that never
-/// answers): `body` is cancelled and left to finish on its own — a task
-/// group would wait for it.
-package func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
-    let first = HandOff<T?>()
-    let work = Task {
-        first.settle(.success(await body()))
-    }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        if first.settle(.success(nil)) { work.cancel() }
-    }
-    defer { timer.cancel() }
-    return await withTaskCancellationHandler {
-        (try? await first.wait()) ?? nil
-    } onCancel: {
-        if first.settle(.success(nil)) { work.cancel() }
     }
 }

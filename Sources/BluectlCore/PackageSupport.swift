@@ -19,3 +19,26 @@ extension BlueZ {
     /// BlueZ's path of it).
     package static func isObjectPath(_ text: String) -> Bool { ObjectPath(text) != nil }
 }
+
+/// For the command line and the tests, not the core (whose deadlines are
+/// loop timers): runs `body` with a deadline: its value, or nil when time ran out first
+/// (or the caller was cancelled). Returns at the deadline even when `body`
+/// ignores cancellation (a thread blocked in write(2), a call that never
+/// answers): `body` is cancelled and left to finish on its own — a task
+/// group would wait for it.
+package func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+    let first = HandOff<T?>()
+    let work = Task {
+        first.settle(.success(await body()))
+    }
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        if first.settle(.success(nil)) { work.cancel() }
+    }
+    defer { timer.cancel() }
+    return await withTaskCancellationHandler {
+        (try? await first.wait()) ?? nil
+    } onCancel: {
+        if first.settle(.success(nil)) { work.cancel() }
+    }
+}

@@ -170,6 +170,22 @@ struct EmbeddedBlueZ {
         await expectFailure(connecting, "connect should have timed out") { $0.isTimeout }
     }
 
+    /// Disconnect answered, Connected=false never signalled: the machine
+    /// asks bluetoothd every 300 ms of the loop's clock until it says so.
+    @Test func disconnectAsksWhenTheLinkDropIsNeverSignalled() async throws {
+        let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
+        let peripheral = try lab.peripheral
+        let disconnecting = Task { try await lab.central.cancelPeripheralConnection(peripheral) }
+        try await lab.answerGetAll(["Connected": .boolean(true)])
+        lab.bus.reply(to: try #require(await lab.bus.nextCall("Disconnect")))
+        try await lab.answerGetAll(["Connected": .boolean(true)])
+        #expect(peripheral.state == .disconnecting)
+        lab.bus.advance(by: .milliseconds(300))
+        try await lab.answerGetAll(["Connected": .boolean(false)])
+        try await disconnecting.value
+        #expect(lab.calls("Disconnect").count == 1)
+    }
+
     /// ServicesResolved=true and Connected=false race: in the order
     /// bluetoothd sends them. The disconnect first fails the wait.
     @Test func servicesResolvedLosesToADisconnectSentFirst() async throws {

@@ -67,3 +67,62 @@ import Testing
         #expect(m.state == .reading)
     }
 }
+
+/// Disconnecting: Disconnect, then the link reported down by a signal or by
+/// asking bluetoothd (5.66 does not always signal it).
+@Suite struct DisconnectStateMachineTests {
+    @Test func notConnectedIsDoneAtOnce() {
+        var m = DisconnectStateMachine()
+        #expect(m.handle(.start(connected: false)) == [.succeed])
+        #expect(m.state == .done)
+    }
+
+    @Test func theSignalEndsTheWait() {
+        var m = DisconnectStateMachine()
+        #expect(m.handle(.start(connected: true)) == [.callDisconnect])
+        #expect(m.handle(.disconnectSucceeded) == [.askConnected])
+        #expect(m.handle(.connectedChanged(true)) == [], "still up: no news")
+        #expect(m.handle(.connectedChanged(false)) == [.succeed])
+        #expect(m.handle(.polled(connected: true)) == [], "a late answer after the end changes nothing")
+    }
+
+    @Test func askingFindsTheLinkDownWhenNoSignalComes() {
+        var m = DisconnectStateMachine(pollInterval: .milliseconds(300))
+        _ = m.handle(.start(connected: true))
+        _ = m.handle(.disconnectSucceeded)
+        #expect(m.handle(.polled(connected: true)) == [.schedulePoll(after: .milliseconds(300))])
+        #expect(m.handle(.pollTimerFired) == [.askConnected])
+        #expect(m.handle(.polled(connected: nil)) == [.schedulePoll(after: .milliseconds(300))])
+        #expect(m.handle(.pollTimerFired) == [.askConnected])
+        #expect(m.handle(.polled(connected: false)) == [.succeed])
+    }
+
+    @Test func theDeviceGoingOrTheLinkDroppingBeforeTheReplyIsDone() {
+        var gone = DisconnectStateMachine()
+        _ = gone.handle(.start(connected: true))
+        #expect(gone.handle(.deviceGone) == [.succeed])
+        var dropped = DisconnectStateMachine()
+        _ = dropped.handle(.start(connected: true))
+        #expect(dropped.handle(.connectedChanged(false)) == [.succeed])
+        #expect(dropped.handle(.disconnectSucceeded) == [])
+    }
+
+    @Test func refusedOrTooSlowFails() {
+        var refused = DisconnectStateMachine()
+        _ = refused.handle(.start(connected: true))
+        #expect(refused.handle(.disconnectFailed(name: "org.bluez.Error.Failed", message: "x"))
+                == [.fail(.bluez(name: "org.bluez.Error.Failed", message: "x"))])
+        var slow = DisconnectStateMachine()
+        _ = slow.handle(.start(connected: true))
+        _ = slow.handle(.disconnectSucceeded)
+        #expect(slow.handle(.timeout) == [.fail(.timeout)])
+    }
+
+    @Test func unplannedEventsAreReportedAndChangeNothing() {
+        var m = DisconnectStateMachine()
+        #expect(m.handle(.disconnectSucceeded) == [.unplanned("idle + disconnectSucceeded")])
+        _ = m.handle(.start(connected: true))
+        #expect(m.handle(.pollTimerFired) == [.unplanned("disconnecting + pollTimerFired")])
+        #expect(m.state == .disconnecting)
+    }
+}
