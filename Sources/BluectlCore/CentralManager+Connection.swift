@@ -138,11 +138,6 @@ extension CentralManager {
             driver.abandon()
             return false
         }
-        @Sendable func deviceCall(_ member: String, interface: String = BlueZ.deviceInterface,
-                                  _ arguments: [DBusValue] = []) -> DBusMessage {
-            DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: interface, member: member,
-                                   arguments: arguments)
-        }
         return try await driver.run(start: .start(alreadyConnected: false), cancel: .cancel, setUp: { driver in
             driver.after(timeout, .timeout)
             peripheral.transition.value = .connecting
@@ -150,7 +145,7 @@ extension CentralManager {
         }, perform: { action, driver in
             switch action {
             case .callConnect:
-                driver.call(deviceCall("Connect"), timeout: callTimeout) { [mirror = driver.mirror] result in
+                driver.call(peripheral.deviceMessage("Connect"), timeout: callTimeout) { [mirror = driver.mirror] result in
                     switch result {
                     case .success:
                         return .connectSucceeded
@@ -164,16 +159,15 @@ extension CentralManager {
                 }
             case .askConnected:
                 // Connected=true may never be signalled (see Peripheral.fetchDeviceProperties): ask.
-                driver.call(deviceCall("GetAll", interface: BlueZ.properties, [.string(BlueZ.deviceInterface)]),
-                            timeout: .seconds(2)) { result in
-                    .polled(connected: (try? result.get())?.arguments.first?.stringKeyedDictionary?["Connected"]?.unwrapped.bool)
+                driver.call(peripheral.deviceMessage(getAll: ()), timeout: .seconds(2)) { result in
+                    .polled(connected: Peripheral.deviceProperties(in: result)?["Connected"]?.bool)
                 }
             case .schedulePoll(let delay):
                 driver.after(delay, .pollTimerFired)
             case .scheduleRetry(let delay):
                 driver.after(delay, .retryTimerFired)
             case .callDisconnect:
-                driver.call(deviceCall("Disconnect"), timeout: .seconds(5)) { _ in .disconnectFinished }
+                driver.call(peripheral.deviceMessage("Disconnect"), timeout: .seconds(5)) { _ in .disconnectFinished }
             case .succeed:
                 driver.answer(.success(true))
             case .reportCancelled:
@@ -217,11 +211,6 @@ extension CentralManager {
             }
         }
         let connected = await peripheral.isConnected()
-        @Sendable func deviceCall(_ member: String, interface: String = BlueZ.deviceInterface,
-                                  _ arguments: [DBusValue] = []) -> DBusMessage {
-            DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: interface, member: member,
-                                   arguments: arguments)
-        }
         try await driver.run(start: .start(connected: connected), cancel: .timeout, setUp: { driver in
             driver.after(timeout, .timeout)
             peripheral.transition.value = .disconnecting
@@ -229,7 +218,7 @@ extension CentralManager {
         }, perform: { action, driver in
             switch action {
             case .callDisconnect:
-                driver.call(deviceCall("Disconnect"), timeout: callTimeout) { result in
+                driver.call(peripheral.deviceMessage("Disconnect"), timeout: callTimeout) { result in
                     switch result {
                     case .success: return .disconnectSucceeded
                     case .failure(let error):
@@ -238,9 +227,8 @@ extension CentralManager {
                     }
                 }
             case .askConnected:
-                driver.call(deviceCall("GetAll", interface: BlueZ.properties, [.string(BlueZ.deviceInterface)]),
-                            timeout: .seconds(2)) { result in
-                    .polled(connected: (try? result.get())?.arguments.first?.stringKeyedDictionary?["Connected"]?.unwrapped.bool)
+                driver.call(peripheral.deviceMessage(getAll: ()), timeout: .seconds(2)) { result in
+                    .polled(connected: Peripheral.deviceProperties(in: result)?["Connected"]?.bool)
                 }
             case .schedulePoll(let delay):
                 driver.after(delay, .pollTimerFired)

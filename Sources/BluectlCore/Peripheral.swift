@@ -135,10 +135,24 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `device_add_connection` returns early ("already connected") without
     /// a PropertiesChanged, so a signal-only view can wait forever.
     package func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
-        let reply = try? await central.connection.callMethod(
-            destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
-            arguments: [.string(BlueZ.deviceInterface)], timeout: timeout)
-        return reply?.first?.stringKeyedDictionary.map(PropertyMap.init)
+        let reply = try? await central.connection.call(deviceMessage(getAll: ()), timeout: timeout)
+        return reply.flatMap { Self.deviceProperties(in: .success($0)) }
+    }
+
+    /// A method call on this device's object: `member` of Device1.
+    func deviceMessage(_ member: String) -> DBusMessage {
+        DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: BlueZ.deviceInterface, member: member)
+    }
+
+    /// `GetAll(Device1)` of this device: what a machine's poll asks.
+    func deviceMessage(getAll: Void) -> DBusMessage {
+        DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
+                               arguments: [.string(BlueZ.deviceInterface)])
+    }
+
+    /// The Device1 properties a `GetAll` answered (nil: no answer).
+    static func deviceProperties(in reply: Result<DBusMessage, DBusError>) -> PropertyMap? {
+        (try? reply.get())?.arguments.first?.stringKeyedDictionary.map(PropertyMap.init)
     }
 
     /// Whether bluetoothd says the device is connected (asked directly).
@@ -253,13 +267,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             case .schedulePoll(let delay): driver.after(delay, .pollTimerFired)
             case .askDevice:
                 // Signals can be missing (see fetchDeviceProperties): ask bluetoothd.
-                let message = DBusMessage.methodCall(
-                    destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
-                    arguments: [.string(BlueZ.deviceInterface)])
-                driver.call(message, timeout: .seconds(2)) { [mirror = driver.mirror] result in
-                    guard let p = (try? result.get())?.arguments.first?.stringKeyedDictionary.map(PropertyMap.init) else {
-                        return .polled(nil)
-                    }
+                driver.call(self.deviceMessage(getAll: ()), timeout: .seconds(2)) { [mirror = driver.mirror] result in
+                    guard let p = Self.deviceProperties(in: result) else { return .polled(nil) }
                     return .polled(.init(connected: p["Connected"]?.bool ?? false,
                                          servicesResolved: p["ServicesResolved"]?.bool ?? false,
                                          serviceObjects: serviceCount(mirror.tree)))
