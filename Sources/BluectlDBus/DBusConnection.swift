@@ -543,6 +543,9 @@ public final class DBusConnection: Sendable {
         tables.value.methodHandlers.removeAll()
         for call in pending { call.handler(.failure(.disconnected)) }
         for handler in disconnectHandlers { handler() }
+        // What still waits on a timer (a scan's duration) learnt of the end
+        // from the disconnect handlers; the timers would only hold it.
+        loop.cancelAll()
     }
 
     private func busCall(_ member: String, _ arguments: [DBusValue], timeout: Duration) async throws {

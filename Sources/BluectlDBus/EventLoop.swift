@@ -222,6 +222,14 @@ package final class EventLoop: @unchecked Sendable {
         timers.removeValue(forKey: timer.raw)
     }
 
+    /// Forgets every timer and watched descriptor: the connection they
+    /// served is closed (they would only hold what they capture). Loop only.
+    package func cancelAll() {
+        assertInLoop()
+        timers.removeAll()
+        watches.removeAll()
+    }
+
     /// The earliest deadline of a scheduled job. Loop only.
     package var nextDeadline: ContinuousClock.Instant? {
         assertInLoop()

@@ -63,6 +63,10 @@ struct EmbeddedBlueZ {
         return (lab, discovering)
     }
 
+    /// Ends the central (its connection's tables, observers and timers go:
+    /// what a test leaves running would otherwise outlive it).
+    func close() { central.close() }
+
     var peripheral: Peripheral {
         get throws {
             let adapter = try central.adapter(named: "hci0")
@@ -106,6 +110,7 @@ struct EmbeddedBlueZ {
     /// second attempt's Connected=true completes it.
     @Test func connectRetriesAfterAbortByLocalThenSucceeds() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: false, resolved: false))
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let connecting = Task { try await lab.central.connect(peripheral, timeout: .seconds(30), retries: 2) }
         try await lab.answerGetAll(["Connected": .boolean(false)])
@@ -124,6 +129,7 @@ struct EmbeddedBlueZ {
     /// link is what makes 5.66 fail again).
     @Test func connectAfterAbortWaitsForTheLinkToDrop() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: false, resolved: false))
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let connecting = Task { try await lab.central.connect(peripheral, timeout: .seconds(30), retries: 2) }
         try await lab.answerGetAll(["Connected": .boolean(false)])
@@ -143,6 +149,7 @@ struct EmbeddedBlueZ {
     /// does that): the machine asks bluetoothd every 250 ms of the loop's clock.
     @Test func connectAsksWhenConnectedIsNeverSignalled() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: false, resolved: false))
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let connecting = Task { try await lab.central.connect(peripheral) }
         try await lab.answerGetAll(["Connected": .boolean(false)])
@@ -158,6 +165,7 @@ struct EmbeddedBlueZ {
     /// that call's own deadline ends the wait. All on the virtual clock.
     @Test func aCallThatNeverAnswersEndsAtTheDeadline() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: false, resolved: false), callTimeout: .seconds(60))
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let connecting = Task { try await lab.central.connect(peripheral, timeout: .seconds(10)) }
         try await lab.answerGetAll(["Connected": .boolean(false)])
@@ -174,6 +182,7 @@ struct EmbeddedBlueZ {
     /// asks bluetoothd every 300 ms of the loop's clock until it says so.
     @Test func disconnectAsksWhenTheLinkDropIsNeverSignalled() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let disconnecting = Task { try await lab.central.cancelPeripheralConnection(peripheral) }
         try await lab.answerGetAll(["Connected": .boolean(true)])
@@ -190,6 +199,7 @@ struct EmbeddedBlueZ {
     /// bluetoothd sends them. The disconnect first fails the wait.
     @Test func servicesResolvedLosesToADisconnectSentFirst() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: true, resolved: false))
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let discovering = Task { try await peripheral.discoverServices() }
         try await lab.answerGetAll(["Connected": .boolean(true), "ServicesResolved": .boolean(false)])
@@ -203,6 +213,7 @@ struct EmbeddedBlueZ {
     /// is no longer this wait's business.
     @Test func servicesResolvedBeforeTheDisconnectCompletes() async throws {
         let (lab, discovering) = try await EmbeddedBlueZ.discoveringExportedServices()
+        defer { lab.close() }
         lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["ServicesResolved": .boolean(true)])
         lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["Connected": .boolean(false)])
         let services = try await discovering.value
@@ -215,6 +226,7 @@ struct EmbeddedBlueZ {
     /// its first object.
     @Test func aDatabaseExportedAfterServicesResolvedIsWaitedForWhole() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: true, resolved: false))
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         // What the caller sees the moment discovery ends.
         let discovering = Task { () throws -> [BluetoothUUID] in
@@ -237,6 +249,7 @@ struct EmbeddedBlueZ {
     /// No signal at all: the machine's poll finds ServicesResolved.
     @Test func servicesResolvedFoundByAskingWhenNoSignalComes() async throws {
         let (lab, discovering) = try await EmbeddedBlueZ.discoveringExportedServices()
+        defer { lab.close() }
         #expect(await lab.bus.untilTimerScheduled())
         lab.bus.advance(by: .milliseconds(500))
         try await lab.answerGetAll(["Connected": .boolean(true), "ServicesResolved": .boolean(true)])
@@ -248,6 +261,7 @@ struct EmbeddedBlueZ {
     /// leaving sends StopNotify and waits for its answer.
     @Test func notifySharedByTwoSubscribersAndStoppedByTheLast() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let characteristic = try peripheral.characteristic(.uuid(BluetoothUUID(uint16: 0x2a37)))
         let subscribing = Task { try await peripheral.subscribe(to: characteristic) }
@@ -282,6 +296,7 @@ struct EmbeddedBlueZ {
     /// disconnect (after asking bluetoothd), not a BlueZ failure.
     @Test func theDeviceDisconnectingMidReadIsReportedAsADisconnect() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let characteristic = try peripheral.characteristic(.uuid(BluetoothUUID(uint16: 0x2a37)))
         let reading = Task { try await peripheral.readValue(for: characteristic) }
@@ -297,6 +312,7 @@ struct EmbeddedBlueZ {
     /// the new bluetoothd's tree.
     @Test func bluetoothdChangingOwnerEndsTheSubscription() async throws {
         let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
+        defer { lab.close() }
         let peripheral = try lab.peripheral
         let characteristic = try peripheral.characteristic(.uuid(BluetoothUUID(uint16: 0x2a37)))
         let subscribing = Task { try await peripheral.subscribe(to: characteristic) }
