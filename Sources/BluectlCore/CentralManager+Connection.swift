@@ -116,6 +116,11 @@ extension CentralManager {
     public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), retries: Int = 2) async throws -> Bool {
         let path = peripheral.path
         let id = peripheral.identifier.description
+        // Connected already, as the mirror has it (the missing signal of
+        // 5.66 is only ever a missing *true*): nothing to run.
+        let seen = mirror.tree.properties(path, BlueZ.deviceInterface)
+        guard let seen else { throw BluetoothError.deviceNotFound(id) }
+        if seen["Connected"]?.bool == true { return false }
         let callTimeout = self.callTimeout
         let driver = MachineDriver<ConnectionStateMachine, Bool>(
             mirror: mirror, machine: ConnectionStateMachine(maxAttempts: retries + 1), label: "connect \(id)")
@@ -128,13 +133,7 @@ extension CentralManager {
             case nil: return []
             }
         }
-        let snapshot = mirror.tree
-        guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
-            driver.abandon()
-            throw BluetoothError.deviceNotFound(id)
-        }
-        let now = await peripheral.deviceProperties(in: snapshot, resolved: false)
-        if now?["Connected"]?.bool ?? false {
+        if await peripheral.fetchDeviceProperties()?["Connected"]?.bool ?? false {
             driver.abandon()
             return false
         }

@@ -228,6 +228,16 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             tree.paths(with: BlueZ.serviceInterface).filter { $0.isDescendant(of: path) }.count
         }
         let id = identifier.description
+        // Resolved already, as the mirror has it: the machine's start on it
+        // is its end, and nothing needs to run.
+        let seen = central.mirror.tree
+        guard let seenDevice = seen.properties(path, BlueZ.deviceInterface) else { throw BluetoothError.deviceNotFound(id) }
+        if seenDevice["Connected"]?.bool == true, seenDevice["ServicesResolved"]?.bool == true {
+            var machine = ServiceDiscoveryStateMachine()
+            if machine.handle(.start(connected: true, servicesResolved: true, serviceObjects: serviceCount(seen))) == [.done] {
+                return
+            }
+        }
         let driver = MachineDriver<ServiceDiscoveryStateMachine, Void>(
             mirror: central.mirror, machine: ServiceDiscoveryStateMachine(), label: "services \(id)")
         // Follow first, then look (pitfall 4): nothing changes unseen in between.
