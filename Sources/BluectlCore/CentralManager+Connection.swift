@@ -139,8 +139,8 @@ extension CentralManager {
         }
         return try await driver.run(start: .start(alreadyConnected: false), cancel: .cancel, setUp: { driver in
             driver.after(timeout, .timeout)
-            peripheral.transition.value = .connecting
-            driver.onEnd { peripheral.transition.value = nil }
+            peripheral.local.value.transition = .connecting
+            driver.onEnd { peripheral.local.value.transition = nil }
         }, perform: { action, driver in
             switch action {
             case .callConnect:
@@ -212,8 +212,8 @@ extension CentralManager {
         let connected = await peripheral.isConnected()
         try await driver.run(start: .start(connected: connected), cancel: .timeout, setUp: { driver in
             driver.after(timeout, .timeout)
-            peripheral.transition.value = .disconnecting
-            driver.onEnd { peripheral.transition.value = nil }
+            peripheral.local.value.transition = .disconnecting
+            driver.onEnd { peripheral.local.value.transition = nil }
         }, perform: { action, driver in
             switch action {
             case .callDisconnect:

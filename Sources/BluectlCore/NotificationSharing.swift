@@ -94,17 +94,17 @@ final class NotifyShare: Sendable {
     private let key: NotifyKey
     /// The peripheral's table of shares (see `forget()`): holding it, not
     /// the peripheral, and leaving it when the share closes, ends the cycle.
-    private let table: LoopBound<[NotifyKey: NotifyShare]>
+    private let table: LoopBound<Peripheral.LoopState>
     private let start: Start
     private let state: LoopBound<State>
     private var loop: EventLoop { state.loop }
 
     init(peripheral: Peripheral, characteristic: GattCharacteristic, key: NotifyKey, start: @escaping Start) {
-        self.table = peripheral.notifyShares
+        self.table = peripheral.local
         self.characteristic = characteristic
         self.key = key
         self.start = start
-        state = LoopBound(State(), loop: peripheral.notifyShares.loop)
+        state = LoopBound(State(), loop: peripheral.local.loop)
     }
 
     /// Whether a new subscriber may still join (on the loop).
@@ -209,7 +209,7 @@ final class NotifyShare: Sendable {
 
     /// On the loop: the peripheral's table no longer hands this share out.
     private func forget() {
-        if table.value[key] === self { table.value[key] = nil }
+        if table.value.notifyShares[key] === self { table.value.notifyShares[key] = nil }
     }
 
     /// On the loop (values arrive there).
@@ -229,10 +229,10 @@ extension Peripheral {
                          onSharing: NotificationSession.SharingSink?,
                          start: @escaping NotifyShare.Start) async throws -> NotificationSession {
         while true {
-            let share = await notifyShares.loop.submit { [self] () -> NotifyShare in
-                if let open = notifyShares.value[key], open.isOpen { return open }
+            let share = await local.loop.submit { [self] () -> NotifyShare in
+                if let open = local.value.notifyShares[key], open.isOpen { return open }
                 let made = NotifyShare(peripheral: self, characteristic: characteristic, key: key, start: start)
-                notifyShares.value[key] = made
+                local.value.notifyShares[key] = made
                 return made
             }
             if let session = try await share.join(onValue: onValue, onSharing: onSharing) { return session }

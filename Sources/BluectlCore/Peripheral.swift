@@ -34,22 +34,26 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `identifier`; its text is "AA:BB:CC:DD:EE:FF").
     public let identifier: BluetoothAddress
 
-    /// connecting / disconnecting while this process is doing that (the
-    /// loop's: the connect driver sets it there).
-    let transition: LoopBound<PeripheralState?>
-    /// setNotifyValue's subscriptions, one per characteristic (the loop's).
-    let sessions: LoopBound<[ObjectPath: NotificationSession]>
-    /// The notification sessions this process has on, each shared by its
-    /// subscribers (see `NotificationSession`); the loop's.
-    let notifyShares: LoopBound<[NotifyKey: NotifyShare]>
+    /// What this process keeps about the peripheral: the loop's, in one
+    /// `LoopBound` (one object per peripheral, not one per field).
+    struct LoopState {
+        /// connecting / disconnecting while this process is doing that (the
+        /// connect and disconnect drivers set it).
+        var transition: PeripheralState?
+        /// setNotifyValue's subscriptions, one per characteristic.
+        var sessions: [ObjectPath: NotificationSession] = [:]
+        /// The notification sessions this process has on, each shared by its
+        /// subscribers (see `NotificationSession`).
+        var notifyShares: [NotifyKey: NotifyShare] = [:]
+        /// How it pairs: on demand or not, and what to do first.
+        var pairing = PairingSettings()
+    }
+    let local: LoopBound<LoopState>
 
     package init(central: CentralManager, path: ObjectPath) {
         self.central = central
         self.path = path
-        transition = LoopBound(nil, loop: central.mirror.loop)
-        sessions = LoopBound([:], loop: central.mirror.loop)
-        notifyShares = LoopBound([:], loop: central.mirror.loop)
-        pairing = LoopBound(PairingSettings(), loop: central.mirror.loop)
+        local = LoopBound(LoopState(), loop: central.mirror.loop)
         if let p = central.mirror.tree.properties(path, BlueZ.deviceInterface) {
             identifier = DeviceInfo(path: path, properties: p).address
         } else {
@@ -72,7 +76,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// Its connection state, from BlueZ's `Connected` and this process's own connects and disconnects.
     public var state: PeripheralState {
         central.mirror.loop.sync { [self] in
-            if let transition = transition.value { return transition }
+            if let transition = local.value.transition { return transition }
             return central.mirror.tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true
                 ? .connected : .disconnected
         }
@@ -80,7 +84,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
 
     /// Sets the transition shown by `state` (on the loop).
     func setTransition(_ value: PeripheralState?) {
-        central.mirror.loop.execute { [self] in transition.value = value }
+        central.mirror.loop.execute { [self] in local.value.transition = value }
     }
 
     /// Each change of this peripheral's connection from now on, whoever
@@ -448,7 +452,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `Device1.Pair` (the agent of this bus connection answers BlueZ's
     /// questions). Already paired is success.
     public func pair(timeout: Duration = .seconds(30)) async throws {
-        if let prepare = await central.mirror.loop.submit({ [self] in pairing.value.preparation }) { await prepare(self) }
+        if let prepare = await central.mirror.loop.submit({ [self] in local.value.pairing.preparation }) { await prepare(self) }
         Trace.log("pair \(identifier): Device1.Pair")
         do {
             _ = try await central.connection.callMethod(
@@ -464,17 +468,15 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// When set, a read or write refused for lack of encryption on an
     /// unpaired device pairs (`pair()`) and is tried once more.
     public var pairsOnDemand: Bool {
-        get { central.mirror.loop.sync { [self] in pairing.value.onDemand } }
-        set { central.mirror.loop.sync { [self] in pairing.value.onDemand = newValue } }
+        get { central.mirror.loop.sync { [self] in local.value.pairing.onDemand } }
+        set { central.mirror.loop.sync { [self] in local.value.pairing.onDemand = newValue } }
     }
 
-    /// How this peripheral pairs: on demand or not, and what to do first
-    /// (the loop's, like the rest of its state).
+    /// How this peripheral pairs: on demand or not, and what to do first.
     struct PairingSettings {
         var onDemand = true
         var preparation: (@Sendable (Peripheral) async -> Void)?
     }
-    let pairing: LoopBound<PairingSettings>
 
     /// Runs before every `pair()`, e.g. to register the agent that answers
     /// it. Only the caller of `Pair` has its agent asked (ours is not the
@@ -483,7 +485,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `body` gets the peripheral as an argument: captured, it would keep
     /// itself alive through its own property.
     public func preparePairing(_ body: @escaping @Sendable (Peripheral) async -> Void) {
-        central.mirror.loop.sync { [self] in pairing.value.preparation = body }
+        central.mirror.loop.sync { [self] in local.value.pairing.preparation = body }
     }
 
     /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
@@ -558,11 +560,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     public func setNotifyValue(_ enabled: Bool, for characteristic: GattCharacteristic) async throws {
         let loop = central.mirror.loop
         if enabled {
-            if await loop.submit({ [self] in sessions.value[characteristic.path] != nil }) { return }
+            if await loop.submit({ [self] in local.value.sessions[characteristic.path] != nil }) { return }
             let session = try await subscribe(to: characteristic)
-            loop.execute { [self] in sessions.value[characteristic.path] = session }
+            loop.execute { [self] in local.value.sessions[characteristic.path] = session }
         } else {
-            let session = await loop.submit { [self] in sessions.value.removeValue(forKey: characteristic.path) }
+            let session = await loop.submit { [self] in local.value.sessions.removeValue(forKey: characteristic.path) }
             await session?.stop()
         }
     }
@@ -571,13 +573,13 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// (through `setNotifyValue`, `subscribe` or `acquireNotifications`).
     public func isNotifying(_ characteristic: GattCharacteristic) -> Bool {
         central.mirror.loop.sync { [self] in
-            [false, true].contains { notifyShares.value[NotifyKey(characteristic: characteristic.path, acquire: $0)]?.isOpen == true }
+            [false, true].contains { local.value.notifyShares[NotifyKey(characteristic: characteristic.path, acquire: $0)]?.isOpen == true }
         }
     }
 
     /// Value updates of a characteristic turned on with `setNotifyValue(true, for:)`.
     public func valueUpdates(for characteristic: GattCharacteristic) -> AsyncThrowingStream<[UInt8], any Error>? {
-        central.mirror.loop.sync { [self] in sessions.value[characteristic.path]?.values }
+        central.mirror.loop.sync { [self] in local.value.sessions[characteristic.path]?.values }
     }
 }
 

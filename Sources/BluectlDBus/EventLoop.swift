@@ -242,7 +242,8 @@ package final class EventLoop: @unchecked Sendable {
     /// scheduled meanwhile too, when already due). Loop only.
     package func fireDueTimers() {
         assertInLoop()
-        while !timers.isEmpty {
+        // Most turns have a call waiting and no timer due: look before building anything.
+        while let next = nextDeadline, next <= now {
             let current = now
             let due = timers.filter { $0.value.deadline <= current }
                 .sorted { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
