@@ -13,10 +13,11 @@ extension Peripheral {
     /// it, instead of one PropertiesChanged signal per value — fewer
     /// messages and wake-ups. The price (docs/bluez-pitfalls.md, 7;
     /// measured in the lab): bluetoothd drops values silently while the socket is full or
-    /// not yet ready. A reader thread of its own drains the socket at once to
-    /// keep that window small; only a sequence check in the values
-    /// themselves can show a loss.
-    /// `onValue`: as for `subscribe(to:onValue:)`, on the reader thread.
+    /// not yet ready. The central's event loop watches the socket in the same
+    /// poll as the bus and drains it as soon as it is readable; a loop kept
+    /// busy (a slow `onValue`, a burst of signals) widens that window, and
+    /// only a sequence check in the values themselves can show a loss.
+    /// `onValue`: as for `subscribe(to:onValue:)`, on the loop.
     public func acquireNotifications(for characteristic: GattCharacteristic,
                                      onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
         guard characteristic.properties.canNotify else {
@@ -64,7 +65,7 @@ extension NotifyEngine {
                 let message = DBusMessage.methodCall(
                     destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
                     member: "AcquireNotify", arguments: [.stringVariantDictionary([:])])
-                driver.call(message, timeout: callTimeout) { result in
+                driver.call(message, timeout: callTimeout) { [driver] result in
                     switch result {
                     case .success(let reply):
                         guard case .unixFD(let received)? = reply.arguments.first,
@@ -72,6 +73,8 @@ extension NotifyEngine {
                             return .acquireFailed(name: "org.freedesktop.DBus.Error.InvalidSignature",
                                                   message: "AcquireNotify returned \(reply.arguments)")
                         }
+                        // The session ended while AcquireNotify was out: nobody will read it.
+                        guard !driver.hasEnded else { return nil }
                         // Our own descriptor (the message's goes with it).
                         let fd = dup(received.fileDescriptor)
                         guard fd >= 0 else {

@@ -55,17 +55,19 @@ package final class BlueZMirror: Sendable {
     }
 
     private func subscribe() async throws {
-        let owner = try await connection.trackOwner(of: BlueZ.service, timeout: callTimeout)
         // The handlers hold the mirror strongly: the connection drops them
         // when it closes. (A weak reference gives the mirror a side table
         // whose only pointer LeakSanitizer cannot read: a mirror still alive
         // at exit then showed up as a leak, in about 1 run of 600.)
-        loop.execute { [self] in state.value.owner = owner }
-        connection.onDisconnect { [self] in busLost() }
+        // Listening for owner changes first: none slips in before the owner is known.
         connection.onOwnerChange { [self] name, newOwner in
             guard name == BlueZ.service else { return }
             ownerChanged(to: newOwner)
         }
+        let owner = try await connection.trackOwner(of: BlueZ.service, timeout: callTimeout)
+        // The owner as tracked when this runs: a change handled meanwhile is in it.
+        loop.execute { [self] in state.value.owner = connection.owner(of: BlueZ.service) }
+        connection.onDisconnect { [self] in busLost() }
         let objectManager = SignalFilter(sender: BlueZ.service, interface: BlueZ.objectManager, path: .root)
         _ = try await connection.subscribe(objectManager, timeout: callTimeout) { [self] message in
             apply(message)
@@ -200,9 +202,11 @@ package final class BlueZMirror: Sendable {
     package func waitUntil(timeout: Duration,
                            _ holds: @escaping @Sendable (borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Bool) async -> Bool {
         let outcome = HandOff<Bool>()
-        let wait = LoopBound<(observer: UInt64?, timer: EventLoop.TimerID?)>((nil, nil), loop: loop)
+        let wait = LoopBound<(observer: UInt64?, timer: EventLoop.TimerID?, over: Bool)>((nil, nil, false), loop: loop)
         @Sendable func end(_ reached: Bool) {
-            guard outcome.settle(.success(reached)) else { return }
+            guard !wait.value.over else { return }
+            wait.value.over = true
+            outcome.settle(.success(reached))
             if let observer = wait.value.observer { stopObserving(observer) }
             if let timer = wait.value.timer { loop.cancel(timer) }
         }
@@ -211,8 +215,13 @@ package final class BlueZMirror: Sendable {
             let observer = observe(start: { tree in reachedAtStart = holds(tree, state.value.owner != nil) },
                                    onChange: { _, tree, running in if holds(tree, running) { end(true) } },
                                    onBusLost: { end(false) })
-            wait.value = (observer, loop.schedule(after: timeout) { end(false) })
-            if reachedAtStart { end(true) }
+            guard !wait.value.over else { return }   // the bus was lost already, or the caller gave up
+            wait.value.observer = observer
+            if reachedAtStart {
+                end(true)
+            } else {
+                wait.value.timer = loop.schedule(after: timeout) { end(false) }
+            }
         }
         return await withTaskCancellationHandler {
             (try? await outcome.wait()) ?? false

@@ -133,7 +133,8 @@ extension CentralManager {
             case nil: return []
             }
         }
-        if await peripheral.fetchDeviceProperties()?["Connected"]?.bool ?? false {
+        let (now, _) = await driver.look(peripheral.deviceMessage(getAll: ()), timeout: .seconds(5))
+        if Peripheral.deviceProperties(in: now)?["Connected"]?.bool ?? false {
             driver.abandon()
             return false
         }
@@ -209,7 +210,8 @@ extension CentralManager {
             case nil: return []
             }
         }
-        let connected = await peripheral.isConnected()
+        let (now, _) = await driver.look(peripheral.deviceMessage(getAll: ()), timeout: .seconds(5))
+        let connected = Peripheral.deviceProperties(in: now)?["Connected"]?.bool ?? (peripheral.info?.connected ?? false)
         try await driver.run(start: .start(connected: connected), cancel: .timeout, setUp: { driver in
             driver.after(timeout, .timeout)
             peripheral.local.value.transition = .disconnecting

@@ -11,7 +11,7 @@ import BluectlDBus
 ///
 /// `values` keeps at most 4,096 values a consumer has not taken yet; older
 /// ones are dropped first (a value sink passed to `subscribe` has no buffer:
-/// it runs on the thread the value arrives on).
+/// it runs on the central's event loop, where the value arrives).
 public final class NotificationSession: Sendable {
     /// Takes each value where it arrives (see `Peripheral.subscribe(to:onValue:onSharing:)`).
     public typealias ValueSink = @Sendable ([UInt8]) -> Void

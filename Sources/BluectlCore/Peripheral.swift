@@ -164,18 +164,6 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         await fetchDeviceProperties()?["Connected"]?.bool ?? (info?.connected ?? false)
     }
 
-    /// `Device1` as `snapshot` has it when that says `Connected` (and, when
-    /// `resolved`, `ServicesResolved`) — the missing signal of
-    /// `fetchDeviceProperties` is only ever a missing *true* — else as
-    /// bluetoothd answers now. Saves a one-shot `read` a round trip.
-    func deviceProperties(in snapshot: BlueZObjectTree, resolved: Bool) async -> PropertyMap? {
-        let seen = snapshot.properties(path, BlueZ.deviceInterface)
-        if let seen, seen["Connected"]?.bool == true, !resolved || seen["ServicesResolved"]?.bool == true {
-            return seen
-        }
-        return await fetchDeviceProperties() ?? seen
-    }
-
     /// The GATT database as BlueZ exports it now (empty until services are resolved).
     public var database: GattDatabase { GattDatabase(tree: central.mirror.tree, device: path) }
 
@@ -263,16 +251,23 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             case nil: return []
             }
         }
-        let snapshot = central.mirror.tree
-        guard snapshot.properties(path, BlueZ.deviceInterface) != nil else {
+        var tree = driver.snapshot()
+        guard var device = tree.properties(path, BlueZ.deviceInterface) else {
             driver.abandon()
             throw BluetoothError.deviceNotFound(id)
         }
-        let device = await deviceProperties(in: snapshot, resolved: true) ?? [:]
+        // The mirror's word when it says resolved (a missing signal is only
+        // ever a missing *true*), else bluetoothd's.
+        if device["Connected"]?.bool != true || device["ServicesResolved"]?.bool != true {
+            let (answer, treeThen) = await driver.look(deviceMessage(getAll: ()), timeout: .seconds(5))
+            if let asked = Self.deviceProperties(in: answer) {
+                (device, tree) = (asked, treeThen)
+            }
+        }
         let start = ServiceDiscoveryStateMachine.Event.start(
             connected: device["Connected"]?.bool ?? false,
             servicesResolved: device["ServicesResolved"]?.bool ?? false,
-            serviceObjects: serviceCount(snapshot))
+            serviceObjects: serviceCount(tree))
         try await driver.run(start: start, cancel: .timeout, setUp: { driver in
             driver.after(timeout, .timeout)
         }, perform: { action, driver in
@@ -531,9 +526,12 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// also shows up as a value (BlueZ emits the same signal: pitfall 6).
     ///
     /// With `onValue`, each value is handed to it instead, on the thread it
-    /// arrives on (the bus thread), and `values` only ends or fails: no
-    /// hand-over to another thread per value. `onValue` must be quick and
-    /// must not block (the bus waits for it).
+    /// arrives on (the central's event loop), and `values` only ends or
+    /// fails: no hand-over to another thread per value. `onValue` must be
+    /// quick and must not block: the loop (every call, signal and timer of
+    /// the central) waits for it. The library's synchronous getters run at
+    /// once when called from it; a lock it takes must not be held elsewhere
+    /// around a call into the library.
     ///
     /// Subscribers in this process share one session per characteristic (see
     /// `NotificationSession`): the first starts it, the last to leave ends it.
@@ -694,6 +692,7 @@ final class NotifyEngine: Sendable {
         let valueFilter = SignalFilter(
             sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", path: charPath)
         let markerFilter = SignalFilter(interface: ReadMarker.interface, path: charPath)
+        var subscribed: DBusConnection.SubscriptionToken?
         let token: DBusConnection.SubscriptionToken
         let markerToken: DBusConnection.SubscriptionToken
         do {
@@ -703,6 +702,7 @@ final class NotifyEngine: Sendable {
                 guard let value else { return }
                 for bytes in reads.value.value(value, serial: message.serial, now: driver.loop.now) { driver.send(.value(bytes)) }
             }
+            subscribed = token
             markerToken = try await connection.subscribe(markerFilter, timeout: callTimeout) { message in
                 guard let reader = message.sender else { return }
                 let now = driver.loop.now
@@ -720,12 +720,13 @@ final class NotifyEngine: Sendable {
                 for bytes in release { driver.send(.value(bytes)) }
             }
         } catch {
+            if let subscribed { connection.dropSubscription(subscribed) }
             driver.abandon()
             throw BluetoothError.from(error, operation: "listen for values of \(what)")
         }
         // Another client's StartNotify session already on: share it (see
         // NotifyStateMachine), or every value would arrive twice.
-        let joining = mirror.tree.properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        let joining = driver.snapshot().properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
         @Sendable func characteristicCall(_ member: String) -> DBusMessage {
             DBusMessage.methodCall(destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
                                    member: member)

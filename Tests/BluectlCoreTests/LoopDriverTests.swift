@@ -195,6 +195,25 @@ struct EmbeddedBlueZ {
         #expect(lab.calls("Disconnect").count == 1)
     }
 
+    /// Changes that came before bluetoothd's answer the machine starts from
+    /// are in that answer: the link dropping and coming back while the
+    /// first GetAll was out is not replayed as "disconnected" after it.
+    @Test func changesOlderThanTheStartAreNotReplayed() async throws {
+        let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
+        defer { lab.close() }
+        let peripheral = try lab.peripheral
+        let disconnecting = Task { try await lab.central.cancelPeripheralConnection(peripheral) }
+        let look = try #require(await lab.bus.nextCall("GetAll"))
+        lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["Connected": .boolean(false)])
+        lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["Connected": .boolean(true)])
+        lab.bus.reply(to: look, [.stringVariantDictionary(["Connected": .boolean(true)])])
+        let disconnect = try #require(await lab.bus.nextCall("Disconnect"))
+        #expect(peripheral.state == .disconnecting, "still disconnecting: the old drop is not this disconnect")
+        lab.bus.reply(to: disconnect)
+        try await lab.answerGetAll(["Connected": .boolean(false)])
+        try await disconnecting.value
+    }
+
     /// ServicesResolved=true and Connected=false race: in the order
     /// bluetoothd sends them. The disconnect first fails the wait.
     @Test func servicesResolvedLosesToADisconnectSentFirst() async throws {

@@ -115,7 +115,7 @@ package struct AcquireNotifyStateMachine: StateMachine, Equatable {
 
         case (.closed, _), (.failed, _):
             // Documented ignore: a finished session ignores what is still in
-            // flight (AcquireNotify's late answer: the driver closes its socket).
+            // flight (AcquireNotify's late answer: the driver does not keep its socket).
             return []
 
         case (.acquiring, .value), (.acquiring, .socketClosed):

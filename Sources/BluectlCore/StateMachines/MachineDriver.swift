@@ -62,6 +62,9 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     package var loop: EventLoop { mirror.loop }
     package var connection: DBusConnection { mirror.connection }
 
+    /// Whether the machine has ended (loop only): a late reply finds nobody to take what it brings.
+    package var hasEnded: Bool { running.value.ended }
+
     /// The machine's state now (loop only: for a `perform` that needs it).
     package var machineState: Machine.State { running.value.machine.state }
 
@@ -73,9 +76,13 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     package func run(start: Machine.Event, cancel: Machine.Event,
                      setUp: @escaping @Sendable (MachineDriver) -> Void,
                      perform: @escaping @Sendable (Machine.Action, MachineDriver) -> Void) async throws -> Output {
-        try Task.checkCancellation()
+        if Task.isCancelled {
+            abandon()
+            throw CancellationError()
+        }
         return try await withTaskCancellationHandler {
             loop.execute { [self] in
+                guard !running.value.ended else { return }   // abandoned meanwhile: its answer is given
                 running.value.perform = perform
                 running.value.started = true
                 if running.value.cancelPending {
@@ -97,6 +104,28 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         }
     }
 
+    /// The tree now, as the machine's start is to see it: the changes
+    /// followed so far are in it, so they are not replayed after the start.
+    package func snapshot() -> BlueZObjectTree {
+        loop.sync { [self] in
+            running.value.early.removeAll()
+            return mirror.tree
+        }
+    }
+
+    /// A call whose answer the machine's start is built from (bluetoothd's
+    /// word on the device now), and the tree as it was when the answer came:
+    /// the changes followed before it are in them, so they are not replayed
+    /// after the start.
+    package func look(_ message: DBusMessage, timeout: Duration) async -> (Result<DBusMessage, DBusError>, BlueZObjectTree) {
+        let answer = HandOff<(Result<DBusMessage, DBusError>, BlueZObjectTree)>()
+        connection.call(message, timeout: timeout) { [self] result in
+            running.value.early.removeAll()
+            answer.settle(.success((result, mirror.tree)))
+        }
+        return (try? await answer.wait()) ?? (.failure(.disconnected), BlueZObjectTree())
+    }
+
     /// Lets go of a driver that will not be run (the caller found nothing
     /// to do): its observer and anything queued for it go.
     package func abandon() {
@@ -113,11 +142,12 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     /// Feeds `event` to the machine and performs what it returns. Events
     /// before the start wait for it; after the end they are dropped.
     package func send(_ event: Machine.Event, traceAs name: String? = nil) {
+        guard !running.value.ended else { return }
         guard running.value.started else {
             running.value.early.append(event)
             return
         }
-        guard !running.value.ended, let perform = running.value.perform else { return }
+        guard let perform = running.value.perform else { return }
         let actions = running.value.machine.handle(event)
         if Machine.traces(event) {
             Trace.log("\(label): \(name ?? "\(event)") -> \(running.value.machine.state) \(actions)")
