@@ -133,7 +133,7 @@ extension CentralManager {
             case nil: return []
             }
         }
-        let (now, _) = await driver.look(peripheral.deviceMessage(getAll: ()), timeout: .seconds(5))
+        let (now, _) = await driver.look(peripheral.deviceGetAll, timeout: .seconds(5))
         if Peripheral.deviceProperties(in: now)?["Connected"]?.bool ?? false {
             driver.abandon()
             return false
@@ -159,7 +159,7 @@ extension CentralManager {
                 }
             case .askConnected:
                 // Connected=true may never be signalled (see Peripheral.fetchDeviceProperties): ask.
-                driver.call(peripheral.deviceMessage(getAll: ()), timeout: .seconds(2)) { result in
+                driver.call(peripheral.deviceGetAll, timeout: .seconds(2)) { result in
                     .polled(connected: Peripheral.deviceProperties(in: result)?["Connected"]?.bool)
                 }
             case .schedulePoll(let delay):
@@ -210,7 +210,7 @@ extension CentralManager {
             case nil: return []
             }
         }
-        let (now, _) = await driver.look(peripheral.deviceMessage(getAll: ()), timeout: .seconds(5))
+        let (now, _) = await driver.look(peripheral.deviceGetAll, timeout: .seconds(5))
         let connected = Peripheral.deviceProperties(in: now)?["Connected"]?.bool ?? (peripheral.info?.connected ?? false)
         try await driver.run(start: .start(connected: connected), cancel: .timeout, setUp: { driver in
             driver.after(timeout, .timeout)
@@ -228,7 +228,7 @@ extension CentralManager {
                     }
                 }
             case .askConnected:
-                driver.call(peripheral.deviceMessage(getAll: ()), timeout: .seconds(2)) { result in
+                driver.call(peripheral.deviceGetAll, timeout: .seconds(2)) { result in
                     .polled(connected: Peripheral.deviceProperties(in: result)?["Connected"]?.bool)
                 }
             case .schedulePoll(let delay):

@@ -139,7 +139,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// `device_add_connection` returns early ("already connected") without
     /// a PropertiesChanged, so a signal-only view can wait forever.
     package func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
-        let reply = try? await central.connection.call(deviceMessage(getAll: ()), timeout: timeout)
+        let reply = try? await central.connection.call(deviceGetAll, timeout: timeout)
         return reply.flatMap { Self.deviceProperties(in: .success($0)) }
     }
 
@@ -149,7 +149,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// `GetAll(Device1)` of this device: what a machine's poll asks.
-    func deviceMessage(getAll: Void) -> DBusMessage {
+    var deviceGetAll: DBusMessage {
         DBusMessage.methodCall(destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "GetAll",
                                arguments: [.string(BlueZ.deviceInterface)])
     }
@@ -259,7 +259,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         // The mirror's word when it says resolved (a missing signal is only
         // ever a missing *true*), else bluetoothd's.
         if device["Connected"]?.bool != true || device["ServicesResolved"]?.bool != true {
-            let (answer, treeThen) = await driver.look(deviceMessage(getAll: ()), timeout: .seconds(5))
+            let (answer, treeThen) = await driver.look(deviceGetAll, timeout: .seconds(5))
             if let asked = Self.deviceProperties(in: answer) {
                 (device, tree) = (asked, treeThen)
             }
@@ -276,7 +276,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             case .schedulePoll(let delay): driver.after(delay, .pollTimerFired)
             case .askDevice:
                 // Signals can be missing (see fetchDeviceProperties): ask bluetoothd.
-                driver.call(self.deviceMessage(getAll: ()), timeout: .seconds(2)) { [mirror = driver.mirror] result in
+                driver.call(self.deviceGetAll, timeout: .seconds(2)) { [mirror = driver.mirror] result in
                     guard let p = Self.deviceProperties(in: result) else { return .polled(nil) }
                     return .polled(.init(connected: p["Connected"]?.bool ?? false,
                                          servicesResolved: p["ServicesResolved"]?.bool ?? false,

@@ -1,13 +1,5 @@
 import Logging
 import BluectlDBus
-#if canImport(Glibc)
-import Glibc
-#endif
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 extension DBusError {
     /// The D-Bus error name and message of any failure, for state machines.

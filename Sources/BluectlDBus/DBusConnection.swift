@@ -284,17 +284,7 @@ public final class DBusConnection: Sendable {
     }
 
     /// Removes a handler and its match rule (leaked rules count against the
-    /// daemon's per-connection limit).
-    public func unsubscribe(_ token: SubscriptionToken, timeout: Duration = .seconds(5)) async {
-        let removed = await loop.submit { [self] () -> SignalFilter? in
-            guard let removed = tables.value.subscriptions.removeValue(forKey: token.id), !tables.value.closed else { return nil }
-            return removed.filter
-        }
-        guard let removed else { return }
-        _ = try? await busCall("RemoveMatch", [.string(removed.matchRule)], timeout: timeout)
-    }
-
-    /// `unsubscribe` without waiting, from any thread: the handler goes (on
+    /// daemon's per-connection limit), from any thread: the handler goes (on
     /// the loop, at once when called there) and RemoveMatch is sent without
     /// awaiting its reply.
     package func dropSubscription(_ token: SubscriptionToken) {
@@ -773,12 +763,6 @@ package final class EmbeddedBus: Sendable {
     /// Moves the connection's virtual clock on, firing its timers on the way.
     package func advance(by duration: Duration) {
         connection.loop.advance(by: duration)
-    }
-
-    /// The bus goes away: every pending call fails with `.disconnected`.
-    package func disconnect() {
-        deliver(.signal(path: ObjectPath(verified: "/org/freedesktop/DBus/Local"),
-                        interface: "org.freedesktop.DBus.Local", member: "Disconnected"))
     }
 }
 

@@ -65,9 +65,6 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     /// Whether the machine has ended (loop only): a late reply finds nobody to take what it brings.
     package var hasEnded: Bool { running.value.ended }
 
-    /// The machine's state now (loop only: for a `perform` that needs it).
-    package var machineState: Machine.State { running.value.machine.state }
-
     // MARK: - Starting and awaiting
 
     /// Starts the machine on the loop (`setUp`, then `start`), performing its
