@@ -47,31 +47,47 @@ final class DeviceSession: Sendable {
     var agentRefusal: String? { agent.withLock { $0 }?.lastRefusal }
     var madeConnection: Bool { state.withLock { $0.madeConnection } }
 
-    /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
-    func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+    /// The device `text` names among those BlueZ knows (on this adapter, or
+    /// when no --adapter was given on another powered one, which the session
+    /// then uses), without scanning; nil when BlueZ does not know it.
+    func known(_ text: String) throws -> Peripheral? {
         try checkDeviceText(text)
         if text.hasPrefix("/") {
             // A path names an object BlueZ has or has not: nothing to scan for.
-            guard let known = try central.knownDevice(text, adapter: adapter)
-                ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first else {
-                throw BluetoothError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
-            }
-            state.withLock { $0.peripheral = known }
+            let known = try central.knownDevice(text, adapter: adapter)
+                ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first
+            if let known { state.withLock { $0.peripheral = known } }
             return known
         }
-        if !adapterGiven, try central.knownDevice(text, adapter: adapter) == nil {
-            for other in central.adapters where other.powered && other.path != adapter.path {
-                if let peripheral = try central.knownDevice(text, adapter: other) {
-                    state.withLock {
-                        $0.adapter = other
-                        $0.peripheral = peripheral
-                    }
-                    return peripheral
+        if let peripheral = try central.knownDevice(text, adapter: adapter) {
+            state.withLock { $0.peripheral = peripheral }
+            return peripheral
+        }
+        guard !adapterGiven else { return nil }
+        for other in central.adapters where other.powered && other.path != adapter.path {
+            if let peripheral = try central.knownDevice(text, adapter: other) {
+                state.withLock {
+                    $0.adapter = other
+                    $0.peripheral = peripheral
                 }
+                return peripheral
             }
+        }
+        return nil
+    }
+
+    /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
+    func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+        if let known = try known(text) { return known }
+        if text.hasPrefix("/") {
+            throw BluetoothError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
         }
         let scanBudget = deadline.remaining * 0.8
         Trace.log("find \(text) on \(adapter.name) (scan budget \(scanBudget))")
+        // A person at a terminal is told why nothing happens for a while; a script's stderr stays quiet.
+        if isatty(2) == 1 {
+            Output.error("scanning \(adapter.name) for \(TextSafety.escapedForMessage(text))… (up to \(formatSeconds(Double(scanBudget.components.seconds))) s)")
+        }
         let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
         Trace.log("found \(peripheral.path)")
         state.withLock { $0.peripheral = peripheral }
@@ -196,18 +212,19 @@ final class DeviceSession: Sendable {
     }
 }
 
-/// Runs a device command: signals (SIGINT/SIGTERM → cleanup → 130/143),
+/// Runs a device command (`requirePowered`: whether it needs the adapter
+/// on, or only changes what BlueZ keeps of a device): signals (SIGINT/SIGTERM → cleanup → 130/143),
 /// the overall `--timeout` (124), cleanup of what the command set up, and
 /// every error as one line with its exit status.
 func runDeviceCommand(
     adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String,
-    disconnectAfter: Bool = true,
+    disconnectAfter: Bool = true, requirePowered: Bool = true,
     _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void
 ) async throws {
     let seconds = options.timeout
     try await SignalScope.run {
         let deadline = Deadline(seconds: seconds)
-        let (central, adapter) = try await adapterOptions.open()
+        let (central, adapter) = try await adapterOptions.open(requirePowered: requirePowered)
         let session = DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
         // The body runs in a task of its own: at the deadline (or a signal) it
         // is cancelled and given a few seconds to undo what it started (a
