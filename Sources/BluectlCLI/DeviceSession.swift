@@ -127,11 +127,13 @@ final class DeviceSession: Sendable {
     /// supervisor restarts it, as systemd does), finds the device again and
     /// starts over — at most `--retries` times (once with `--retries 0`),
     /// within the deadline.
-    func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline) async throws {
+    func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline,
+                 onQueued: (@Sendable (_ ahead: Int) -> Void)? = nil) async throws {
         var restarts = 0, drops = 0
         while true {
             do {
-                let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries)
+                let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries,
+                                                     onQueued: onQueued)
                 state.withLock { $0.madeConnection = made }
                 do {
                     try await peripheral.discoverServices(timeout: deadline.remaining)
@@ -213,25 +215,41 @@ final class DeviceSession: Sendable {
 }
 
 /// Runs a device command (`requirePowered`: whether it needs the adapter
-/// on, or only changes what BlueZ keeps of a device): signals (SIGINT/SIGTERM → cleanup → 130/143),
-/// the overall `--timeout` (124), cleanup of what the command set up, and
-/// every error as one line with its exit status.
+/// on, or only changes what BlueZ keeps of a device): signals
+/// (SIGINT/SIGTERM → cleanup → 130/143), the overall `--timeout` (124),
+/// cleanup of what the command set up, and every error as one line with its
+/// exit status.
 func runDeviceCommand(
     adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String,
     disconnectAfter: Bool = true, requirePowered: Bool = true,
     _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void
 ) async throws {
+    try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: what, count: 1,
+                                disconnectAfter: disconnectAfter, requirePowered: requirePowered) { sessions, deadline in
+        try await body(sessions[0], deadline)
+    }
+}
+
+/// `runDeviceCommand` for `count` devices at once: one central, a session
+/// for each device (each undoes what it set up), all cleaned up together.
+func runDevicesCommand(
+    adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String, count: Int,
+    disconnectAfter: Bool = true, requirePowered: Bool = true,
+    _ body: @escaping @Sendable ([DeviceSession], Deadline) async throws -> Void
+) async throws {
     let seconds = options.timeout
     try await SignalScope.run {
         let deadline = Deadline(seconds: seconds)
         let (central, adapter) = try await adapterOptions.open(requirePowered: requirePowered)
-        let session = DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
+        let sessions = (0..<count).map { _ in
+            DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
+        }
         // The body runs in a task of its own: at the deadline (or a signal) it
         // is cancelled and given a few seconds to undo what it started (a
         // pending Connect is cancelled with Disconnect), never more.
         let work = Task { () -> Result<Void, any Error> in
             do {
-                try await body(session, deadline)
+                try await body(sessions, deadline)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -250,11 +268,15 @@ func runDeviceCommand(
             _ = await uncancellable { await firstValue(within: .seconds(5)) { await work.value } }
             outcome = .failure(BluetoothError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
         }
-        let refusal = session.agentRefusal
+        let refusal = sessions.lazy.compactMap(\.agentRefusal).first
         await uncancellable {
             let hurry = SignalScope.interrupted
             _ = await firstValue(within: hurry ? .milliseconds(1500) : .seconds(8)) {
-                await session.cleanUp(disconnect: disconnectAfter, hurry: hurry)
+                await withTaskGroup(of: Void.self) { group in
+                    for session in sessions {
+                        group.addTask { await session.cleanUp(disconnect: disconnectAfter, hurry: hurry) }
+                    }
+                }
             }
         }
         // close() waits for the bus thread; never let that keep the process alive.

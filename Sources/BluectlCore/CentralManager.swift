@@ -9,12 +9,15 @@ public final class CentralManager: Sendable {
     public let callTimeout: Duration
     /// The one `Peripheral` of each device (see `peripheral(_:)`), the loop's.
     let peripheralTable: LoopBound<[ObjectPath: WeakPeripheral]>
+    /// Whose turn it is to connect, or to scan for a device, on each adapter.
+    let turns: AdapterTurns
 
     private init(connection: DBusConnection, mirror: BlueZMirror, callTimeout: Duration) {
         self.connection = connection
         self.mirror = mirror
         self.callTimeout = callTimeout
         peripheralTable = LoopBound([:], loop: mirror.loop)
+        turns = AdapterTurns(loop: mirror.loop)
     }
 
     /// Connects to the system bus and reads BlueZ's tree.
