@@ -263,7 +263,7 @@ extension CentralManager {
         case .inProgress: return .inProgress("\(operation): \(failure)")
         case .deviceRemoved: return .deviceNotFound("\(id) (removed by BlueZ while connecting)")
         case .bluetoothdStopped: return .bluetoothdStopped("connecting to \(id)")
-        case .abortedByLocal, .dualMode:
+        case .abortedByLocal, .dualMode, .noSlot:
             return .bluez(name: "org.bluez.Error.Failed", message: failure.description, operation: operation)
         case .bluez(let name, let message):
             return BluetoothError(DBusError.remote(name: name, message: message), operation: operation)

@@ -73,6 +73,21 @@ struct MultiDeviceTests {
         }
     }
 
+    @Test("read A,B when the controller has no slot for B: B's failure says so, once (no retry); A is read")
+    func noSlot() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            _ = try await installSecond(bus)
+            _ = try await bus.runBluectl(["info", B])   // known, so its Connect can be failed
+            try await bus.injectError(bPath, "Connect", "org.bluez.Error.Failed", "le-connection-concurrent-connection-limit")
+            let r = try await bus.runBluectl(["read", "\(A),\(B)", "battery_level", "--json"])
+            #expect(r.exitCode == 1, "\(r)")
+            #expect(try r.jsonLines().contains { $0["device"] == .string(A) && $0["value"] == .string("5c") }, "\(r)")
+            #expect(r.stderrLines.contains { $0.hasPrefix("bluectl: \(B): ") && $0.contains("no free connection slot") }, "\(r)")
+            #expect(try await bus.callCount(bPath, "Connect") == 1, "not retried")
+        }
+    }
+
     @Test("subscribe A,B: each device's values, named, counted per device; both StopNotify'd and disconnected")
     func subscribeTwo() async throws {
         try await withPrivateBus { bus in
