@@ -18,10 +18,12 @@ private func installSecond(_ bus: PrivateBus) async throws -> String {
 }
 
 /// `subscribe A,B battery_level --json --count N`, once both notify.
-private func subscribeToBoth(_ bus: PrivateBus, count: Int) async throws -> (HeartRateGatt, String, ChildProcess) {
+private func subscribeToBoth(_ bus: PrivateBus, count: Int, extra: [String] = [],
+                             environment: [String: String] = [:]) async throws -> (HeartRateGatt, String, ChildProcess) {
     let g = try await HeartRateGatt.install(bus)
     let bLevel = try await installSecond(bus)
-    let sub = try bus.startBluectl(["subscribe", "\(A),\(B)", "battery_level", "--json", "--count", String(count)])
+    let sub = try bus.startBluectl(["subscribe", "\(A),\(B)", "battery_level", "--json", "--count", String(count)] + extra,
+                                   environment: environment)
     let both = try await bus.eventually(timeout: .seconds(15)) {
         // (not exported until connected)
         let a = (try? await bus.notifyClients(g.battery))?.count ?? 0
@@ -125,6 +127,39 @@ struct MultiDeviceTests {
             #expect(failed["device"] == .string(B))
             #expect(failed["exit_status"] == .int(74))
             #expect(r.stderrLines.last == "bluectl: 1 of 2 devices failed: \(B)", "\(r)")
+        }
+    }
+
+    @Test("--restore-id with two devices: both are saved, and a run with only the id subscribes to both again")
+    func restoreTwo() async throws {
+        try await withPrivateBus { bus in
+            let env = ["XDG_STATE_HOME": bus.directory.appendingPathComponent("state").path]
+            let (g, bLevel, _) = try await subscribeToBoth(bus, count: 1, extra: ["--restore-id", "pair-of-sensors"], environment: env)
+            _ = try await bus.emitNotification(g.battery, [0x01])
+            _ = try await bus.emitNotification(bLevel, [0x02])
+            let file = bus.directory.appendingPathComponent("state/bluectl/pair-of-sensors.json").path
+            #expect(try await bus.eventually(timeout: .seconds(10)) {
+                let saved = try? JSONValue.parse(String(decoding: FileManager.default.contents(atPath: file) ?? Data(), as: UTF8.self))
+                return saved?["running"] == .bool(false)
+            }, "saved as ended")
+            let saved = try JSONValue.parse(String(decoding: try #require(FileManager.default.contents(atPath: file)), as: UTF8.self))
+            #expect(saved["peripherals"]?.array?.compactMap { $0["device"]?.string } == [A, B])
+            #expect(saved["subscriptions"]?.array?.count == 2)
+
+            let again = try bus.startBluectl(["subscribe", "--restore-id", "pair-of-sensors", "--json", "--count", "1"], environment: env)
+            #expect(try await bus.eventually(timeout: .seconds(15)) {
+                let a = (try? await bus.notifyClients(g.battery))?.count ?? 0
+                let b = (try? await bus.notifyClients(bLevel))?.count ?? 0
+                return a == 1 && b == 1
+            }, "both subscribed again")
+            _ = try await bus.emitNotification(g.battery, [0x03])
+            _ = try await bus.emitNotification(bLevel, [0x04])
+            let r = await again.wait(timeout: .seconds(15))
+            #expect(r.exitCode == 0, "\(r)")
+            let lines = try r.jsonLines()
+            #expect(lines.first?["event"] == .string("restored"), "\(r)")
+            #expect(Set(lines.compactMap { $0["value"] == nil ? nil : "\($0["device"]?.string ?? "")=\($0["value"]?.string ?? "")" })
+                    == ["\(A)=03", "\(B)=04"], "\(r)")
         }
     }
 
