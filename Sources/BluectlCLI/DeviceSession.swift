@@ -36,6 +36,20 @@ final class DeviceSession: Sendable {
     /// the session (no cycle, and no weak reference).
     private let agent = Locked<PairingAgent?>(nil)
 
+    /// "AA:…: " when the command works on several devices: what this
+    /// session says on stderr starts with its device.
+    private let prefix = Locked("")
+
+    /// Says `text` on stderr, naming the device when there are several.
+    func say(_ text: String) {
+        Output.error(prefix.withLock { $0 } + text)
+    }
+
+    /// Names the device in what this session says (one of several).
+    func nameInMessages(_ device: String) {
+        prefix.withLock { $0 = device + ": " }
+    }
+
     init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool) {
         self.central = central
         self.adapterGiven = adapterGiven
@@ -86,7 +100,7 @@ final class DeviceSession: Sendable {
         Trace.log("find \(text) on \(adapter.name) (scan budget \(scanBudget))")
         // A person at a terminal is told why nothing happens for a while; a script's stderr stays quiet.
         if isatty(2) == 1 {
-            Output.error("scanning \(adapter.name) for \(TextSafety.escapedForMessage(text))… (up to \(formatSeconds(Double(scanBudget.components.seconds))) s)")
+            say("scanning \(adapter.name) for \(TextSafety.escapedForMessage(text))… (up to \(formatSeconds(Double(scanBudget.components.seconds))) s)")
         }
         let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
         Trace.log("found \(peripheral.path)")
@@ -150,7 +164,7 @@ final class DeviceSession: Sendable {
             } catch let error as BluetoothError {
                 guard case .bluetoothdStopped = error, restarts < max(1, options.retries) else { throw error }
                 restarts += 1
-                Output.error("\(error.description); waiting for it to come back")
+                say("\(error.description); waiting for it to come back")
                 try await central.waitForAdapter(adapter, timeout: deadline.remaining)
                 if peripheral.info == nil {
                     _ = try await central.findDevice(peripheral.identifier.description, adapter: adapter, timeout: deadline.remaining * 0.8)

@@ -222,7 +222,7 @@ struct WriteCommand: AsyncParsableCommand {
                 let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
                     ? .withResponse : .withoutResponse)
                 if !chr.supports(type), chr.properties.canWriteWithResponse || chr.properties.canWriteWithoutResponse {
-                    Output.error("note: \(chr.uuid.label) does not list write-\(type.name) (flags: \(chr.flags.joined(separator: ","))); trying anyway")
+                    session.say("note: \(chr.uuid.label) does not list write-\(type.name) (flags: \(chr.flags.joined(separator: ","))); trying anyway")
                 }
                 try await peripheral.writeValue(bytes, for: chr, type: type)
                 record.type = type

@@ -422,7 +422,7 @@ final class SubscribeJob: Sendable {
                 attempt += 1
                 let delay = Self.policy.delay(beforeAttempt: attempt)
                 let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-                Output.error("attempt \(attempt - 1) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(seconds) s")
+                session.say("attempt \(attempt - 1) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(seconds) s")
                 try await Task.sleep(for: delay)
             }
         }
