@@ -84,7 +84,7 @@ enum AgentChoice: String, ExpressibleByArgument, Sendable {
 
 /// Refuses DEVICE texts that cannot name a device, instead of scanning for
 /// them as a name: empty; an invalid object path; something shaped like an
-/// address that is not one ("AA:BB:CC:DD:EE", "GG:…"); text that is not
+/// address that is not one ("AA:BB", "AA:BB:CC:DD:EE", "GG:…"); text that is not
 /// valid UTF-8 (the shell's argument, decoded with U+FFFD in its place) or
 /// holds control characters; longer than the 248 bytes a device name can have.
 func checkDeviceText(_ text: String) throws {
@@ -96,7 +96,7 @@ func checkDeviceText(_ text: String) throws {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a valid D-Bus object path")
     }
     let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-    let addressShaped = parts.count >= 3 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
+    let addressShaped = parts.count >= 2 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
     if addressShaped, BluetoothAddress(text) == nil {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a Bluetooth address (expected six hex bytes, AA:BB:CC:DD:EE:FF)")
     }

@@ -70,6 +70,7 @@ private let rows: [BadInput] = [
     BadInput(args: ["connect", "AA:BB:CC:DD:EE"], code: 64, message: "invalid DEVICE \"AA:BB:CC:DD:EE\": not a Bluetooth address"),
     BadInput(args: ["info", "GG:BB:CC:DD:EE:FF"], code: 64, message: "invalid DEVICE \"GG:BB:CC:DD:EE:FF\""),
     BadInput(args: ["read", "/org/bluez//hci0", "2a38"], code: 64, message: "not a valid D-Bus object path"),
+    BadInput(args: ["read", "AA:BB", "2a19"], code: 64, message: "invalid DEVICE \"AA:BB\": not a Bluetooth address"),
     BadInput(args: ["pair", "AA:BB:CC:DD:EE:F"], code: 64, message: "invalid DEVICE \"AA:BB:CC:DD:EE:F\": not a Bluetooth address"),
     BadInput(args: ["trust", "Sensor\u{1B}[2J"], code: 64, message: "holds control characters, so not a name BlueZ could report"),
     BadInput(args: ["unpair", "Sensor\n2"], code: 64, message: "holds control characters"),

@@ -112,6 +112,9 @@ struct KnownDeviceTests {
                 #expect(line["changed"] == .bool(false), "\(again)")
                 let text = try await bus.runBluectl([command, D])
                 #expect(text.stdoutLines == [unchangedText], "\(text)")
+                if command == "block" {
+                    #expect(try await bus.property(g.device, device, "Connected")["data"] == .bool(false), "a blocked device is disconnected")
+                }
                 if command == "trust" {
                     let trusted = try await bus.runBluectl(["devices", "--trusted", "--json"])
                     #expect(try trusted.jsonLines().count == 1, "\(trusted)")
