@@ -45,6 +45,11 @@ final class DeviceSession: Sendable {
         Output.error(prefix.withLock { $0 } + text)
     }
 
+    /// Says on stderr that this device waits for its turn to connect (`CentralManager.connect`'s `onQueued`).
+    var sayQueued: @Sendable (_ ahead: Int) -> Void {
+        { [self] ahead in say("waiting to connect: \(ahead) \(ahead == 1 ? "connect" : "connects") ahead on \(adapter.name)") }
+    }
+
     /// Names the device in what this session says (one of several).
     func nameInMessages(_ device: String) {
         prefix.withLock { $0 = device + ": " }

@@ -76,7 +76,7 @@ struct ReadCommand: AsyncParsableCommand {
           try await forEachDevice(devices, sessions: sessions, json: format == .json, what: "read \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline)
+            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             let value: [UInt8]
             var descriptor: GattDescriptor?
@@ -211,7 +211,7 @@ struct WriteCommand: AsyncParsableCommand {
           try await forEachDevice(devices, sessions: sessions, json: json, what: "write \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline)
+            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             var record = WriteRecord(device: peripheral.identifier.description, characteristic: chr.uuid, bytes: bytes)
             if let descriptorSelector {
