@@ -12,6 +12,7 @@ CODE is Python, run with:
   one(pred, what)             the first line with pred(line) true, else fail
   u16(x)                      '2a19' -> '00002a19-0000-1000-8000-00805f9b34fb'
   is_hex(s, nbytes=None)      lowercase hex string (of nbytes bytes)
+  fields(l, k=v, ...)         line l has these values (booleans: exactly true/false)
   say(*a)                     print to the check's log
 Exit 0 when CODE completes, 1 with the message on stderr otherwise.
 """
@@ -37,6 +38,12 @@ def u16(x):
 def is_hex(s, nbytes=None):
     return isinstance(s, str) and re.fullmatch(r'(?:[0-9a-f]{2})*', s) is not None \
         and (nbytes is None or len(s) == 2 * nbytes)
+
+
+def fields(l, **want):
+    return isinstance(l, dict) and all(
+        (l.get(k) is v) if isinstance(v, bool) else (l.get(k) == v and not isinstance(l.get(k), bool))
+        for k, v in want.items())
 
 
 def main():
@@ -67,7 +74,7 @@ def main():
 
     g = dict(os.environ)
     g.update(lines=lines, text=text, env=os.environ, check=check, one=one, u16=u16,
-             is_hex=is_hex, json=json, re=re, say=print)
+             is_hex=is_hex, fields=fields, json=json, re=re, say=print)
     try:
         exec(compile(code, '<check>', 'exec'), g)
     except CheckFailed as e:

@@ -42,7 +42,14 @@ BTD_LOG=${LAB_OUT:-/tmp}/bluetoothd.log
 # bluetoothd's deaths, one line each, from the guest's supervisor (main.sh)
 SUPERVISOR_LOG=${LAB_OUT:-/tmp}/supervisor.log
 _CRASHES=0
-crashes_since() { tail -n +"$(($1 + 1))" "$SUPERVISOR_LOG" 2>/dev/null | grep -c "bluetoothd .*restarting"; }
+# bluetoothd's deaths after line $1 of supervisor.log, less those a check
+# caused on purpose (bluetoothd_segv writes a "deliberate:" line first)
+crashes_since() {
+  local all mine
+  all=$(tail -n +"$(($1 + 1))" "$SUPERVISOR_LOG" 2>/dev/null | grep -c "bluetoothd .*restarting")
+  mine=$(tail -n +"$(($1 + 1))" "$SUPERVISOR_LOG" 2>/dev/null | grep -c " deliberate: ")
+  echo $((all - mine))
+}
 _sup_lines() { cat "$SUPERVISOR_LOG" 2>/dev/null | wc -l; }
 _now() { date +%s.%N; }
 _dt() { awk -v a="$1" -v b="$(_now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -225,4 +232,78 @@ bz() {
     wait-adapter) _bz_wait "/org/bluez/$CENTRAL" org.bluez.Adapter1 "$2" "$3" "$4";;
     *) "$PY" -I "$LAB_LIB_DIR/bluez.py" "$@";;
   esac
+}
+
+# ---------------------------------------------------------------------------
+# The lab's adapters, bluetoothd and its storage (for checks on either
+# peripheral: hci0 = $PERIPHERAL, hci2 = $PERIPHERAL2).
+
+# adapter_power hciN on|off: Adapter1.Powered through bluetoothd, then wait
+# (20 s) until it reads back. Powering a peripheral's adapter off drops its
+# links: the central sees the device disconnect.
+adapter_power() {
+  local v
+  case $2 in on) v=true;; off) v=false;; *) echo "adapter_power: on or off, not '$2'"; return 2;; esac
+  note "$1 powered $2"
+  dbus-send --system --print-reply --dest=org.bluez "/org/bluez/$1" org.freedesktop.DBus.Properties.Set \
+    string:org.bluez.Adapter1 string:Powered "variant:boolean:$v" > /dev/null || { echo "cannot power $1 $2"; return 1; }
+  _bz_wait "/org/bluez/$1" org.bluez.Adapter1 Powered "$v" 20
+}
+# power_cycle hciN [OFF_SECS]: off, OFF_SECS (default 2) seconds, on.
+power_cycle() { adapter_power "$1" off && sleep "${2:-2}" && adapter_power "$1" on; }
+
+# adapter_identity hciN -> "ADDR public|random": the kernel's LE identity
+# (debugfs). For hci2 it is the static random address, while bluetoothd's
+# Adapter1.Address still shows the controller's public one.
+adapter_identity() {
+  local a t
+  read -r a t < <(sed -n 's/^\([0-9a-f:]\{17\}\) (type \([01]\)).*/\1 \2/p' "/sys/kernel/debug/bluetooth/$1/identity" 2>/dev/null)
+  [ -n "$a" ] || return 1
+  echo "${a^^} $([ "$t" = 1 ] && echo random || echo public)"
+}
+
+# bluetoothd_segv [SECS]: SIGSEGV to bluetoothd, as its own 5.66 crashes do;
+# then wait (default 150 s) until the guest's supervisor has restarted it and
+# brought both peripherals (hci0, hci2) up again: its "peripheral ready again"
+# line in supervisor.log after the death's line. A "deliberate:" line goes to
+# supervisor.log first, so the kill is not counted as a crash (crashes_since).
+bluetoothd_segv() {
+  local n0 pid end
+  n0=$(_sup_lines)
+  pid=$(pidof bluetoothd) || { echo "bluetoothd is not running"; return 1; }
+  echo "$(cut -d' ' -f1 /proc/uptime) deliberate: check ${CHECK_NAME:-?} sends SIGSEGV to bluetoothd ($pid)" >> "$SUPERVISOR_LOG"
+  note "kill -SEGV $pid (bluetoothd)"
+  kill -SEGV "$pid" || return 1
+  end=$((SECONDS + ${1:-150}))
+  until tail -n +"$((n0 + 1))" "$SUPERVISOR_LOG" | grep -q "killed by signal 11"; do
+    [ $SECONDS -lt $end ] || { echo "bluetoothd did not die of SIGSEGV"; return 1; }
+    sleep 0.2
+  done
+  until tail -n +"$((n0 + 1))" "$SUPERVISOR_LOG" | grep -q "peripheral ready again"; do
+    [ $SECONDS -lt $end ] || { echo "the supervisor did not bring the peripherals up again: $(tail -n +"$((n0 + 1))" "$SUPERVISOR_LOG" | tr '\n' ';')"; return 1; }
+    sleep 0.5
+  done
+  note "supervisor: $(tail -n +"$((n0 + 1))" "$SUPERVISOR_LOG" | tr '\n' ';')"
+}
+
+# bluetoothd's storage of a device: /var/lib/bluetooth/ADAPTER_ADDR/DEVICE_ADDR/info
+# and the GATT cache /var/lib/bluetooth/ADAPTER_ADDR/cache/DEVICE_ADDR.
+# ADAPTER_ADDR is the adapter's address as bluetoothd knows it (the central:
+# $CENTRAL_ADDR). An LE bond's key is [LongTermKey] (ours, for when we are
+# central: legacy pairing) and/or [PeripheralLongTermKey] (= the deprecated
+# [SlaveLongTermKey], both written by 5.66); a central that paired with LE
+# Secure Connections stores only the latter (seen in the lab); BR/EDR: [LinkKey].
+has_bond() { # ADAPTER_ADDR DEVICE_ADDR
+  grep -qE '^\[(LongTermKey|PeripheralLongTermKey|SlaveLongTermKey|LinkKey)\]' "/var/lib/bluetooth/$1/$2/info" 2>/dev/null
+}
+# The cache file outlives RemoveDevice: bluetoothd 5.66 (src/device.c
+# device_remove_stored) removes its [Attributes] and [ServiceRecords] groups
+# and keeps the rest ([General] Name=...). So "a GATT cache" = [Attributes].
+has_gatt_cache() { # ADAPTER_ADDR DEVICE_ADDR
+  grep -q '^\[Attributes\]' "/var/lib/bluetooth/$1/cache/$2" 2>/dev/null
+}
+storage_note() { # ADAPTER_ADDR DEVICE_ADDR: what bluetoothd stores of the device, as a note
+  local d=/var/lib/bluetooth/$1/$2
+  note "storage of $2 on $1: info $( [ -f "$d/info" ] && grep -oE '^\[[A-Za-z]+\]' "$d/info" | tr -d '\n' || echo absent);" \
+    "cache $( [ -f "/var/lib/bluetooth/$1/cache/$2" ] && grep -oE '^\[[A-Za-z]+\]' "/var/lib/bluetooth/$1/cache/$2" | tr -d '\n' || echo absent)"
 }

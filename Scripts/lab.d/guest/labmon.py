@@ -38,6 +38,14 @@ def main(path):
     if libc.bind(sock.fileno(), addr, 6) != 0:
         print('labmon: bind to the monitor channel failed: errno %d' % ctypes.get_errno(), file=sys.stderr)
         return 1
+    # The kernel drops monitor frames for a reader whose receive buffer is full
+    # (hci_send_to_channel: sock_queue_rcv_skb fails). A notification burst is
+    # thousands of frames in a second, faster than python under TCG copies
+    # them: a large buffer keeps the trace complete.
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)   # SO_RCVBUFFORCE (root)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     sock.settimeout(0.5)

@@ -8,9 +8,11 @@
 #
 # Brings up the peripheral side on hci0 -- dbus-daemon, btmon, btvirt,
 # bluetoothd, agent, BlueZ's example-gatt-server, the project's own
-# peripheral (periph.py), BlueZ's example-advertisement -- then runs the
-# job's script against the central adapter hci1, writes its exit status to
-# out/rc and powers the VM off.
+# peripheral (periph.py), BlueZ's example-advertisement -- and a second
+# peripheral on hci2 (a static random address; periph.py's service from its
+# own ATT server, and an advertisement), then runs the job's script against
+# the central adapter hci1, writes its exit status to out/rc and powers the
+# VM off.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root TERM=dumb LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 LAB=/tmp/lab
@@ -20,10 +22,13 @@ G=$REPO/Scripts/lab.d/guest
 EX=/usr/share/doc/bluez-test-scripts/examples
 PY=/usr/bin/python3
 
+# the second peripheral's static random address (two top bits set)
+PERIPH2_STATIC=C0:AA:01:02:00:02
 # job defaults, then the host's job file
 LAB_SCRIPT=; LAB_ARGS=(); LAB_TIMEOUT=600; LAB_VERBOSE=0; LAB_QUIET=0; LAB_DEBUG=1
-LAB_GATT_CHANNELS=1; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l2
+LAB_GATT_CHANNELS=1; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l3
 LAB_PERIPH_BREDR=off; LAB_ADV_FULL=0; LAB_ADV_PULSE=1.5; LAB_INTERACTIVE=0; BLUECTL=
+LAB_BTVIRT=   # the lab's btvirt build (Scripts/lab.d/build-btvirt.sh); empty: the packaged one
 # shellcheck disable=SC1091
 . $OUT/.job.env
 
@@ -45,7 +50,7 @@ finish() {
   grep -iE 'error|fail|warn' $OUT/bluetoothd.log 2>/dev/null | grep -vE 'Opcode 0x2037 failed|Failed to init (vcp|mcp|bap)|Sap driver|device_bonding_failed' \
     | head -30 > $OUT/bluetoothd-problems.txt
   touch /run/lab/stopping
-  for p in "${PIDS[@]}" $(cat /run/lab/periph.pids 2>/dev/null); do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}" $(cat /run/lab/periph.pids /run/lab/lasting.pids 2>/dev/null); do kill "$p" 2>/dev/null; done
   pkill -f /usr/libexec/bluetooth/bluetoothd 2>/dev/null
   if [ -n "${LABMON_PID:-}" ]; then
     kill "$LABMON_PID" 2>/dev/null; wait "$LABMON_PID" 2>/dev/null
@@ -113,27 +118,30 @@ $PY -I -u $G/labmon.py /run/lab/btmon.snoop > $OUT/labmon.log 2>&1 &
 LABMON_PID=$!
 wait_until 60 "system bus" test -S /run/dbus/system_bus_socket || bringup_failed "no system bus socket"
 wait_until 30 "HCI monitor recording" grep -q recording $OUT/labmon.log || say "no HCI trace (see labmon.log)"
-# Both controllers must finish their kernel set-up (HCI Reset etc.) and be
+# The three controllers (hci0 peripheral, hci1 central, hci2 second
+# peripheral) must finish their kernel set-up (HCI Reset etc.) and be
 # listed by the management interface. On a starved host a set-up can time out
 # ("hci0: Opcode 0x0c03 failed: -110") and that index never appears: then
 # start btvirt again (its controllers vanish when it exits).
-mgmt_both() { local l; l=$(btmgmt info 2>/dev/null < /dev/console); [[ $l == *"hci0:"* && $l == *"hci1:"* ]]; }
-ctl_settled() { # both set up, or a set-up failure reported by the kernel since this attempt began
-  mgmt_both && return 0
-  dmesg | tail -n +$((DMESG0 + 1)) | grep -qE 'hci[01]: Opcode 0x0c03 failed' && { CTL_FAILED=1; return 0; }
+mgmt_all() { local l; l=$(btmgmt info 2>/dev/null < /dev/console); [[ $l == *"hci0:"* && $l == *"hci1:"* && $l == *"hci2:"* ]]; }
+ctl_settled() { # all set up, or a set-up failure reported by the kernel since this attempt began
+  mgmt_all && return 0
+  dmesg | tail -n +$((DMESG0 + 1)) | grep -qE 'hci[0-2]: Opcode 0x0c03 failed' && { CTL_FAILED=1; return 0; }
   return 1
 }
-btvirt -h > /dev/null 2>&1; btmgmt --help > /dev/null 2>&1   # page the binaries in first
+BTVIRT=${LAB_BTVIRT:-btvirt}
+echo "btvirt: $BTVIRT ($($BTVIRT -v 2>&1))" >> $OUT/lab.log
+$BTVIRT -h > /dev/null 2>&1; btmgmt --help > /dev/null 2>&1   # page the binaries in first
 for attempt in 1 2 3 4 5; do
   DMESG0=$(dmesg | wc -l); CTL_FAILED=0
   # real-time priority: the kernel gives each HCI command of the set-up 2 s,
   # and a busy guest (or host) must not keep the emulator from answering
   # shellcheck disable=SC2086
-  chrt -f 10 btvirt $LAB_BTVIRT_OPTS >> $OUT/btvirt.log 2>&1 &
+  chrt -f 10 $BTVIRT $LAB_BTVIRT_OPTS >> $OUT/btvirt.log 2>&1 &
   BTVIRT_PID=$!
   sleep 1   # don't compete with the set-up from the start
-  if wait_until 45 "hci0+hci1 set up (mgmt index list)" ctl_settled && [ $CTL_FAILED = 0 ]; then break; fi
-  say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -i 'hci[01]:' | head -2 | tr '\n' ' ')- restarting btvirt"
+  if wait_until 45 "hci0+hci1+hci2 set up (mgmt index list)" ctl_settled && [ $CTL_FAILED = 0 ]; then break; fi
+  say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -i 'hci[0-2]:' | head -2 | tr '\n' ' ')- restarting btvirt"
   kill $BTVIRT_PID; wait $BTVIRT_PID 2>/dev/null
   wait_until 60 "controllers removed" test ! -e /sys/class/bluetooth/hci0 || true
   [ $attempt = 5 ] && bringup_failed "btvirt controllers did not come up" $OUT/btvirt.log
@@ -155,25 +163,48 @@ BTD_OPTS=(-n -f /run/lab/main.conf)
 # shellcheck disable=SC2206
 BTD_OPTS+=($LAB_BLUETOOTHD_OPTS)
 echo "bluetoothd ${BTD_OPTS[*]}" >> $OUT/lab.log
-both_up() { [ -n "$(addr_of hci0)" ] && [ -n "$(addr_of hci1)" ]; }
+all_up() { [ -n "$(addr_of hci0)" ] && [ -n "$(addr_of hci1)" ] && [ -n "$(addr_of hci2)" ]; }
 powered() { [ "$(adapter_prop "$1" Powered)" = true ]; }
-discoverable() { [ "$(adapter_prop hci0 Discoverable)" = true ]; }
+discoverable() { [ "$(adapter_prop "${1:-hci0}" Discoverable)" = true ]; }
+# The kernel's LE identity of a controller: "ADDR TYPE" (public|random), from
+# debugfs. For hci2 this is the static random address, while bluetoothd's
+# Adapter1.Address still says the public one (see periph.py).
+identity() {
+  local a t
+  read -r a t < <(sed -n 's/^\([0-9a-f:]\{17\}\) (type \([01]\)).*/\1 \2/p' /sys/kernel/debug/bluetooth/$1/identity 2>/dev/null)
+  [ -n "$a" ] || return 1
+  echo "${a^^} $([ "$t" = 1 ] && echo random || echo public)"
+}
+static_identity() { [ "$(identity hci2)" = "$PERIPH2_STATIC random" ]; }
 # (pids in a file: the supervisor, a subshell, takes down what the boot started)
 pbg() { local log=$1; shift; "$@" >> "$log" 2>&1 & echo $! >> /run/lab/periph.pids; }
+# The project's peripherals (periph.py on hci0 and hci2) outlive bluetoothd:
+# they register again with a new one by themselves, and their streams go on,
+# like a real device's when the central's bluetoothd dies. Started once.
+lasting() { local log=$1; shift; "$@" >> "$log" 2>&1 & echo $! >> /run/lab/lasting.pids; }
+PERIPH_LOGS="$OUT/agent.log $OUT/gatt-server.log $OUT/periph.log $OUT/advertisement.log $OUT/periph2.log"
+# every bluetoothd start marks the logs: a peripheral is up when its lines are after the last mark
+mark_logs() { echo "== peripheral up at $(up)s (bluetoothd start $1)" | tee -a $PERIPH_LOGS > /dev/null; }
 
 # The peripheral side, on a running bluetoothd: started at boot, and again by
 # the supervisor after bluetoothd died (its registrations died with it).
 # The python side starts in parallel (each start is seconds of CPU under TCG):
-# the pairing agent (auto-accept; see agent.py), BlueZ's example GATT server and the project's own peripheral.
-# The advertisement waits until hci0 is LE-only and discoverable (its flags).
+# the pairing agent (auto-accept; see agent.py), BlueZ's example GATT server;
+# at boot (FIRST=1) also the project's own peripherals, which outlive bluetoothd:
+# periph.py on hci0, and on hci2 with its own ATT server and advertisement
+# (which waits for /run/lab/periph2-go: hci2 LE-only with its static address).
+# The advertisements wait until their adapter is LE-only and discoverable (its flags).
 # FAIL is called with a reason when a step does not come up.
-peripheral_up() { # FAIL
-  local fail=$1 mark
-  mark=$(date +%s.%N)
-  echo "== peripheral up at $(up)s" | tee -a $OUT/agent.log $OUT/gatt-server.log $OUT/periph.log $OUT/advertisement.log > /dev/null
+peripheral_up() { # FAIL [FIRST]
+  local fail=$1
+  rm -f /run/lab/periph2-go
   pbg $OUT/agent.log $PY -I -u $G/agent.py KeyboardDisplay
   pbg $OUT/gatt-server.log env ADV_FULL=$LAB_ADV_FULL $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-gatt-server
-  pbg $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
+  if [ "${2:-0}" = 1 ]; then
+    lasting $OUT/periph.log $PY -I -u $G/periph.py /org/bluez/hci0
+    lasting $OUT/periph2.log env ADV_PULSE=$LAB_ADV_PULSE $PY -I -u $G/periph.py --att $PERIPH2_STATIC --advertise Periph2 \
+      --go /run/lab/periph2-go /org/bluez/hci2
+  fi
   # The peripheral is LE-only, or Device1.Connect() on the central tries
   # BR/EDR (org.bluez.Error.NotAvailable br-connection-profile-unavailable).
   # BR/EDR can be switched off only while powered off; bluetoothd switches it
@@ -181,14 +212,29 @@ peripheral_up() { # FAIL
   if [ "$LAB_PERIPH_BREDR" = off ]; then
     { btmgmt --index 0 power off; btmgmt --index 0 bredr off; btmgmt --index 0 power on; } 2>&1 | detail
   fi
+  # hci2: LE-only with a static random address, which the kernel then uses as
+  # its LE identity (set while powered off; BR/EDR on would make the public
+  # address the identity again, and bluetoothd switches BR/EDR on when it
+  # starts with the controller powered off)
+  { btmgmt --index 2 power off; btmgmt --index 2 bredr off; btmgmt --index 2 static-addr $PERIPH2_STATIC
+    btmgmt --index 2 power on; } 2>&1 | detail
   wait_until 60 "hci0 powered" powered hci0 || { $fail "hci0 not powered"; return 1; }
   wait_until 60 "hci1 powered" powered hci1 || { $fail "hci1 not powered"; return 1; }
+  wait_until 60 "hci2 powered" powered hci2 || { $fail "hci2 not powered"; return 1; }
+  wait_until 10 "hci2 identity $PERIPH2_STATIC (random)" static_identity \
+    || { $fail "hci2's identity is $(identity hci2), not $PERIPH2_STATIC random"; return 1; }
   btmgmt --index 0 info 2>&1 | sed 's/^/[btmgmt hci0] /' | detail
+  btmgmt --index 2 info 2>&1 | sed 's/^/[btmgmt hci2] /' | detail
   # discoverable => "LE General Discoverable" flag in the advertisement
-  adapter_set hci0 DiscoverableTimeout uint32:0 2>&1 | detail
-  adapter_set hci0 Discoverable boolean:true 2>&1 | detail
-  wait_until 60 "hci0 discoverable" discoverable || true
+  local hci
+  for hci in hci0 hci2; do
+    adapter_set $hci DiscoverableTimeout uint32:0 2>&1 | detail
+    adapter_set $hci Discoverable boolean:true 2>&1 | detail
+  done
+  wait_until 60 "hci0 discoverable" discoverable hci0 || true
   pbg $OUT/advertisement.log env ADV_FULL=$LAB_ADV_FULL ADV_PULSE=$LAB_ADV_PULSE $PY -I -u $G/run-example.py /org/bluez/hci0 $EX/example-advertisement
+  wait_until 60 "hci2 discoverable" discoverable hci2 || true
+  touch /run/lab/periph2-go
   since() { awk -v m="== peripheral up at" '$0 ~ m { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$1" | grep -q "$2"; }
   wait_until 90 "agent registered" since $OUT/agent.log "agent registered" \
     || { $fail "agent did not register" $OUT/agent.log; return 1; }
@@ -198,6 +244,12 @@ peripheral_up() { # FAIL
     || { $fail "periph.py did not register" $OUT/periph.log; return 1; }
   wait_until 90 "advertisement registered" since $OUT/advertisement.log "Advertisement registered" \
     || { $fail "example-advertisement did not register" $OUT/advertisement.log; return 1; }
+  if [ "${2:-0}" = 1 ]; then
+    wait_until 90 "hci2: ATT server listening" since $OUT/periph2.log "periph: ATT server listening" \
+      || { $fail "periph.py on hci2 did not listen" $OUT/periph2.log; return 1; }
+  fi
+  wait_until 90 "hci2: advertisement registered" since $OUT/periph2.log "periph: advertisement registered" \
+    || { $fail "periph.py on hci2 did not advertise" $OUT/periph2.log; return 1; }
 }
 peripheral_down() {
   local p
@@ -214,11 +266,12 @@ supervise_bluetoothd() {
   local n=0 rc how btd
   while :; do
     echo "== bluetoothd start $n at $(up)s" >> $OUT/bluetoothd.log
+    mark_logs $n
     /usr/libexec/bluetooth/bluetoothd "${BTD_OPTS[@]}" >> $OUT/bluetoothd.log 2>&1 &
     btd=$!
-    if [ $n -gt 0 ] && wait_until 60 "bluetoothd exports hci0+hci1 (restart $n)" both_up \
+    if [ $n -gt 0 ] && wait_until 60 "bluetoothd exports hci0+hci1+hci2 (restart $n)" all_up \
          && peripheral_up supervisor_failed; then
-      echo "$(up) peripheral ready again (restart $n)" >> $OUT/supervisor.log
+      echo "$(up) peripheral ready again (restart $n): hci0 and hci2" >> $OUT/supervisor.log
     fi
     wait $btd
     rc=$?
@@ -227,6 +280,7 @@ supervise_bluetoothd() {
     n=$((n + 1))
     echo "$(up) bluetoothd $how; restarting (restart $n)" >> $OUT/supervisor.log
     say "bluetoothd $how; the supervisor restarts it"
+    rm -f /run/lab/periph2-go   # periph.py on hci2 advertises again once hci2 is set up again
     peripheral_down
     sleep 0.5
   done
@@ -235,21 +289,23 @@ supervisor_failed() { echo "$(up) after a restart: $1" >> $OUT/supervisor.log; }
 : > $OUT/supervisor.log
 supervise_bluetoothd &
 SUPERVISOR_PID=$!
-wait_until 60 "bluetoothd exports hci0+hci1" both_up \
-  || bringup_failed "bluetoothd did not export both adapters" $OUT/bluetoothd.log
+wait_until 60 "bluetoothd exports hci0+hci1+hci2" all_up \
+  || bringup_failed "bluetoothd did not export the three adapters" $OUT/bluetoothd.log
 PERIPH_ADDR=$(addr_of hci0); CENTRAL_ADDR=$(addr_of hci1)
 timing bluetoothd "$(up)"
 say "bluetoothd up: peripheral hci0=$PERIPH_ADDR, central hci1=$CENTRAL_ADDR"
-peripheral_up bringup_failed
+peripheral_up bringup_failed 1
+read -r PERIPH2_ADDR PERIPH2_ADDR_TYPE < <(identity hci2)
 timing ready "$(up)"
-say "PERIPHERAL READY"
+say "PERIPHERAL READY (second peripheral hci2=$PERIPH2_ADDR, $PERIPH2_ADDR_TYPE)"
 
 # ---- the job
 export BLUECTL CENTRAL=hci1 CENTRAL_ADDR PERIPHERAL=hci0 PERIPH_ADDR LAB_OUT=$OUT REPO
+export PERIPHERAL2=hci2 PERIPH2_ADDR PERIPH2_ADDR_TYPE
 export LAB_GATT_CHANNELS LAB_MTU
 cd "$REPO" || finish 125
 if [ "$LAB_INTERACTIVE" = 1 ]; then
-  say "interactive shell (exit to power off); env: BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR LAB_OUT REPO"
+  say "interactive shell (exit to power off); env: BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR PERIPH2_ADDR LAB_OUT REPO"
   setsid -c /bin/bash -i < /dev/console > /dev/console 2>&1
   finish $?
 fi
