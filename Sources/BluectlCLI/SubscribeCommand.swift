@@ -317,6 +317,11 @@ final class SubscribeJob: Sendable {
         var received = 0
         var end: StreamEnd?
         var waiting: AsyncStream<StreamEnd>.Continuation?
+        /// When the link was lost, until the reconnect is reported: by the
+        /// end of the set-up, or by the first value of the new sessions if
+        /// that comes first (values flow as soon as StartNotify is answered,
+        /// and a value must never come before the line saying it is back).
+        var lostAt: ContinuousClock.Instant?
     }
     private let progress = Locked(Progress())
     private let readerGoneHandler = Locked<(@Sendable () -> Void)?>(nil)
@@ -394,11 +399,9 @@ final class SubscribeJob: Sendable {
                     ServiceNotifier.status("reconnecting to \(peripheral.identifier): \(reason)")
                     save(state: .disconnected, notifying: false, address: peripheral.identifier.description)
                     for old in session.forgetSessions() { await old.stop() }
+                    progress.withLock { $0.lostAt = lostAt }
                     (peripheral, sessions) = try await setUp(session, first: false)
-                    let gap = (ContinuousClock.now - lostAt).components
-                    let seconds = ((Double(gap.seconds) + Double(gap.attoseconds) / 1e18) * 10).rounded() / 10
-                    output.event("reconnected", [("gap_seconds", .double(seconds))],
-                                 text: "reconnected after \(seconds) s; notifications resumed")
+                    progress.withLock { reportReconnected(&$0) }
                     ServiceNotifier.status("subscribed to \(target.characteristics.joined(separator: ", ")) of \(peripheral.identifier)")
                     save(state: .connected, notifying: true, address: peripheral.identifier.description)
                 }
@@ -481,6 +484,7 @@ final class SubscribeJob: Sendable {
     private func take(_ value: [UInt8], from chr: GattCharacteristic) {
         let readerGone = progress.withLock { p -> Bool in
             guard p.end == nil else { return false }
+            reportReconnected(&p)
             if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
             if output.value(value, characteristic: chr) == .closed {
                 p.end = .readerGone
@@ -493,6 +497,16 @@ final class SubscribeJob: Sendable {
             return false
         }
         if readerGone { onReaderGone?() }
+    }
+
+    /// The `reconnected` event line, once per loss (under `progress`'s lock,
+    /// so that no value of the new sessions is queued before it).
+    private func reportReconnected(_ p: inout Progress) {
+        guard let lostAt = p.lostAt else { return }
+        p.lostAt = nil
+        let gap = (ContinuousClock.now - lostAt).components
+        let seconds = ((Double(gap.seconds) + Double(gap.attoseconds) / 1e18) * 10).rounded() / 10
+        output.event("reconnected", [("gap_seconds", .double(seconds))], text: "reconnected after \(seconds) s; notifications resumed")
     }
 
     /// Waits while the sessions stream (their values go through `take`):
