@@ -445,8 +445,17 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// `Device1.Pair` (the agent of this bus connection answers BlueZ's
-    /// questions). Already paired is success.
+    /// questions). Already paired is success. A device that is not
+    /// connected is connected first (`CentralManager.connect`, with its
+    /// retries): left to `Pair`, the kernel's own connection attempt can
+    /// stall without an answer (seen in the lab after a refused pairing
+    /// dropped the link).
     public func pair(timeout: Duration = .seconds(30)) async throws {
+        let start = ContinuousClock.now
+        if info?.connected == false {
+            try await central.connect(self, timeout: timeout)
+        }
+        let timeout = timeout - (ContinuousClock.now - start)
         if let prepare = await central.mirror.loop.submit({ [self] in local.value.pairing.preparation }) { await prepare(self) }
         Trace.log("pair \(identifier): Device1.Pair")
         do {

@@ -45,3 +45,25 @@ extension GattCharacteristic {
     /// BlueZ's object path, for asking the stand-in about its calls.
     var pathForTests: String { path.rawValue }
 }
+
+@Suite("Library: pairing (bus tier, in process)")
+struct LibraryPairingTests {
+    @Test("pairing a device that is not connected connects it first (Connect, then Pair), and pairs once")
+    func pairConnectsFirst() async throws {
+        try await withPrivateBus { bus in
+            let g = try await HeartRateGatt.install(bus)
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let adapter = try central.poweredAdapter(named: "hci0")
+            let peripheral = try await central.findDevice(heartRateAddress, adapter: adapter, timeout: .seconds(10))
+            #expect(peripheral.info?.connected == false)
+            try await peripheral.pair(timeout: .seconds(10))
+            let calls = try await bus.calls(g.device).filter { ["Connect", "Pair"].contains($0) }
+            #expect(calls == ["Connect", "Pair"], "\(calls)")
+            #expect(peripheral.info?.paired == true)
+            try await peripheral.pair(timeout: .seconds(10))
+            #expect(try await bus.callCount(g.device, "Pair") == 2, "pairing again: AlreadyExists from BlueZ, success here")
+            try await central.cancelPeripheralConnection(peripheral)
+        }
+    }
+}
