@@ -726,25 +726,25 @@ class Advertisement(dbus.service.Object):
 
 class Advertiser:
     """One advertisement, registered once per bluetoothd; and, every PULSE s,
-    a second, identical one unregistered and registered again: btvirt's
-    controllers report advertising only when a set is enabled (run-example.py
-    says more)."""
+    an identical one registered again: btvirt's controllers report
+    advertising only when a set is enabled. Two pulse advertisements take
+    turns, the next registered before the last is unregistered, one step at a
+    time (run-example.py says why)."""
 
     def __init__(self, bus, adapter, name, pulse):
         self.bus, self.adapter, self.name, self.pulse = bus, adapter, name, pulse
         self.main_ad = Advertisement(bus, APP_PATH + '/adv0', name)
-        self.pulse_ad = Advertisement(bus, APP_PATH + '/adv1', name)
+        self.pulse_ads = [Advertisement(bus, APP_PATH + '/adv1', name), Advertisement(bus, APP_PATH + '/adv2', name)]
         self.timer = None
-        self.registered = False
-
-    def failed(self, e):
-        log('advertisement registration FAILED:', e)
+        self.cur = None
+        self.busy = False
 
     def start(self):
         mgr = dbus.Interface(self.bus.get_object(BLUEZ, self.adapter), ADV_MANAGER_IFACE)
-        self.registered = False
-        mgr.RegisterAdvertisement(self.main_ad.path, {}, error_handler=self.failed, reply_handler=lambda: log(
-            'advertisement registered on %s: %s, %s' % (self.adapter, self.name, SERVICE_UUID)))
+        self.cur, self.busy = None, False
+        mgr.RegisterAdvertisement(self.main_ad.path, {}, reply_handler=lambda: log(
+            'advertisement registered on %s: %s, %s' % (self.adapter, self.name, SERVICE_UUID)),
+            error_handler=lambda e: log('advertisement registration FAILED:', e))
         if self.pulse > 0 and self.timer is None:
             self.timer = GLib.timeout_add(int(self.pulse * 1000), self.again, mgr)
 
@@ -754,14 +754,34 @@ class Advertiser:
             self.timer = None
 
     def again(self, mgr):
+        if self.busy:
+            return True
+        old = self.cur
+        new = self.pulse_ads[1] if old is self.pulse_ads[0] else self.pulse_ads[0]
+
+        def done(*_):
+            self.busy = False
+
+        def unregister_failed(e):
+            if 'DoesNotExist' not in str(e):
+                log('advertisement pulse:', e)
+            done()
+
         def registered():
-            self.registered = True
-        if self.registered:
-            self.registered = False
-            mgr.UnregisterAdvertisement(self.pulse_ad.path, error_handler=self.failed, reply_handler=lambda: mgr.RegisterAdvertisement(
-                self.pulse_ad.path, {}, reply_handler=registered, error_handler=self.failed))
-        else:
-            mgr.RegisterAdvertisement(self.pulse_ad.path, {}, reply_handler=registered, error_handler=self.failed)
+            self.cur = new
+            if old is None:
+                done()
+            else:
+                mgr.UnregisterAdvertisement(old.path, reply_handler=done, error_handler=unregister_failed)
+
+        def failed(e):
+            if 'AlreadyExists' in str(e):
+                registered()
+            else:
+                log('advertisement pulse:', e)
+                done()
+        self.busy = True
+        mgr.RegisterAdvertisement(new.path, {}, reply_handler=registered, error_handler=failed)
         return True
 
 
