@@ -96,6 +96,11 @@ LONG_UUID = BASE % 3
 INDICATE_UUID = BASE % 4
 
 APP_PATH = '/org/bluectl/lab'
+# Typed, and the proxies are not introspected: a call on a proxy whose
+# introspection failed (bluetoothd restarting, the adapter not exported yet)
+# raises "Unable to guess signature from an empty dict" inside dbus-python's
+# reply handler, and neither reply nor error handler is ever called.
+NO_OPTIONS = dbus.Dictionary({}, signature='sv')
 LONG_INITIAL = bytes(i & 0xff for i in range(300))
 LONG_MAX = 512
 BATCH = 32          # notifications emitted per main-loop turn in a burst
@@ -710,7 +715,7 @@ class AttServer:
 # ---------------------------------------------------------------- advertising through bluetoothd
 class Advertisement(dbus.service.Object):
     def __init__(self, bus, path, name):
-        self.path = path
+        self.path = dbus.ObjectPath(path)
         self.name = name
         dbus.service.Object.__init__(self, bus, path)
 
@@ -740,9 +745,9 @@ class Advertiser:
         self.busy = False
 
     def start(self):
-        mgr = dbus.Interface(self.bus.get_object(BLUEZ, self.adapter), ADV_MANAGER_IFACE)
+        mgr = dbus.Interface(self.bus.get_object(BLUEZ, self.adapter, introspect=False), ADV_MANAGER_IFACE)
         self.cur, self.busy = None, False
-        mgr.RegisterAdvertisement(self.main_ad.path, {}, reply_handler=lambda: log(
+        mgr.RegisterAdvertisement(self.main_ad.path, NO_OPTIONS, reply_handler=lambda: log(
             'advertisement registered on %s: %s, %s' % (self.adapter, self.name, SERVICE_UUID)),
             error_handler=lambda e: log('advertisement registration FAILED:', e))
         if self.pulse > 0 and self.timer is None:
@@ -781,7 +786,7 @@ class Advertiser:
                 log('advertisement pulse:', e)
                 done()
         self.busy = True
-        mgr.RegisterAdvertisement(new.path, {}, reply_handler=registered, error_handler=failed)
+        mgr.RegisterAdvertisement(new.path, NO_OPTIONS, reply_handler=registered, error_handler=failed)
         return True
 
 
@@ -820,7 +825,7 @@ def main(argv):
     def register_app(owner):
         if state['owner'] != owner:
             return False   # bluetoothd went away (or changed) meanwhile
-        mgr = dbus.Interface(bus.get_object(BLUEZ, adapter), GATT_MANAGER_IFACE)
+        mgr = dbus.Interface(bus.get_object(BLUEZ, adapter, introspect=False), GATT_MANAGER_IFACE)
 
         def ok():
             log('application registered on %s, service %s' % (adapter, SERVICE_UUID))
@@ -828,7 +833,7 @@ def main(argv):
         def err(e):
             log('registration FAILED (tried again in 0.5 s):', e)
             GLib.timeout_add(500, register_app, owner)
-        mgr.RegisterApplication(APP_PATH, {}, reply_handler=ok, error_handler=err)
+        mgr.RegisterApplication(dbus.ObjectPath(APP_PATH), NO_OPTIONS, reply_handler=ok, error_handler=err)
         return False
 
     def register_adv(owner):
