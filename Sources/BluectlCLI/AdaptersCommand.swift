@@ -49,3 +49,74 @@ struct AdapterRecord: OutputRecord {
         sink.field("path", .string(adapter.path.rawValue), text: .detail("path", adapter.path.rawValue))
     }
 }
+
+/// `on` or `off`, for the adapter's settings.
+enum Switch: String, ExpressibleByArgument, Sendable, CaseIterable {
+    case on, off
+    var isOn: Bool { self == .on }
+}
+
+/// `bluectl adapter [hciN] [--power on|off] [--alias NAME] [--discoverable on|off] [--pairable on|off]`
+struct AdapterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "adapter",
+        abstract: "Show one adapter, or change its settings: power, alias, discoverable, pairable.",
+        discussion: """
+            Each setting is applied and waited for until BlueZ reports it, then the adapter is \
+            shown as `adapters` shows it. Setting what is already so is success. Powering on comes \
+            first and powering off last, so the other settings can be made on an adapter that is off. \
+            BlueZ ends discoverable mode after its DiscoverableTimeout (180 s by default).
+
+            Examples:
+              bluectl adapter hci1 --power on
+              bluectl adapter hci0 --alias "Gateway 3" --discoverable on --json
+              bluectl adapter hci0 --pairable off --power off
+            """)
+
+    @Argument(help: ArgumentHelp("The adapter (default: the first powered one, else the first).", valueName: "hciN"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Power the adapter on or off.", valueName: "on|off"))
+    var power: Switch?
+
+    @Option(help: ArgumentHelp("The name other devices see (empty: back to the system's name).", valueName: "NAME"))
+    var alias: String?
+
+    @Option(help: ArgumentHelp("Whether other devices can discover it.", valueName: "on|off"))
+    var discoverable: Switch?
+
+    @Option(help: ArgumentHelp("Whether it accepts pairing.", valueName: "on|off"))
+    var pairable: Switch?
+
+    @Flag(help: "One JSON object.")
+    var json = false
+
+    func validate() throws {
+        try AdapterChoice.check(name)
+        if let alias {
+            if alias.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{FFFD}" }) {
+                throw ValidationError("invalid --alias \"\(TextSafety.escapedForMessage(alias))\": control characters or invalid UTF-8")
+            }
+            if alias.utf8.count > maxDeviceNameBytes {
+                throw ValidationError("invalid --alias: \(alias.utf8.count) bytes, longer than a device name can be (\(maxDeviceNameBytes))")
+            }
+        }
+    }
+
+    func run() async throws {
+        let (name, power, alias, discoverable, pairable, json) = (self.name, self.power, self.alias, self.discoverable, self.pairable, self.json)
+        try await SignalScope.run {
+            let central = try await CentralManager.open()
+            defer { central.close() }
+            let adapter = try central.adapter(named: name)
+            let limit = Duration.seconds(10)
+            if power == .on { try await central.setPowered(true, adapter: adapter, timeout: limit) }
+            if let alias { try await central.setAlias(alias, adapter: adapter, timeout: limit) }
+            if let pairable { try await central.setPairable(pairable.isOn, adapter: adapter, timeout: limit) }
+            if let discoverable { try await central.setDiscoverable(discoverable.isOn, adapter: adapter, timeout: limit) }
+            if power == .off { try await central.setPowered(false, adapter: adapter, timeout: limit) }
+            let now = try central.adapter(named: adapter.name)
+            _ = AdapterRecord(adapter: now).line(json: json).map(Output.line)
+        }
+    }
+}

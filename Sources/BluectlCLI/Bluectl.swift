@@ -18,7 +18,10 @@ public struct Bluectl: AsyncParsableCommand {
         abstract: "A Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.",
         discussion: "Exit codes: \(ExitStatus.summary).",
         version: version,
-        subcommands: [AdaptersCommand.self, ScanCommand.self, ConnectCommand.self, DisconnectCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self, WriteCommand.self, SubscribeCommand.self]
+        subcommands: [AdaptersCommand.self, AdapterCommand.self, ScanCommand.self, DevicesCommand.self, ConnectCommand.self,
+                      DisconnectCommand.self, PairCommand.self, UnpairCommand.self, TrustCommand.self, UntrustCommand.self,
+                      BlockCommand.self, UnblockCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self,
+                      WriteCommand.self, SubscribeCommand.self]
     )
 
     public init() {}
@@ -71,7 +74,8 @@ extension Bluectl {
     static func parseSubcommandDirectly(_ arguments: [String]) async -> (any ParsableCommand)? {
         // help goes through the root, so its usage line names the tool ("bluectl scan …")
         guard let name = arguments.first, !arguments.contains(where: { ["-h", "--help", "help"].contains($0) }),
-              let subcommand = configuration.subcommands.first(where: { $0._commandName == name }) as? AsyncParsableCommand.Type
+              let subcommand = configuration.subcommands.first(where: { $0._commandName == name || $0.configuration.aliases.contains(name) })
+                as? AsyncParsableCommand.Type
         else { return nil }
         return try? await subcommand.asyncParseAsRoot(Array(arguments.dropFirst()))
     }
@@ -82,7 +86,10 @@ struct AdapterChoice: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Adapter to use, e.g. hci0 (default: the first powered one).", valueName: "hciN"))
     var adapter: String?
 
-    func validate() throws {
+    func validate() throws { try Self.check(adapter) }
+
+    /// Refuses an adapter name that is not hciN.
+    static func check(_ adapter: String?) throws {
         if let adapter, !AdapterOptions.isAdapterName(adapter) {
             throw ValidationError("invalid adapter name \"\(TextSafety.escapedForMessage(adapter))\": expected hciN, e.g. hci0")
         }
@@ -112,12 +119,13 @@ struct AdapterOptions: ParsableArguments {
         return text.dropFirst(3).allSatisfy { $0.isASCII && $0.isNumber }
     }
 
-    /// Opens the central and picks the adapter, powering it on when asked.
-    func open(callTimeout: Duration = .seconds(25)) async throws -> (CentralManager, AdapterInfo) {
+    /// Opens the central and picks the adapter, powering it on when asked
+    /// (and failing when it is off, if the command needs it on).
+    func open(callTimeout: Duration = .seconds(25), requirePowered: Bool = true) async throws -> (CentralManager, AdapterInfo) {
         let central = try await CentralManager.open(callTimeout: callTimeout)
         do {
             var chosen = try central.adapter(named: adapter)
-            if !chosen.powered {
+            if !chosen.powered, requirePowered || powerOn {
                 guard powerOn else { throw BluetoothError.adapterPoweredOff(chosen.name) }
                 try await central.setPowered(true, adapter: chosen, timeout: .seconds(10))
                 chosen = try central.adapter(named: chosen.name)

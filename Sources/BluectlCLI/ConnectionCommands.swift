@@ -57,20 +57,11 @@ struct DisconnectCommand: AsyncParsableCommand {
               bluectl disconnect AA:BB:CC:DD:EE:FF --json
             """)
 
-    @OptionGroup var adapterChoice: AdapterChoice
-    @OptionGroup var deadline: OperationTimeout
-
-    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
-    var device: String
-
-    @Flag(help: "One JSON object.")
-    var json = false
+    @OptionGroup var arguments: OneDeviceArguments
 
     func run() async throws {
-        let (device, json) = (self.device, self.json)
-        try await runDeviceCommand(adapterOptions: AdapterOptions(adapterChoice), options: DeviceCommandOptions(deadline),
-                                   what: "disconnect \(device)",
-                                   disconnectAfter: false) { session, deadline in
+        let (device, json) = (arguments.device, arguments.json)
+        try await arguments.run(what: "disconnect \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             let wasConnected = await peripheral.isConnected()
             try await session.central.cancelPeripheralConnection(peripheral, timeout: deadline.remaining)
@@ -93,20 +84,11 @@ struct InfoCommand: AsyncParsableCommand {
               bluectl info AA:BB:CC:DD:EE:FF --json
             """)
 
-    @OptionGroup var adapterChoice: AdapterChoice
-    @OptionGroup var deadline: OperationTimeout
-
-    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
-    var device: String
-
-    @Flag(help: "One JSON object.")
-    var json = false
+    @OptionGroup var arguments: OneDeviceArguments
 
     func run() async throws {
-        let (device, json) = (self.device, self.json)
-        try await runDeviceCommand(adapterOptions: AdapterOptions(adapterChoice), options: DeviceCommandOptions(deadline),
-                                   what: "info \(device)",
-                                   disconnectAfter: false) { session, deadline in
+        let (device, json) = (arguments.device, arguments.json)
+        try await arguments.run(what: "info \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             guard let info = peripheral.info else { throw BluetoothError.deviceNotFound(device) }
             let record = InfoRecord(device: DeviceRecord(device: info, adapter: session.adapter.name),
@@ -132,6 +114,7 @@ struct InfoRecord: OutputRecord {
         let info = device.device
         sink.field("bonded", .bool(info.bonded), text: .detail("bonded", info.bonded))
         sink.field("trusted", .bool(info.trusted), text: .detail("trusted", info.trusted))
+        sink.field("blocked", .bool(info.blocked), text: .detail("blocked", info.blocked))
         sink.field("services_resolved", .bool(info.servicesResolved), text: .detail("resolved", info.servicesResolved))
         sink.field("mtu", mtu.map { .int($0) }, text: mtu.map { .detail("mtu", String($0)) })
         sink.field("icon", info.icon.map { .string($0) }, text: info.icon.map { .detail("icon", TextSafety.terminalSafe($0)) })

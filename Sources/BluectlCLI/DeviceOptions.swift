@@ -82,9 +82,11 @@ enum AgentChoice: String, ExpressibleByArgument, Sendable {
     case none
 }
 
-/// Refuses DEVICE texts that cannot name a device: empty, an invalid object
-/// path, or something shaped like an address that is not one
-/// ("AA:BB:CC:DD:EE", "GG:…") — instead of scanning for it as a name.
+/// Refuses DEVICE texts that cannot name a device, instead of scanning for
+/// them as a name: empty; an invalid object path; something shaped like an
+/// address that is not one ("AA:BB", "AA:BB:CC:DD:EE", "GG:…"); text that is not
+/// valid UTF-8 (the shell's argument, decoded with U+FFFD in its place) or
+/// holds control characters; longer than the 248 bytes a device name can have.
 func checkDeviceText(_ text: String) throws {
     let shown = TextSafety.escapedForMessage(text)
     if text.trimmingWhitespace().isEmpty {
@@ -94,11 +96,24 @@ func checkDeviceText(_ text: String) throws {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a valid D-Bus object path")
     }
     let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-    let addressShaped = parts.count >= 3 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
+    let addressShaped = parts.count >= 2 && parts.allSatisfy { (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
     if addressShaped, BluetoothAddress(text) == nil {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not a Bluetooth address (expected six hex bytes, AA:BB:CC:DD:EE:FF)")
     }
+    if text.unicodeScalars.contains("\u{FFFD}") {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not valid UTF-8, so not a name BlueZ could report")
+    }
+    if text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": holds control characters, so not a name BlueZ could report")
+    }
+    if text.utf8.count > maxDeviceNameBytes {
+        throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": \(text.utf8.count) bytes, longer than a device name can be (\(maxDeviceNameBytes))")
+    }
 }
+
+/// The longest device name (Core Specification, GAP: the Device Name
+/// characteristic holds at most 248 octets).
+let maxDeviceNameBytes = 248
 
 /// Parses a UUID option for services.
 func parseServiceUUID(_ text: String, option: String) throws -> BluetoothUUID {

@@ -11,14 +11,7 @@ struct DeviceRecord: OutputRecord {
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         let device = self.device
         if let event { sink.field("event", .string(event), text: .plain("event", event == "discovered" ? "NEW" : "CHG")) }
-        sink.field("adapter", .string(adapter), text: .detail("adapter", adapter))
-        sink.field("address", .string(device.address.description), text: .plain("device", device.address.description))
-        sink.field("address_type", device.addressType.map { .string($0.rawValue) },
-                   text: .plain("type", device.addressType?.rawValue ?? "-"))
-        sink.field("rssi", device.rssi.map { .int($0) }, text: .plain("rssi", device.rssi.map { "\($0) dBm" } ?? "- dBm"))
-        sink.field("name", device.name.map { .string($0) },
-                   text: .plain("name", device.displayName.map { "\"\(TextSafety.terminalSafe($0))\"" } ?? "(no name)"))
-        sink.json("alias", device.alias.map { .string($0) })  // the text's name is the alias when there is no name
+        Self.describeIdentity(of: device, adapter: adapter, into: &sink)
         sink.field("tx_power", device.txPower.map { .int($0) }, text: device.txPower.map { .labelled("tx", "\($0) dBm") })
         sink.field("service_uuids", device.serviceUUIDs.isEmpty ? nil : .strings(device.serviceUUIDs.map(\.uuidString)),
                    text: device.serviceUUIDs.isEmpty ? nil : .labelled("services", device.serviceUUIDs.map(\.label).joined(separator: ",")))
@@ -42,6 +35,19 @@ struct DeviceRecord: OutputRecord {
         sink.field("connected", .bool(device.connected), text: .flag("connected", device.connected))
         sink.field("paired", .bool(device.paired), text: .detail("paired", device.paired))
         sink.field("path", .string(device.path.rawValue), text: .detail("path", device.path.rawValue))
+    }
+
+    /// Which device this is, where: adapter, address and its type, RSSI, name
+    /// and alias (also the start of a `devices` line).
+    static func describeIdentity<Sink: RecordSink>(of device: DeviceInfo, adapter: String, into sink: inout Sink) {
+        sink.field("adapter", .string(adapter), text: .detail("adapter", adapter))
+        sink.field("address", .string(device.address.description), text: .plain("device", device.address.description))
+        sink.field("address_type", device.addressType.map { .string($0.rawValue) },
+                   text: .plain("type", device.addressType?.rawValue ?? "-"))
+        sink.field("rssi", device.rssi.map { .int($0) }, text: .plain("rssi", device.rssi.map { "\($0) dBm" } ?? "- dBm"))
+        sink.field("name", device.name.map { .string($0) },
+                   text: .plain("name", device.displayName.map { "\"\(TextSafety.terminalSafe($0))\"" } ?? "(no name)"))
+        sink.json("alias", device.alias.map { .string($0) })  // the text's name is the alias when there is no name
     }
 
     /// The text of one advertised data entry: "mfr 0x0059 (Nordic Semiconductor)=0102", or the beacon it holds.

@@ -36,6 +36,25 @@ final class DeviceSession: Sendable {
     /// the session (no cycle, and no weak reference).
     private let agent = Locked<PairingAgent?>(nil)
 
+    /// "AA:…: " when the command works on several devices: what this
+    /// session says on stderr starts with its device.
+    private let prefix = Locked("")
+
+    /// Says `text` on stderr, naming the device when there are several.
+    func say(_ text: String) {
+        Output.error(prefix.withLock { $0 } + text)
+    }
+
+    /// Says on stderr that this device waits for its turn to connect (`CentralManager.connect`'s `onQueued`).
+    var sayQueued: @Sendable (_ ahead: Int) -> Void {
+        { [self] ahead in say("waiting to connect: \(ahead) \(ahead == 1 ? "connect" : "connects") ahead on \(adapter.name)") }
+    }
+
+    /// Names the device in what this session says (one of several).
+    func nameInMessages(_ device: String) {
+        prefix.withLock { $0 = device + ": " }
+    }
+
     init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool) {
         self.central = central
         self.adapterGiven = adapterGiven
@@ -47,31 +66,47 @@ final class DeviceSession: Sendable {
     var agentRefusal: String? { agent.withLock { $0 }?.lastRefusal }
     var madeConnection: Bool { state.withLock { $0.madeConnection } }
 
-    /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
-    func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+    /// The device `text` names among those BlueZ knows (on this adapter, or
+    /// when no --adapter was given on another powered one, which the session
+    /// then uses), without scanning; nil when BlueZ does not know it.
+    func known(_ text: String) throws -> Peripheral? {
         try checkDeviceText(text)
         if text.hasPrefix("/") {
             // A path names an object BlueZ has or has not: nothing to scan for.
-            guard let known = try central.knownDevice(text, adapter: adapter)
-                ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first else {
-                throw BluetoothError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
-            }
-            state.withLock { $0.peripheral = known }
+            let known = try central.knownDevice(text, adapter: adapter)
+                ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first
+            if let known { state.withLock { $0.peripheral = known } }
             return known
         }
-        if !adapterGiven, try central.knownDevice(text, adapter: adapter) == nil {
-            for other in central.adapters where other.powered && other.path != adapter.path {
-                if let peripheral = try central.knownDevice(text, adapter: other) {
-                    state.withLock {
-                        $0.adapter = other
-                        $0.peripheral = peripheral
-                    }
-                    return peripheral
+        if let peripheral = try central.knownDevice(text, adapter: adapter) {
+            state.withLock { $0.peripheral = peripheral }
+            return peripheral
+        }
+        guard !adapterGiven else { return nil }
+        for other in central.adapters where other.powered && other.path != adapter.path {
+            if let peripheral = try central.knownDevice(text, adapter: other) {
+                state.withLock {
+                    $0.adapter = other
+                    $0.peripheral = peripheral
                 }
+                return peripheral
             }
+        }
+        return nil
+    }
+
+    /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
+    func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
+        if let known = try known(text) { return known }
+        if text.hasPrefix("/") {
+            throw BluetoothError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
         }
         let scanBudget = deadline.remaining * 0.8
         Trace.log("find \(text) on \(adapter.name) (scan budget \(scanBudget))")
+        // A person at a terminal is told why nothing happens for a while; a script's stderr stays quiet.
+        if isatty(2) == 1 {
+            say("scanning \(adapter.name) for \(TextSafety.escapedForMessage(text))… (up to \(formatSeconds(Double(scanBudget.components.seconds))) s)")
+        }
         let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
         Trace.log("found \(peripheral.path)")
         state.withLock { $0.peripheral = peripheral }
@@ -111,11 +146,13 @@ final class DeviceSession: Sendable {
     /// supervisor restarts it, as systemd does), finds the device again and
     /// starts over — at most `--retries` times (once with `--retries 0`),
     /// within the deadline.
-    func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline) async throws {
+    func connect(_ peripheral: Peripheral, options: DeviceCommandOptions, deadline: Deadline,
+                 onQueued: (@Sendable (_ ahead: Int) -> Void)? = nil) async throws {
         var restarts = 0, drops = 0
         while true {
             do {
-                let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries)
+                let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries,
+                                                     onQueued: onQueued)
                 state.withLock { $0.madeConnection = made }
                 do {
                     try await peripheral.discoverServices(timeout: deadline.remaining)
@@ -132,7 +169,7 @@ final class DeviceSession: Sendable {
             } catch let error as BluetoothError {
                 guard case .bluetoothdStopped = error, restarts < max(1, options.retries) else { throw error }
                 restarts += 1
-                Output.error("\(error.description); waiting for it to come back")
+                say("\(error.description); waiting for it to come back")
                 try await central.waitForAdapter(adapter, timeout: deadline.remaining)
                 if peripheral.info == nil {
                     _ = try await central.findDevice(peripheral.identifier.description, adapter: adapter, timeout: deadline.remaining * 0.8)
@@ -196,25 +233,42 @@ final class DeviceSession: Sendable {
     }
 }
 
-/// Runs a device command: signals (SIGINT/SIGTERM → cleanup → 130/143),
-/// the overall `--timeout` (124), cleanup of what the command set up, and
-/// every error as one line with its exit status.
+/// Runs a device command (`requirePowered`: whether it needs the adapter
+/// on, or only changes what BlueZ keeps of a device): signals
+/// (SIGINT/SIGTERM → cleanup → 130/143), the overall `--timeout` (124),
+/// cleanup of what the command set up, and every error as one line with its
+/// exit status.
 func runDeviceCommand(
     adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String,
-    disconnectAfter: Bool = true,
+    disconnectAfter: Bool = true, requirePowered: Bool = true,
     _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void
+) async throws {
+    try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: what, count: 1,
+                                disconnectAfter: disconnectAfter, requirePowered: requirePowered) { sessions, deadline in
+        try await body(sessions[0], deadline)
+    }
+}
+
+/// `runDeviceCommand` for `count` devices at once: one central, a session
+/// for each device (each undoes what it set up), all cleaned up together.
+func runDevicesCommand(
+    adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String, count: Int,
+    disconnectAfter: Bool = true, requirePowered: Bool = true,
+    _ body: @escaping @Sendable ([DeviceSession], Deadline) async throws -> Void
 ) async throws {
     let seconds = options.timeout
     try await SignalScope.run {
         let deadline = Deadline(seconds: seconds)
-        let (central, adapter) = try await adapterOptions.open()
-        let session = DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
+        let (central, adapter) = try await adapterOptions.open(requirePowered: requirePowered)
+        let sessions = (0..<count).map { _ in
+            DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
+        }
         // The body runs in a task of its own: at the deadline (or a signal) it
         // is cancelled and given a few seconds to undo what it started (a
         // pending Connect is cancelled with Disconnect), never more.
         let work = Task { () -> Result<Void, any Error> in
             do {
-                try await body(session, deadline)
+                try await body(sessions, deadline)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -233,11 +287,15 @@ func runDeviceCommand(
             _ = await uncancellable { await firstValue(within: .seconds(5)) { await work.value } }
             outcome = .failure(BluetoothError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
         }
-        let refusal = session.agentRefusal
+        let refusal = sessions.lazy.compactMap(\.agentRefusal).first
         await uncancellable {
             let hurry = SignalScope.interrupted
             _ = await firstValue(within: hurry ? .milliseconds(1500) : .seconds(8)) {
-                await session.cleanUp(disconnect: disconnectAfter, hurry: hurry)
+                await withTaskGroup(of: Void.self) { group in
+                    for session in sessions {
+                        group.addTask { await session.cleanUp(disconnect: disconnectAfter, hurry: hurry) }
+                    }
+                }
             }
         }
         // close() waits for the bus thread; never let that keep the process alive.

@@ -168,10 +168,12 @@ struct EventRecord: OutputRecord {
     var fields: [(String, JSONValue)] = []
     /// The event as a sentence for people; it says what `fields` hold.
     let text: String
+    /// Whether the text names the device (a command given several).
+    var namesDevice = false
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         sink.field("time", time.map { .string($0) }, text: time.map { .plain("time", $0) })
-        sink.json("device", device.map { .string($0) })  // the command line named it
+        sink.field("device", device.map { .string($0) }, text: namesDevice ? device.map { .plain("device", $0) } : nil)  // else the command line named it
         sink.field("event", .string(event), text: .plain("event", "-- " + TextSafety.terminalSafe(text)))
         for (key, value) in fields { sink.json(key, value) }  // the sentence says them
     }

@@ -21,16 +21,20 @@ struct ReadCommand: AsyncParsableCommand {
             only if bluectl made the connection. An encrypted characteristic pairs (just works) \
             through bluectl's agent.
 
+            DEVICE may be a comma-separated list: the devices are read at once (their connects one \
+            at a time, as the adapter needs), one line each, naming the device; a device that fails \
+            is reported on its own and the others are still read.
+
             Examples:
               bluectl read AA:BB:CC:DD:EE:FF battery_level
-              bluectl read AA:BB:CC:DD:EE:FF 2a38 --json
+              bluectl read AA:BB:CC:DD:EE:01,AA:BB:CC:DD:EE:02 2a38 --json
               bluectl read AA:BB:CC:DD:EE:FF device_name --format utf8
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name.", completion: deviceCompletion)
+    @Argument(help: "Address, D-Bus path, or name; or several, comma-separated.", completion: deviceCompletion)
     var device: String
 
     @Argument(help: "UUID, SIG name, D-Bus path or handle:N.")
@@ -63,12 +67,16 @@ struct ReadCommand: AsyncParsableCommand {
         let selector = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
         let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
         let descriptorSelector = try descriptorText.map { try parseSelector($0, kind: .descriptor, what: "--descriptor") }
-        let (device, options, offset) = (self.device, self.options, self.offset)
+        let (devices, options, offset, characteristic) = (try deviceList(device), self.options, self.offset, self.characteristic)
         let format = chosenFormat(self.format, json: json)
-        try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "read \(characteristic) of \(device)") { session, deadline in
+        if devices.count > 1, format == .raw { throw rawTakesOneDevice }
+        let several = devices.count > 1
+        try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: "read \(characteristic) of \(device)",
+                                    count: devices.count) { sessions, deadline in
+          try await forEachDevice(devices, sessions: sessions, json: format == .json, what: "read \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline)
+            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             let value: [UInt8]
             var descriptor: GattDescriptor?
@@ -83,9 +91,10 @@ struct ReadCommand: AsyncParsableCommand {
                 _ = ValueText.writeRaw(value)
             } else {
                 let record = ValueRecord(device: peripheral.identifier.description, characteristic: chr.uuid,
-                                         descriptor: descriptor?.uuid, bytes: value, format: format)
+                                         descriptor: descriptor?.uuid, bytes: value, format: format, namesDevice: several)
                 _ = record.line(json: format == .json).map(Output.line)
             }
+          }
         }
     }
 }
@@ -100,6 +109,8 @@ struct WriteCommand: AsyncParsableCommand {
             Without --with-response/--without-response the characteristic's flags choose (with \
             response when allowed). A value longer than the write limit is refused with the limit \
             in the message.
+
+            DEVICE may be a comma-separated list: the same value is written to each (as `read` does).
 
             Examples:
               bluectl write AA:BB:CC:DD:EE:FF 2a39 01 --with-response
@@ -193,12 +204,14 @@ struct WriteCommand: AsyncParsableCommand {
         let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
         let descriptorSelector = try descriptorText.map { try parseSelector($0, kind: .descriptor, what: "--descriptor") }
         let bytes = try bytes()
-        let (device, options, json) = (self.device, self.options, self.json)
+        let (devices, options, json, characteristic) = (try deviceList(device), self.options, self.json, self.characteristic)
         let asked: WriteType? = withResponse ? .withResponse : (withoutResponse ? .withoutResponse : nil)
-        try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "write \(characteristic) of \(device)") { session, deadline in
+        try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: "write \(characteristic) of \(device)",
+                                    count: devices.count) { sessions, deadline in
+          try await forEachDevice(devices, sessions: sessions, json: json, what: "write \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline)
+            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             var record = WriteRecord(device: peripheral.identifier.description, characteristic: chr.uuid, bytes: bytes)
             if let descriptorSelector {
@@ -209,12 +222,13 @@ struct WriteCommand: AsyncParsableCommand {
                 let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
                     ? .withResponse : .withoutResponse)
                 if !chr.supports(type), chr.properties.canWriteWithResponse || chr.properties.canWriteWithoutResponse {
-                    Output.error("note: \(chr.uuid.label) does not list write-\(type.name) (flags: \(chr.flags.joined(separator: ","))); trying anyway")
+                    session.say("note: \(chr.uuid.label) does not list write-\(type.name) (flags: \(chr.flags.joined(separator: ","))); trying anyway")
                 }
                 try await peripheral.writeValue(bytes, for: chr, type: type)
                 record.type = type
             }
             _ = record.line(json: json).map(Output.line)
+          }
         }
     }
 }

@@ -22,16 +22,23 @@ struct SubscribeCommand: AsyncParsableCommand {
             connecting and subscribing (each attempt, with --reconnect). A reader that stops reading \
             (`| head -1`) ends bluectl quietly with status 141 after the same clean-up.
 
+            DEVICE may be a comma-separated list: each device gets the same characteristics, its own \
+            connection (connects are made one at a time per adapter: connect_queued event lines), its \
+            own --count, reconnects and failures, reported by event lines naming it; every line names \
+            its device. One device failing never stops the others; the exit status is then the first \
+            failed device's.
+
             Examples:
               bluectl subscribe AA:BB:CC:DD:EE:FF heart_rate_measurement --count 10
-              bluectl subscribe AA:BB:CC:DD:EE:FF heart_rate_measurement --json | jq .decoded.bpm
+              bluectl subscribe AA:BB:CC:DD:EE:01,AA:BB:CC:DD:EE:02 heart_rate_measurement --json | jq .decoded.bpm
               bluectl subscribe AA:BB:CC:DD:EE:FF 2a37 --reconnect --restore-id hr --json >> hr.jsonl
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
     @OptionGroup var options: DeviceCommandOptions
 
-    @Argument(help: "Address, D-Bus path, or name (may be left out with a saved --restore-id).", completion: deviceCompletion)
+    @Argument(help: "Address, D-Bus path, or name; or several, comma-separated (may be left out with a saved --restore-id).",
+              completion: deviceCompletion)
     var device: String?
 
     @Argument(help: "UUIDs, SIG names, D-Bus paths or handle:N.")
@@ -41,7 +48,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     var serviceText: String?
 
     /// Unconditional: "--count -5" reaches validation and is rejected by name.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many values (all characteristics together).", valueName: "N"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many values (all characteristics together; of each device).", valueName: "N"))
     var count: Int?
 
     @Option(name: .customLong("duration"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds of notifications.", valueName: "SECONDS"))
@@ -86,6 +93,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     func validate() throws {
         if device != nil, characteristics.isEmpty { throw ValidationError("give at least one CHARACTERISTIC") }
         if device == nil, restoreID == nil { throw ValidationError("give DEVICE and CHARACTERISTIC (or --restore-id NAME with saved state)") }
+
         for text in characteristics { _ = try parseSelector(text, kind: .characteristic, what: "CHARACTERISTIC") }
         if let serviceText { _ = try parseServiceUUID(serviceText, option: "--service") }
         if let count, count < 1 { throw ValidationError("invalid --count \"\(count)\": expected 1 or more") }
@@ -113,34 +121,78 @@ struct SubscribeCommand: AsyncParsableCommand {
         let selectors = try target.characteristics.map { try parseSelector($0, kind: .characteristic, what: "CHARACTERISTIC") }
         let service = try target.service.map { try parseServiceUUID($0, option: "--service") }
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
-        let output = SubscribeOutput(format: chosenFormat(format, json: json), device: target.device, queueCapacity: queueCapacity)
-        let job = SubscribeJob(target: target, selectors: selectors, service: service, options: options,
-                               reconnect: reconnect, count: count, output: output, store: store,
-                               notifyVia: notifyVia, sequenceWidth: checkSequence?.width)
-        if let restored, let restoreID { job.reportRestored(restored, id: restoreID) }
+        let format = chosenFormat(format, json: json)
+        let several = target.devices.count > 1
+        if several, format == .raw { throw rawTakesOneDevice }
+        let queue = SubscribeOutput.queue(format: format, capacity: queueCapacity)
+        let recorder = RestoreRecorder(store: store, target: target)
+        let jobs = target.devices.map { device in
+            SubscribeJob(device: device, target: target, selectors: selectors, service: service, options: options,
+                         reconnect: reconnect, count: count,
+                         output: SubscribeOutput(format: format, device: deviceLabel(device), queue: queue, namesDevice: several),
+                         recorder: recorder, notifyVia: notifyVia, sequenceWidth: checkSequence?.width)
+        }
+        // A reader gone ends every device's stream, not only the one whose value found it gone.
+        let family = Locked(jobs)
+        for job in jobs { job.onReaderGone = { for job in family.withLock({ $0 }) { job.end(.readerGone) } } }
+        defer { family.withLock { $0 = [] } }
+        if let restored, let restoreID { jobs[0].reportRestored(restored, id: restoreID) }
         // --timeout bounds each set-up; the notifications then run until count/duration/signal.
         var streamOptions = options
         streamOptions.deadline.text = String(31_536_000)
+        let drainedOnce = Locked(false)
+        let drain: @Sendable () async -> Void = { await Self.drain(queue, jobs: jobs, namingDevices: several, once: drainedOnce) }
         do {
-            try await runDeviceCommand(adapterOptions: adapterOptions, options: streamOptions,
-                                       what: "subscribe to \(target.characteristics.joined(separator: " ")) of \(target.device)") { session, _ in
+            try await runDevicesCommand(adapterOptions: adapterOptions, options: streamOptions,
+                                        what: "subscribe to \(target.characteristics.joined(separator: " ")) of \(target.devices.joined(separator: ","))",
+                                        count: jobs.count) { sessions, _ in
+                // The watchdog pings once the first device is subscribed (after READY=1), until the end.
+                let watchdog = Locked<Task<Void, Never>??>(nil)
+                for job in jobs {
+                    job.onSubscribed = {
+                        watchdog.withLock { started in
+                            if started == nil { started = .some(ServiceNotifier.startWatchdog(central: sessions[0].central)) }
+                        }
+                    }
+                }
+                defer { watchdog.withLock { $0??.cancel() } }
                 // Output first, then the clean-up (StopNotify, Disconnect) after this returns.
                 do {
-                    try await job.run(session, duration: duration)
+                    try await forEachDevice(target.devices, sessions: sessions, json: format == .json, what: "notifications",
+                                            report: { device, failure in
+                                                jobs.first { $0.output.device == device }?.reportFailure(failure)
+                                            }) { device, session in
+                        guard let job = jobs.first(where: { $0.device == device }) else { return }   // one job per device, by construction
+                        try await job.run(session, duration: duration)
+                    }
                 } catch {
-                    await job.drain()
+                    await drain()
                     throw error
                 }
-                await job.drain()
+                await drain()
             }
         } catch {
-            await job.drain()
-            job.save(state: .disconnected, notifying: false, running: false)
+            await drain()
+            recorder.saveAll(state: .disconnected, running: false)
             throw error
         }
-        await job.drain()
-        job.save(state: .disconnected, notifying: false, running: false)
-        if output.queue.readerGone { throw CLIFailure(.brokenPipe, "") }
+        await drain()
+        recorder.saveAll(state: .disconnected, running: false)
+        if queue.readerGone { throw CLIFailure(.brokenPipe, "") }
+    }
+
+    /// Writes what is queued (after a signal: for at most 0.3 s of the 2 s
+    /// allowed, a stuck stdout must not keep the clean-up from running),
+    /// then each device's sequence summary. Once; later calls return at once.
+    static func drain(_ queue: OutputQueue, jobs: [SubscribeJob], namingDevices: Bool, once: Locked<Bool>) async {
+        guard once.withLock({ done in defer { done = true }; return !done }) else { return }
+        let limit: Duration = SignalScope.interrupted ? .milliseconds(300) : .seconds(31_536_000)
+        _ = await uncancellable { await firstValue(within: limit) { await queue.finished() } }
+        for job in jobs {
+            for (uuid, tracker) in job.sequences.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+                Output.error("sequence check of \(uuid)\(namingDevices ? " on \(job.output.device)" : ""): \(tracker.summary)")
+            }
+        }
     }
 }
 
@@ -157,10 +209,10 @@ struct SequenceWidth: ExpressibleByArgument, Sendable {
     static var allValueStrings: [String] { ["u8", "u16", "u32"] }
 }
 
-/// The device and characteristics to subscribe to: from the command line,
+/// The devices and characteristics to subscribe to: from the command line,
 /// or from the saved state of a `--restore-id`.
 struct SubscriptionTarget: Sendable {
-    var device: String
+    var devices: [String]
     var characteristics: [String]
     var service: String?
     var adapter: String?
@@ -168,7 +220,7 @@ struct SubscriptionTarget: Sendable {
     init(device: String?, characteristics: [String], service: String?, adapter: String?,
          restored: CentralRestoreState?, restoreID: String?) throws {
         if let device {
-            self.device = device
+            self.devices = try deviceList(device)
             self.characteristics = characteristics
             self.service = service
             self.adapter = adapter
@@ -180,16 +232,71 @@ struct SubscriptionTarget: Sendable {
         guard restored.command == "subscribe" else {
             throw CLIFailure(.usage, "--restore-id \(restoreID ?? "") holds the state of `bluectl \(restored.command)`, not of subscribe")
         }
-        self.device = first.device
+        var devices: [String] = []
+        for entry in restored.subscriptions where !devices.contains(entry.device) { devices.append(entry.device) }
+        self.devices = devices
         self.characteristics = restored.subscriptions.filter { $0.device == first.device }.map(\.characteristic)
         self.service = first.service
         self.adapter = adapter ?? restored.adapter
     }
 }
 
-/// One run of `subscribe`: set up (find, connect, StartNotify), stream the
-/// values, and with `--reconnect` set up again after every loss.
+/// What `--restore-id` keeps: every device's connection and notification
+/// state, saved whole whenever one of them changes.
+final class RestoreRecorder: Sendable {
+    private let store: RestoreStore?
+    private let target: SubscriptionTarget
+    /// Per device (as given): its state, whether notifying, its address once known.
+    private let entries: Locked<[String: (state: PeripheralState, notifying: Bool, address: String?)]>
+
+    init(store: RestoreStore?, target: SubscriptionTarget) {
+        self.store = store
+        self.target = target
+        entries = Locked([:])
+    }
+
+    /// Records `device`'s state and saves. A failure to save is reported, not
+    /// fatal: the subscription goes on.
+    func save(device: String, state: PeripheralState, notifying: Bool, address: String? = nil) {
+        guard store != nil else { return }
+        entries.withLock { $0[device] = (state, notifying, address ?? $0[device]?.address) }
+        write(running: true)
+    }
+
+    /// Every device in `state`, not notifying; `running` false when the process ends.
+    func saveAll(state: PeripheralState, running: Bool) {
+        guard store != nil else { return }
+        entries.withLock { all in
+            for device in target.devices { all[device] = (state, false, all[device]?.address) }
+        }
+        write(running: running)
+    }
+
+    private func write(running: Bool) {
+        guard let store else { return }
+        let now = entries.withLock { $0 }
+        let saved = CentralRestoreState(
+            command: "subscribe", adapter: target.adapter,
+            peripherals: target.devices.map { .init(device: $0, address: now[$0]?.address, state: (now[$0]?.state ?? .disconnected).rawValue) },
+            subscriptions: target.devices.flatMap { device in
+                target.characteristics.map {
+                    .init(device: device, characteristic: $0, service: target.service, notifying: now[device]?.notifying ?? false)
+                }
+            },
+            running: running)
+        do {
+            try store.save(saved)
+        } catch {
+            Output.error("\(error)")
+        }
+    }
+}
+
+/// One device's part of `subscribe`: set up (find, connect, StartNotify),
+/// stream the values, and with `--reconnect` set up again after every loss.
 final class SubscribeJob: Sendable {
+    /// The device as given on the command line (or saved).
+    let device: String
     let target: SubscriptionTarget
     let selectors: [AttributeSelector]
     let service: BluetoothUUID?
@@ -197,7 +304,7 @@ final class SubscribeJob: Sendable {
     let reconnect: Bool
     let count: Int?
     let output: SubscribeOutput
-    let store: RestoreStore?
+    let recorder: RestoreRecorder
     let notifyVia: NotifyVia
     let sequenceWidth: SequenceTracker.Width?
     /// Per characteristic UUID, across reconnects (a gap over a reconnect is real).
@@ -210,12 +317,32 @@ final class SubscribeJob: Sendable {
         var received = 0
         var end: StreamEnd?
         var waiting: AsyncStream<StreamEnd>.Continuation?
+        /// When the link was lost, until the reconnect is reported: by the
+        /// end of the set-up, or by the first value of the new sessions if
+        /// that comes first (values flow as soon as StartNotify is answered,
+        /// and a value must never come before the line saying it is back).
+        var lostAt: ContinuousClock.Instant?
     }
     private let progress = Locked(Progress())
+    private let readerGoneHandler = Locked<(@Sendable () -> Void)?>(nil)
+    private let subscribedHandler = Locked<(@Sendable () -> Void)?>(nil)
 
-    init(target: SubscriptionTarget, selectors: [AttributeSelector], service: BluetoothUUID?, options: DeviceCommandOptions,
-         reconnect: Bool, count: Int?, output: SubscribeOutput, store: RestoreStore?,
+    /// Runs once this job's device is first subscribed (after READY=1).
+    var onSubscribed: (@Sendable () -> Void)? {
+        get { subscribedHandler.withLock { $0 } }
+        set { subscribedHandler.withLock { $0 = newValue } }
+    }
+
+    /// Runs when this job finds stdout's reader gone: ends the other devices' jobs too.
+    var onReaderGone: (@Sendable () -> Void)? {
+        get { readerGoneHandler.withLock { $0 } }
+        set { readerGoneHandler.withLock { $0 = newValue } }
+    }
+
+    init(device: String, target: SubscriptionTarget, selectors: [AttributeSelector], service: BluetoothUUID?,
+         options: DeviceCommandOptions, reconnect: Bool, count: Int?, output: SubscribeOutput, recorder: RestoreRecorder,
          notifyVia: NotifyVia, sequenceWidth: SequenceTracker.Width?) {
+        self.device = device
         self.notifyVia = notifyVia
         self.sequenceWidth = sequenceWidth
         self.target = target
@@ -225,7 +352,24 @@ final class SubscribeJob: Sendable {
         self.reconnect = reconnect
         self.count = count
         self.output = output
-        self.store = store
+        self.recorder = recorder
+    }
+
+    /// Ends the stream (if it has not ended) with `end`.
+    func end(_ end: StreamEnd) {
+        progress.withLock { p in
+            guard p.end == nil else { return }
+            p.end = end
+            p.waiting?.yield(end)
+        }
+    }
+
+    /// This device failed (one of several): an event line naming it, and on stderr.
+    func reportFailure(_ failure: CLIFailure) {
+        guard !SignalScope.interrupted else { return }
+        output.event("failed", [("reason", .string(failure.message)), ("exit_status", .int(Int(failure.status.rawValue)))],
+                     text: "failed: \(failure.message)")
+        if output.format != .raw, ValueText.stdoutIsTerminal { Output.error("\(output.device): \(TextSafety.oneLine(failure.message))") }
     }
 
     /// How a stretch of streaming ended.
@@ -240,8 +384,7 @@ final class SubscribeJob: Sendable {
         let established = try await setUp(session, first: true)
         save(state: .connected, notifying: true, address: established.0.identifier.description)
         ServiceNotifier.ready(status: "subscribed to \(target.characteristics.joined(separator: ", ")) of \(established.0.identifier)")
-        let watchdog = ServiceNotifier.startWatchdog(central: session.central)
-        defer { watchdog?.cancel() }
+        onSubscribed?()
         let outcome = await withTimeLimit(seconds: duration) { [self] in
             var (peripheral, sessions) = established
             while true {
@@ -256,11 +399,9 @@ final class SubscribeJob: Sendable {
                     ServiceNotifier.status("reconnecting to \(peripheral.identifier): \(reason)")
                     save(state: .disconnected, notifying: false, address: peripheral.identifier.description)
                     for old in session.forgetSessions() { await old.stop() }
+                    progress.withLock { $0.lostAt = lostAt }
                     (peripheral, sessions) = try await setUp(session, first: false)
-                    let gap = (ContinuousClock.now - lostAt).components
-                    let seconds = ((Double(gap.seconds) + Double(gap.attoseconds) / 1e18) * 10).rounded() / 10
-                    output.event("reconnected", [("gap_seconds", .double(seconds))],
-                                 text: "reconnected after \(seconds) s; notifications resumed")
+                    progress.withLock { reportReconnected(&$0) }
                     ServiceNotifier.status("subscribed to \(target.characteristics.joined(separator: ", ")) of \(peripheral.identifier)")
                     save(state: .connected, notifying: true, address: peripheral.identifier.description)
                 }
@@ -284,7 +425,7 @@ final class SubscribeJob: Sendable {
                 attempt += 1
                 let delay = Self.policy.delay(beforeAttempt: attempt)
                 let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-                Output.error("attempt \(attempt - 1) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(seconds) s")
+                session.say("attempt \(attempt - 1) to \(first ? "set up" : "reconnect") failed: \(reason); next in \(seconds) s")
                 try await Task.sleep(for: delay)
             }
         }
@@ -292,11 +433,15 @@ final class SubscribeJob: Sendable {
 
     private func setUpOnce(_ session: DeviceSession) async throws -> (Peripheral, [NotificationSession]) {
         let deadline = Deadline(seconds: options.timeout)
-        let (device, options, selectors, service, notifyVia) = (target.device, options, selectors, service, notifyVia)
+        let (device, options, selectors, service, notifyVia, output) = (device, options, selectors, service, notifyVia, output)
         return try await withSetupDeadline(deadline, what: "subscribe set-up") {
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline)
+            let adapter = session.adapter.name
+            try await session.connect(peripheral, options: options, deadline: deadline) { ahead in
+                output.event("connect_queued", [("ahead", .int(ahead)), ("adapter", .string(adapter))],
+                             text: "waiting to connect: \(ahead) \(ahead == 1 ? "connect" : "connects") ahead on \(adapter)")
+            }
             var chars: [GattCharacteristic] = []
             for selector in selectors {
                 let chr = try peripheral.characteristic(selector, service: service)
@@ -337,8 +482,9 @@ final class SubscribeJob: Sendable {
     /// reader): checked, queued for output and counted — no hand-over to
     /// another thread per value. Values after the end are not shown.
     private func take(_ value: [UInt8], from chr: GattCharacteristic) {
-        progress.withLock { p in
-            guard p.end == nil else { return }
+        let readerGone = progress.withLock { p -> Bool in
+            guard p.end == nil else { return false }
+            reportReconnected(&p)
             if let sequenceWidth { checkSequence(value, characteristic: chr, width: sequenceWidth) }
             if output.value(value, characteristic: chr) == .closed {
                 p.end = .readerGone
@@ -347,7 +493,20 @@ final class SubscribeJob: Sendable {
                 if let count, p.received >= count { p.end = .countReached }
             }
             if let end = p.end { p.waiting?.yield(end) }
+            if case .readerGone? = p.end { return true }
+            return false
         }
+        if readerGone { onReaderGone?() }
+    }
+
+    /// The `reconnected` event line, once per loss (under `progress`'s lock,
+    /// so that no value of the new sessions is queued before it).
+    private func reportReconnected(_ p: inout Progress) {
+        guard let lostAt = p.lostAt else { return }
+        p.lostAt = nil
+        let gap = (ContinuousClock.now - lostAt).components
+        let seconds = ((Double(gap.seconds) + Double(gap.attoseconds) / 1e18) * 10).rounded() / 10
+        output.event("reconnected", [("gap_seconds", .double(seconds))], text: "reconnected after \(seconds) s; notifications resumed")
     }
 
     /// Waits while the sessions stream (their values go through `take`):
@@ -410,20 +569,6 @@ final class SubscribeJob: Sendable {
         }
     }
 
-    /// Writes what is queued (after a signal: for at most 0.3 s of the 2 s
-    /// allowed, a stuck stdout must not keep the clean-up from running),
-    /// then the sequence summary. Once; later calls return at once.
-    func drain() async {
-        guard drained.exchange(true, ordering: .acquiringAndReleasing) == false else { return }
-        let limit: Duration = SignalScope.interrupted ? .milliseconds(300) : .seconds(31_536_000)
-        let queue = output.queue
-        _ = await uncancellable { await firstValue(within: limit) { await queue.finished() } }
-        for (uuid, tracker) in sequences.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
-            Output.error("sequence check of \(uuid): \(tracker.summary)")
-        }
-    }
-    private let drained = Atomic<Bool>(false)
-
     // MARK: - State restoration
 
     func reportRestored(_ state: CentralRestoreState, id: String) {
@@ -437,22 +582,9 @@ final class SubscribeJob: Sendable {
             + (peripherals.isEmpty ? "" : "; \(peripherals.joined(separator: ", "))"))
     }
 
-    /// Saves what the central is doing now (when a --restore-id is given).
-    /// A failure to save is reported, not fatal: the subscription goes on.
-    func save(state: PeripheralState, notifying: Bool, address: String? = nil, running: Bool = true) {
-        guard let store else { return }
-        let saved = CentralRestoreState(
-            command: "subscribe", adapter: target.adapter,
-            peripherals: [.init(device: target.device, address: address, state: state.rawValue)],
-            subscriptions: target.characteristics.map {
-                .init(device: target.device, characteristic: $0, service: target.service, notifying: notifying)
-            },
-            running: running)
-        do {
-            try store.save(saved)
-        } catch {
-            Output.error("\(error)")
-        }
+    /// Saves this device's state (when a --restore-id is given).
+    func save(state: PeripheralState, notifying: Bool, address: String? = nil) {
+        recorder.save(device: device, state: state, notifying: notifying, address: address)
     }
 }
 

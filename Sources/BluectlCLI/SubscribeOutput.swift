@@ -6,16 +6,25 @@ import BluectlCore
 /// Everything goes through the bounded `OutputQueue`.
 struct SubscribeOutput: Sendable {
     let format: ValueFormat?
+    /// The device, as its lines name it.
     let device: String
+    /// Shared by every device's output: one stdout, one order.
     let queue: OutputQueue
+    /// Whether text lines name the device (several devices).
+    let namesDevice: Bool
 
-    init(format: ValueFormat?, device: String, queueCapacity: Int) {
+    init(format: ValueFormat?, device: String, queue: OutputQueue, namesDevice: Bool = false) {
         self.format = format
         self.device = device
-        let (fmt, dev) = (format, device)
-        queue = OutputQueue(capacity: queueCapacity) { dropped in
-            Self.eventBytes(format: fmt, device: dev, event: "dropped", fields: [("count", .int(dropped))],
-                            text: "\(dropped) \(dropped == 1 ? "value" : "values") dropped: output too slow")
+        self.queue = queue
+        self.namesDevice = namesDevice
+    }
+
+    /// The bounded queue to stdout; what it drops is reported as one event line (of no one device).
+    static func queue(format: ValueFormat?, capacity: Int) -> OutputQueue {
+        OutputQueue(capacity: capacity) { dropped in
+            eventBytes(format: format, device: nil, namesDevice: false, event: "dropped", fields: [("count", .int(dropped))],
+                       text: "\(dropped) \(dropped == 1 ? "value" : "values") dropped: output too slow")
         }
     }
 
@@ -23,7 +32,7 @@ struct SubscribeOutput: Sendable {
     func value(_ bytes: [UInt8], characteristic: GattCharacteristic) -> OutputQueue.Outcome {
         if format == .raw { return queue.enqueue(bytes) }
         let record = ValueRecord(time: ValueText.timestamp(), device: device, characteristic: characteristic.uuid,
-                                 bytes: bytes, format: format, namesCharacteristic: true)
+                                 bytes: bytes, format: format, namesCharacteristic: true, namesDevice: namesDevice)
         return queue.line(record.line(json: format == .json) ?? "")
     }
 
@@ -31,15 +40,17 @@ struct SubscribeOutput: Sendable {
     /// lines, so events go to stderr only. Always also on stderr when stdout is
     /// JSON or a file, so that journald sees the gaps.
     func event(_ event: String, _ fields: [(String, JSONValue)] = [], text: String) {
-        if let bytes = Self.eventBytes(format: format, device: device, event: event, fields: fields, text: text) {
+        if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, event: event, fields: fields, text: text) {
             queue.enqueue(bytes)
         }
-        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(text) }
+        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(namesDevice ? "\(device): \(text)" : text) }
     }
 
-    static func eventBytes(format: ValueFormat?, device: String, event: String, fields: [(String, JSONValue)], text: String) -> [UInt8]? {
+    static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, event: String, fields: [(String, JSONValue)],
+                           text: String) -> [UInt8]? {
         guard format != .raw else { return nil }
-        let record = EventRecord(time: ValueText.timestamp(), device: device, event: event, fields: fields, text: text)
+        let record = EventRecord(time: ValueText.timestamp(), device: device, event: event, fields: fields, text: text,
+                                 namesDevice: namesDevice)
         return record.lineBytes(json: format == .json)
     }
 }

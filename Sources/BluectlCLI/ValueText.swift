@@ -91,10 +91,12 @@ struct ValueRecord: OutputRecord {
     let format: ValueFormat?
     /// Whether the text names the characteristic (a subscription may have several).
     var namesCharacteristic = false
+    /// Whether the text names the device (a command given several).
+    var namesDevice = false
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         sink.field("time", time.map { .string($0) }, text: time.map { .plain("time", $0) })
-        sink.json("device", .string(device))  // the command line named it
+        sink.field("device", .string(device), text: namesDevice ? .plain("device", device) : nil)  // else the command line named it
         sink.field("characteristic", .string(characteristic.uuidString),
                    text: namesCharacteristic ? .plain("characteristic", characteristic.label) : nil)
         sink.json("descriptor", descriptor.map { .string($0.uuidString) })  // the command line named it

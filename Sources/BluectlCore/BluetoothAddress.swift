@@ -30,8 +30,8 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         uint64Value = v
     }
 
-    /// `AA:BB:CC:DD:EE:FF`, `aa:bb:cc:dd:ee:ff` (any case) or `AA-BB-CC-DD-EE-FF`,
-    /// with surrounding whitespace ignored; nil for anything else.
+    /// `AA:BB:CC:DD:EE:FF`, `aa:bb:cc:dd:ee:ff` (any case), `AA-BB-CC-DD-EE-FF`
+    /// or `AABBCCDDEEFF`, with surrounding whitespace ignored; nil for anything else.
     public init?(_ text: String) {
         guard let a = try? Self.parse(text) else { return nil }
         self = a
@@ -50,8 +50,9 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         uint64Value = v
     }
 
-    /// Parses an address given on a command line: `AA:BB:CC:DD:EE:FF` in any case, or with `-`
-    /// separators; surrounding spaces, tabs and line breaks are ignored.
+    /// Parses an address given on a command line: `AA:BB:CC:DD:EE:FF` in any case, with `-`
+    /// separators, or as twelve hex digits without any; surrounding spaces, tabs and line
+    /// breaks are ignored.
     public static func parse(_ text: String) throws(BluetoothAddressError) -> BluetoothAddress {
         let byteCount = text.utf8.count
         guard byteCount <= maxInputLength else {
@@ -71,6 +72,9 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
             if sep == UInt8(ascii: ":") || sep == UInt8(ascii: "-"), let v = scanGroups(&it, separator: sep) {
                 return BluetoothAddress(checkedValue: v)
             }
+        }
+        if body.count == 12, let v = scanDigits(body) {
+            return BluetoothAddress(checkedValue: v)
         }
         throw BluetoothAddressError(input: text, reason: diagnose(body, leadingScalars: lo))
     }
@@ -94,7 +98,7 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
 
     private init(checkedValue: UInt64) { uint64Value = checkedValue }
 
-    static let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:EE:FF or AA-BB-CC-DD-EE-FF"
+    static let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:EE:FF, AA-BB-CC-DD-EE-FF or AABBCCDDEEFF"
 
     private static func isTrimmable(_ b: UInt8) -> Bool {
         b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D
@@ -120,6 +124,17 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
             v = (v << 8) | UInt64(h << 4 | l)
         }
         guard it.next() == nil else { return nil }
+        return v
+    }
+
+    /// Twelve hex digits and nothing else (`AABBCCDDEEFF`: as printed on
+    /// labels and by some tools).
+    private static func scanDigits(_ body: ArraySlice<UInt8>) -> UInt64? {
+        var v: UInt64 = 0
+        for b in body {
+            guard let digit = hexValue(b) else { return nil }
+            v = v << 4 | UInt64(digit)
+        }
         return v
     }
 

@@ -44,20 +44,63 @@ extension CentralManager {
     /// The devices BlueZ knows (on `adapter`, or on any adapter when nil):
     /// those seen lately and the bonded ones, without scanning.
     public func devices(on adapter: AdapterInfo? = nil) -> [DeviceInfo] {
-        let tree = mirror.tree
-        return tree.paths(with: BlueZ.deviceInterface).compactMap { path in
+        Self.devices(in: mirror.tree, on: adapter?.path)
+    }
+
+    /// The devices in `tree` (on the adapter at `adapter`, or on any).
+    static func devices(in tree: borrowing BlueZObjectTree, on adapter: ObjectPath?) -> [DeviceInfo] {
+        tree.paths(with: BlueZ.deviceInterface).compactMap { path in
             guard let p = tree.properties(path, BlueZ.deviceInterface) else { return nil }
             let device = DeviceInfo(path: path, properties: p)
-            if let adapter, device.adapter != adapter.path { return nil }
+            if let adapter, device.adapter != adapter { return nil }
             return device
         }
     }
 
     /// The device `text` names on `adapter`: an address, a D-Bus path, or a
     /// name/alias in BlueZ's tree; if unknown, scans for it until `timeout`.
+    /// Finders on one adapter take turns at scanning (`AdapterTurns`), and
+    /// one whose device turns up in the tree meanwhile (another finder's
+    /// scan saw it) is done at once: finding several devices costs one scan
+    /// at a time, never a refused `StartDiscovery`.
     /// Throws `BluetoothError.deviceNotFound`, or `.invalidRequest` when a name is ambiguous.
     public func findDevice(_ text: String, adapter: AdapterInfo, timeout: Duration) async throws -> Peripheral {
         if let found = try lookUp(text, adapter: adapter) { return found }
+        let start = ContinuousClock.now
+        let adapterPath = adapter.path
+        let found = try await withThrowingTaskGroup(of: DeviceInfo?.self) { group -> DeviceInfo? in
+            group.addTask { [mirror] in
+                let box = LoopBound<DeviceInfo?>(nil, loop: mirror.loop)
+                _ = await mirror.waitUntil(timeout: timeout) { tree, _ in
+                    // Asked on every change of the tree while scanning: a look at names first, cheap.
+                    guard Self.mayName(text, in: tree, on: adapterPath) else { return false }
+                    box.value = try? Self.match(text, among: Self.devices(in: tree, on: adapterPath))
+                    return box.value != nil
+                }
+                return await mirror.loop.submit { box.value }
+            }
+            group.addTask { [self] in
+                let turn = try await turns.take(.find, on: adapterPath, timeout: timeout, what: "find \(text)")
+                defer { turns.release(turn) }
+                return try await scan(for: text, adapter: adapter, timeout: timeout - (ContinuousClock.now - start))
+            }
+            defer { group.cancelAll() }
+            for try await device in group {
+                if let device { return device }
+            }
+            return nil
+        }
+        if let found { return peripheral(found) }
+        // It may have appeared without an advertisement we matched (a name change).
+        if let found = try lookUp(text, adapter: adapter) { return found }
+        throw BluetoothError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
+    }
+
+    /// One scan on `adapter` until a device `text` matches is seen, or
+    /// `timeout`; StopDiscovery has been answered when this returns.
+    private func scan(for text: String, adapter: AdapterInfo, timeout: Duration) async throws -> DeviceInfo? {
+        guard timeout > .zero else { return nil }
+        if let known = try lookUp(text, adapter: adapter)?.info { return known }
         let address = BluetoothAddress(text)
         var options = ScanOptions()
         options.transport = .le
@@ -74,11 +117,10 @@ extension CentralManager {
                 }
             }
         } catch {}
+        // Also when cancelled (another finder's scan saw the device): the
+        // next finder's StartDiscovery must come after this StopDiscovery.
         try? await session.stop()
-        if let found { return peripheral(found) }
-        // It may have appeared without an advertisement we matched (a name change).
-        if let found = try lookUp(text, adapter: adapter) { return found }
-        throw BluetoothError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
+        return found
     }
 
     /// The device `text` names among those BlueZ already knows on `adapter`
@@ -88,12 +130,36 @@ extension CentralManager {
     }
 
     private func lookUp(_ text: String, adapter: AdapterInfo) throws -> Peripheral? {
-        let all = devices(on: adapter)
+        try Self.match(text, among: devices(on: adapter)).map { peripheral($0) }
+    }
+
+    /// Whether a device on `adapter` in `tree` may be the one `text` names
+    /// (`match` decides): its object for an address, else a device of that
+    /// name or alias, compared as text without reading the rest.
+    static func mayName(_ text: String, in tree: borrowing BlueZObjectTree, on adapter: ObjectPath) -> Bool {
+        if let address = BluetoothAddress(text) {
+            return adapter.appending(address.pathElement).map { tree.properties($0, BlueZ.deviceInterface) != nil } ?? false
+        }
+        if text.hasPrefix("/") { return true }
+        let lower = text.lowercased()
+        for path in tree.paths(with: BlueZ.deviceInterface) where path.parent == adapter {
+            guard let p = tree.properties(path, BlueZ.deviceInterface) else { continue }
+            for key in ["Name", "Alias"] {
+                if let name = p[key]?.string, name == text || name.lowercased() == lower { return true }
+            }
+        }
+        return false
+    }
+
+    /// The device among `all` that `text` names: its path, its address, or
+    /// its name or alias (exactly, else ignoring case); throws when a name
+    /// matches more than one.
+    static func match(_ text: String, among all: [DeviceInfo]) throws -> DeviceInfo? {
         if text.hasPrefix("/") {
-            return all.first { $0.path.rawValue == text }.map { peripheral($0) }
+            return all.first { $0.path.rawValue == text }
         }
         if let address = BluetoothAddress(text) {
-            return all.first { $0.address == address }.map { peripheral($0) }
+            return all.first { $0.address == address }
         }
         var matches = all.filter { $0.name == text || $0.alias == text }
         if matches.isEmpty {
@@ -103,7 +169,7 @@ extension CentralManager {
             throw BluetoothError.invalidRequest(
                 "device name \"\(text)\" is ambiguous: \(matches.map(\.address.description).joined(separator: ", ")); give an address")
         }
-        return matches.first.map { peripheral($0) }
+        return matches.first
     }
 
     /// `Device1.Connect` with BlueZ's real failure modes handled (abort-by-local
@@ -112,8 +178,13 @@ extension CentralManager {
     /// all within `timeout`. Returns whether this call made the connection
     /// (false: it was connected already). Cancelling the calling task
     /// cancels the attempt (Disconnect) and throws `CancellationError`.
+    ///
+    /// Connects on one adapter take turns (`AdapterTurns`): while another
+    /// connect of this central is being made there, this one waits, within
+    /// `timeout`, and `onQueued` is told how many are ahead of it.
     @discardableResult
-    public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), retries: Int = 2) async throws -> Bool {
+    public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), retries: Int = 2,
+                        onQueued: (@Sendable (_ ahead: Int) -> Void)? = nil) async throws -> Bool {
         let path = peripheral.path
         let id = peripheral.identifier.description
         // Connected already, as the mirror has it (the missing signal of
@@ -121,6 +192,11 @@ extension CentralManager {
         let seen = mirror.tree.properties(path, BlueZ.deviceInterface)
         guard let seen else { throw BluetoothError.deviceNotFound(id) }
         if seen["Connected"]?.bool == true { return false }
+        let start = ContinuousClock.now
+        let turn = try await turns.take(.connect, on: seen["Adapter"]?.objectPath ?? path.parent ?? path, timeout: timeout,
+                                        what: "connect to \(id)", onQueued: onQueued)
+        defer { turns.release(turn) }
+        let timeout = timeout - (ContinuousClock.now - start)
         let callTimeout = self.callTimeout
         let driver = MachineDriver<ConnectionStateMachine, Bool>(
             mirror: mirror, machine: ConnectionStateMachine(maxAttempts: retries + 1), label: "connect \(id)")
@@ -187,7 +263,7 @@ extension CentralManager {
         case .inProgress: return .inProgress("\(operation): \(failure)")
         case .deviceRemoved: return .deviceNotFound("\(id) (removed by BlueZ while connecting)")
         case .bluetoothdStopped: return .bluetoothdStopped("connecting to \(id)")
-        case .abortedByLocal, .dualMode:
+        case .abortedByLocal, .dualMode, .noSlot:
             return .bluez(name: "org.bluez.Error.Failed", message: failure.description, operation: operation)
         case .bluez(let name, let message):
             return BluetoothError(DBusError.remote(name: name, message: message), operation: operation)

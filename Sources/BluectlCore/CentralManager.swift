@@ -9,12 +9,15 @@ public final class CentralManager: Sendable {
     public let callTimeout: Duration
     /// The one `Peripheral` of each device (see `peripheral(_:)`), the loop's.
     let peripheralTable: LoopBound<[ObjectPath: WeakPeripheral]>
+    /// Whose turn it is to connect, or to scan for a device, on each adapter.
+    let turns: AdapterTurns
 
     private init(connection: DBusConnection, mirror: BlueZMirror, callTimeout: Duration) {
         self.connection = connection
         self.mirror = mirror
         self.callTimeout = callTimeout
         peripheralTable = LoopBound([:], loop: mirror.loop)
+        turns = AdapterTurns(loop: mirror.loop)
     }
 
     /// Connects to the system bus and reads BlueZ's tree.
@@ -127,18 +130,8 @@ public final class CentralManager: Sendable {
 
     /// Sets `Adapter1.Powered` and waits until BlueZ reports it.
     public func setPowered(_ on: Bool, adapter: AdapterInfo, timeout: Duration) async throws(BluetoothError) {
-        do {
-            _ = try await connection.callMethod(
-                destination: BlueZ.service, path: adapter.path, interface: BlueZ.properties, member: "Set",
-                arguments: [.string(BlueZ.adapterInterface), .string("Powered"), .variant(.boolean(on))],
-                timeout: callTimeout)
-        } catch {
-            throw BluetoothError.from(error, operation: "power \(on ? "on" : "off") \(adapter.name)")
-        }
-        let reached = await mirror.waitUntil(timeout: timeout) { tree, _ in
-            (tree.properties(adapter.path, BlueZ.adapterInterface)?["Powered"]?.bool ?? false) == on
-        }
-        guard reached else { throw .timeout("power \(on ? "on" : "off") \(adapter.name)") }
+        try await setAdapterProperty("Powered", .boolean(on), adapter: adapter, what: "power \(on ? "on" : "off") \(adapter.name)",
+                                     timeout: timeout) { ($0["Powered"]?.bool ?? false) == on }
     }
 
     /// Waits until bluetoothd is on the bus and exports `adapter` again

@@ -116,6 +116,8 @@ public struct DeviceInfo: Sendable, Equatable {
     public var bonded: Bool
     /// Whether it is trusted (may connect without asking).
     public var trusted: Bool
+    /// Whether it is blocked (BlueZ refuses its connections).
+    public var blocked: Bool
     /// Whether its services have been discovered after connecting.
     public var servicesResolved: Bool
 
@@ -150,6 +152,7 @@ public struct DeviceInfo: Sendable, Equatable {
         paired = p["Paired"]?.bool ?? false
         bonded = p["Bonded"]?.bool ?? false
         trusted = p["Trusted"]?.bool ?? false
+        blocked = p["Blocked"]?.bool ?? false
         servicesResolved = p["ServicesResolved"]?.bool ?? false
     }
 

@@ -10,7 +10,7 @@ private func failure(_ text: String) -> String? {
     }
 }
 
-private let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:EE:FF or AA-BB-CC-DD-EE-FF"
+private let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:EE:FF, AA-BB-CC-DD-EE-FF or AABBCCDDEEFF"
 
 @Suite struct BluetoothAddressTests {
     @Test(arguments: [
@@ -72,7 +72,8 @@ private let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:
         #expect(list.sorted().map(\.description) == [
             "00:00:00:00:00:00", "00:00:00:00:00:01", "00:00:00:00:01:00", "FF:00:00:00:00:00",
         ])
-        #expect(Set(["aa:bb:cc:dd:ee:ff", "AA-BB-CC-DD-EE-FF"].compactMap { BluetoothAddress($0) }).count == 1)
+        #expect(Set(["aa:bb:cc:dd:ee:ff", "AA-BB-CC-DD-EE-FF", "aabbccDDEEFF", " AABBCCDDEEFF\n"].compactMap { BluetoothAddress($0) }).count == 1)
+        #expect(BluetoothAddress("AABBCCDDEEFF")?.description == "AA:BB:CC:DD:EE:FF")
     }
 
     @Test func errorMessages() {
@@ -83,7 +84,8 @@ private let expectation = "expected six two-digit hex bytes such as AA:BB:CC:DD:
         #expect(failure("AA:BB:CC:DD:EG:FF") == "invalid Bluetooth address \"AA:BB:CC:DD:EG:FF\": \"G\" at position 14 is not a hex digit; \(expectation)")
         #expect(failure(" AA:BB:CC:DD:EG:FF") == "invalid Bluetooth address \" AA:BB:CC:DD:EG:FF\": \"G\" at position 15 is not a hex digit; \(expectation)")
         #expect(failure("AA:BB-CC:DD:EE:FF") == "invalid Bluetooth address \"AA:BB-CC:DD:EE:FF\": mixes \":\" and \"-\" separators; \(expectation)")
-        #expect(failure("AABBCCDDEEFF") == "invalid Bluetooth address \"AABBCCDDEEFF\": expected \":\" or \"-\" at position 3, found a hex digit; \(expectation)")
+        #expect(failure("AABBCCDDEEF") == "invalid Bluetooth address \"AABBCCDDEEF\": expected \":\" or \"-\" at position 3, found a hex digit; \(expectation)")
+        #expect(failure("AABBCCDDEEFG") == "invalid Bluetooth address \"AABBCCDDEEFG\": expected \":\" or \"-\" at position 3, found a hex digit; \(expectation)")
         #expect(failure("AA_BB_CC_DD_EE_FF") == "invalid Bluetooth address \"AA_BB_CC_DD_EE_FF\": \"_\" at position 3 is not a separator; \(expectation)")
         #expect(failure("A:BB:CC:DD:EE:FF0") == "invalid Bluetooth address \"A:BB:CC:DD:EE:FF0\": separator at position 2 splits a byte; \(expectation)")
         #expect(failure("AA:BB:CC:DD:EE:F\u{1B}") == "invalid Bluetooth address \"AA:BB:CC:DD:EE:F\\u{1B}\": \"\\u{1B}\" at position 17 is not a hex digit; \(expectation)")

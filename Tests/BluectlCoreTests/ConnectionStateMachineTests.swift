@@ -114,6 +114,18 @@ private let failed = "org.bluez.Error.Failed"
         #expect(ConnectionFailure.dualMode(message: "x").description.contains("dual-mode"))
     }
 
+    /// The controller has no free connection slot: trying again at once
+    /// would find it as full, so the failure is final and says why.
+    @Test func noSlotFailsWithoutRetry() {
+        for message in ["le-connection-concurrent-connection-limit", "le-connection-memory-allocation"] {
+            var m = ConnectionStateMachine(maxAttempts: 5)
+            _ = m.handle(.start(alreadyConnected: false))
+            #expect(m.handle(.connectFailed(name: failed, message: message)) == [.fail(.noSlot(message: message))])
+            #expect(m.state == .failed(.noSlot(message: message)))
+        }
+        #expect(ConnectionFailure.noSlot(message: "x").description.contains("no free connection slot"))
+    }
+
     @Test func alreadyConnectedErrorIsSuccess() {
         var m = ConnectionStateMachine()
         _ = m.handle(.start(alreadyConnected: false))
@@ -220,6 +232,7 @@ private let failed = "org.bluez.Error.Failed"
         #expect(ConnectError.classify(name: "org.bluez.Error.InProgress", message: "In Progress") == .inProgress)
         #expect(ConnectError.classify(name: failed, message: "br-connection-profile-unavailable") == .dualMode)
         #expect(ConnectError.classify(name: "org.bluez.Error.AlreadyConnected", message: "") == .alreadyConnected)
+        #expect(ConnectError.classify(name: failed, message: "le-connection-concurrent-connection-limit") == .noSlot)
         #expect(ConnectError.classify(name: failed, message: "Software caused connection abort") == .other)
     }
 

@@ -70,6 +70,12 @@ private let rows: [BadInput] = [
     BadInput(args: ["connect", "AA:BB:CC:DD:EE"], code: 64, message: "invalid DEVICE \"AA:BB:CC:DD:EE\": not a Bluetooth address"),
     BadInput(args: ["info", "GG:BB:CC:DD:EE:FF"], code: 64, message: "invalid DEVICE \"GG:BB:CC:DD:EE:FF\""),
     BadInput(args: ["read", "/org/bluez//hci0", "2a38"], code: 64, message: "not a valid D-Bus object path"),
+    BadInput(args: ["read", "AA:BB", "2a19"], code: 64, message: "invalid DEVICE \"AA:BB\": not a Bluetooth address"),
+    BadInput(args: ["pair", "AA:BB:CC:DD:EE:F"], code: 64, message: "invalid DEVICE \"AA:BB:CC:DD:EE:F\": not a Bluetooth address"),
+    BadInput(args: ["trust", "Sensor\u{1B}[2J"], code: 64, message: "holds control characters, so not a name BlueZ could report"),
+    BadInput(args: ["unpair", "Sensor\n2"], code: 64, message: "holds control characters"),
+    BadInput(args: ["read", "Sensor\u{FFFD}", "2a38"], code: 64, message: "not valid UTF-8"),
+    BadInput(args: ["block", String(repeating: "n", count: 249)], code: 64, message: "249 bytes, longer than a device name can be (248)"),
     // numbers (64)
     BadInput(args: ["read", D, "2a38", "--offset", "-1"], code: 64, message: "invalid --offset \"-1\""),
     BadInput(args: ["read", D, "2a38", "--offset", "70000"], code: 64, message: "invalid --offset \"70000\""),

@@ -42,6 +42,13 @@ struct ExampleTests {
             #expect(missing.exitCode == 1, "\(missing)")
             #expect(missing.stderr.hasPrefix("ReadExample: ") && missing.stderr.contains("2a00"), "\(missing)")
             #expect(try await bus.callCount(g.device, "Disconnect") == 2, "disconnected after the failure too")
+            // Two devices at once, one line each, naming it.
+            try await bus.addAdvertiser("hci0", "AA:BB:CC:DD:EE:01", [.addressType("random"), .name("Second"), .uuids(["180f"])])
+            let bas = try await bus.addGattService("hci0", "AA:BB:CC:DD:EE:01", uuid: "180f")
+            _ = try await bus.addGattCharacteristic(bas, uuid: "2a19", flags: ["read"], value: [0x33])
+            let two = try await bus.spawn(reader, ["\(heartRateAddress),AA:BB:CC:DD:EE:01", "battery_level"]).wait(timeout: .seconds(20))
+            #expect(two.exitCode == 0, "\(two)")
+            #expect(Set(two.stdoutLines) == ["\(heartRateAddress) 5c", "AA:BB:CC:DD:EE:01 33"], "\(two)")
             let usage = try await bus.spawn(reader, [heartRateAddress]).wait(timeout: .seconds(20))
             #expect(usage.exitCode == 64 && usage.stderr.hasPrefix("usage: ReadExample"), "\(usage)")
         }

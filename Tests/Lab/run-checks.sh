@@ -52,18 +52,13 @@ SCAN_TIMEOUT=30    # the lab's advertiser shows up every ~1.5 s; be generous und
 # soak_* and extra_* checks (minutes long, or hard on bluetoothd 5.66) run
 # only when named, each in a boot of its own (Scripts/test does that in CI):
 # run-checks.sh 'soak_*', run-checks.sh extra_subscribe_reconnect.
-# pending_* checks need subcommands not written yet (devices, pair, trust,
-# unpair, several devices per subscribe/read): only when named
-# (run-checks.sh 'pending_*'), until they join the tier.
 # The tier (the default pattern) must run exactly TIER_CHECKS checks, and a
 # pattern that selects no check fails: a tier that ran nothing proves nothing.
-TIER_CHECKS=31
+TIER_CHECKS=38
 _SELECTED=0
 run() {
   [[ $1 == soak_* && $ONLY != soak_* ]] && return 0
   [[ $1 == extra_* && $ONLY != extra_* ]] && return 0
-  [[ $1 == pending_* && $ONLY != pending_* ]] && return 0
-  [[ $1 == periph2_* && $ONLY != periph2_* ]] && return 0
   [[ $1 == $ONLY ]] || return 0
   _SELECTED=$((_SELECTED + 1))
   check "$@"
@@ -110,7 +105,7 @@ c_usage_errors() {
   expect_rc 64
   # every subcommand documents itself: its help names it in a usage line
   local sub
-  for sub in adapters scan connect disconnect info discover read write subscribe; do
+  for sub in adapters adapter scan devices connect disconnect pair unpair trust untrust block unblock info discover read write subscribe; do
     bl help "$sub"
     expect_rc 0
     grep -qiE "usage: *bluectl $sub( |$)" "$OUT" || fail "bluectl help $sub shows no usage line for $sub"
@@ -747,9 +742,8 @@ c_periph2_stream() {
 }
 
 # =====================================================================
-# pending: checks of subcommands being written (devices, pair, trust,
-# untrust, block, unblock, unpair; several devices in one subscribe/read).
-# Selected only by name (run-checks.sh 'pending_*') until they join the tier.
+# the lifecycle (devices, pair, trust, untrust, block, unblock, unpair) and
+# several devices in one subscribe, with faults injected into the stack.
 # =====================================================================
 # wait_lines FILE DEVICE WHAT N SECS [PID]: until FILE has N lines about
 # DEVICE with WHAT ('"value"' or an event name); a dead PID ends the wait
@@ -1069,13 +1063,14 @@ run soak_stream_100k c_soak_stream_100k
 run extra_stream_acquire c_extra_stream_acquire
 run extra_subscribe_reconnect c_extra_subscribe_reconnect
 run extra_pair_on_demand c_extra_pair_on_demand
-# ---- the second peripheral (static random address), with today's commands: not in the tier yet
+# ---- the second peripheral (static random address), the lifecycle, two
+# devices at once, and faults injected into the stack (last: they power a
+# peripheral off and kill bluetoothd)
 run periph2_scan_random c_periph2_scan_random
 run periph2_read_long c_periph2_read_long
 run periph2_stream c_periph2_stream
-# ---- pending (the subcommands they use are being written); run-checks.sh 'pending_*'
-run pending_devices_pair_trust_unpair c_devices_pair_trust_unpair
-run pending_two_devices_stream c_two_devices_stream
-run pending_two_devices_power_cycle c_two_devices_power_cycle
-run pending_two_devices_bluetoothd_segv c_two_devices_bluetoothd_segv
+run devices_pair_trust_unpair c_devices_pair_trust_unpair
+run two_devices_stream c_two_devices_stream
+run two_devices_power_cycle c_two_devices_power_cycle
+run two_devices_bluetoothd_segv c_two_devices_bluetoothd_segv
 tally

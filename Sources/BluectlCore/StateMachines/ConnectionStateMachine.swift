@@ -245,6 +245,10 @@ package struct ConnectionStateMachine: StateMachine, Equatable {
         case .dualMode:
             state = .failed(.dualMode(message: message))
             return [.fail(.dualMode(message: message))]
+        case .noSlot:
+            // Trying again at once finds the controller as full: not retried.
+            state = .failed(.noSlot(message: message))
+            return [.fail(.noSlot(message: message))]
         case .other:
             let failure = ConnectionFailure.bluez(name: name, message: message)
             state = .failed(failure)
@@ -261,6 +265,11 @@ package enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
     case inProgress(attempts: Int)
     /// `br-connection-profile-unavailable`: BlueZ tried BR/EDR.
     case dualMode(message: String)
+    /// The controller refused one more connection: no free connection slot
+    /// (`le-connection-concurrent-connection-limit`, from HCI's Connection
+    /// Limit Exceeded; `le-connection-memory-allocation`, from Memory
+    /// Capacity Exceeded). Many controllers hold 5 to 7 LE links.
+    case noSlot(message: String)
     case deviceRemoved
     /// bluetoothd stopped (or crashed) in the middle.
     case bluetoothdStopped
@@ -275,6 +284,8 @@ package enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
             return "another connection attempt is in progress (InProgress after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
         case .dualMode(let message):
             return "BlueZ tried a BR/EDR (classic) connection: the device looks dual-mode (\(message)); connect over LE or remove the device and scan with --transport le"
+        case .noSlot(let message):
+            return "the adapter refused another connection: no free connection slot (\(message)); disconnect another device or use another adapter"
         case .deviceRemoved:
             return "the device disappeared from BlueZ while connecting"
         case .bluetoothdStopped:
@@ -289,7 +300,7 @@ package enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
 
 /// The kinds of Connect error replies that need different handling.
 enum ConnectError: Equatable {
-    case alreadyConnected, abortedByLocal, inProgress, dualMode, other
+    case alreadyConnected, abortedByLocal, inProgress, dualMode, noSlot, other
 
     static func classify(name: String, message: String) -> ConnectError {
         switch name {
@@ -300,6 +311,9 @@ enum ConnectError: Equatable {
         let lower = message.lowercased()
         if lower.contains("le-connection-abort-by-local") { return .abortedByLocal }
         if lower.contains("br-connection-profile-unavailable") { return .dualMode }
+        if lower.contains("le-connection-concurrent-connection-limit") || lower.contains("le-connection-memory-allocation") {
+            return .noSlot
+        }
         if name == "org.bluez.Error.Failed", lower.contains("in progress") || lower.contains("busy") { return .inProgress }
         return .other
     }

@@ -779,6 +779,10 @@ class DeviceObject(BluezObject):
         self.gatt_paths = []            # exported GATT objects below it, in export order
 
     def set_property(self, interface, name, value):
+        if interface == DEVICE_IFACE and name == 'Blocked' and bool(value) and self.connected:
+            # src/device.c device_block: a blocked device is disconnected first
+            # (checked in the lab: `block` of a connected device, Connected false after)
+            disconnect_device(self)
         if interface == DEVICE_IFACE and name == 'Alias':
             self.user_alias = bool(str(value))
             if not self.user_alias:
