@@ -31,10 +31,20 @@ s_peripheral_le_only() {
   [[ " $s " != *" br/edr "* ]] || fail "BR/EDR still on on hci0: $s"
   [[ " $s " == *" discoverable "* ]] || fail "hci0 not discoverable: $s"
 }
+s_second_peripheral() {
+  # hci2: LE-only, its LE identity the static random address the guest reports
+  [ "$PERIPH2_ADDR_TYPE" = random ] || fail "PERIPH2_ADDR_TYPE=$PERIPH2_ADDR_TYPE"
+  [ "$(adapter_identity "$PERIPHERAL2")" = "$PERIPH2_ADDR random" ] || fail "$PERIPHERAL2's identity is $(adapter_identity "$PERIPHERAL2"), not $PERIPH2_ADDR random"
+  local s; s=$(timeout 20 btmgmt --index 2 info < <(sleep 15) | sed -n 's/.*current settings: //p')
+  note "hci2 settings: $s"
+  [[ " $s " == *" static-addr "* && " $s " != *" br/edr "* && " $s " == *" powered "* ]] || fail "hci2 settings: $s"
+  local n; n=$(prop /org/bluez/hci2 org.bluez.LEAdvertisingManager1 ActiveInstances)
+  [[ $n =~ ^[1-3]$ ]] || fail "hci2 ActiveInstances=$n, expected 1 to 3"
+}
 s_advertising() {
   local n; n=$(prop /org/bluez/hci0 org.bluez.LEAdvertisingManager1 ActiveInstances)
-  # the example advertisement, plus the lab's pulse copy when it is registered
-  [[ $n =~ ^[12]$ ]] || fail "hci0 ActiveInstances=$n, expected 1 or 2"
+  # the example advertisement, plus one or two pulse copies (they take turns)
+  [[ $n =~ ^[1-3]$ ]] || fail "hci0 ActiveInstances=$n, expected 1 to 3"
 }
 s_bluetoothctl_show() {
   local o; o=$(timeout 20 bluetoothctl show "$CENTRAL_ADDR" 2>&1); echo "$o"
@@ -48,6 +58,7 @@ s_bluetoothd_version() {
 check lab_adapters s_adapters
 check lab_peripheral_le_only s_peripheral_le_only
 check lab_advertising s_advertising
+check lab_second_peripheral s_second_peripheral
 check lab_bluetoothctl_show s_bluetoothctl_show
 check lab_bluetoothd_version s_bluetoothd_version
 

@@ -96,6 +96,11 @@ LONG_UUID = BASE % 3
 INDICATE_UUID = BASE % 4
 
 APP_PATH = '/org/bluectl/lab'
+# Typed, and the proxies are not introspected: a call on a proxy whose
+# introspection failed (bluetoothd restarting, the adapter not exported yet)
+# raises "Unable to guess signature from an empty dict" inside dbus-python's
+# reply handler, and neither reply nor error handler is ever called.
+NO_OPTIONS = dbus.Dictionary({}, signature='sv')
 LONG_INITIAL = bytes(i & 0xff for i in range(300))
 LONG_MAX = 512
 BATCH = 32          # notifications emitted per main-loop turn in a burst
@@ -710,7 +715,7 @@ class AttServer:
 # ---------------------------------------------------------------- advertising through bluetoothd
 class Advertisement(dbus.service.Object):
     def __init__(self, bus, path, name):
-        self.path = path
+        self.path = dbus.ObjectPath(path)
         self.name = name
         dbus.service.Object.__init__(self, bus, path)
 
@@ -726,25 +731,25 @@ class Advertisement(dbus.service.Object):
 
 class Advertiser:
     """One advertisement, registered once per bluetoothd; and, every PULSE s,
-    a second, identical one unregistered and registered again: btvirt's
-    controllers report advertising only when a set is enabled (run-example.py
-    says more)."""
+    an identical one registered again: btvirt's controllers report
+    advertising only when a set is enabled. Two pulse advertisements take
+    turns, the next registered before the last is unregistered, one step at a
+    time (run-example.py says why)."""
 
     def __init__(self, bus, adapter, name, pulse):
         self.bus, self.adapter, self.name, self.pulse = bus, adapter, name, pulse
         self.main_ad = Advertisement(bus, APP_PATH + '/adv0', name)
-        self.pulse_ad = Advertisement(bus, APP_PATH + '/adv1', name)
+        self.pulse_ads = [Advertisement(bus, APP_PATH + '/adv1', name), Advertisement(bus, APP_PATH + '/adv2', name)]
         self.timer = None
-        self.registered = False
-
-    def failed(self, e):
-        log('advertisement registration FAILED:', e)
+        self.cur = None
+        self.busy = False
 
     def start(self):
-        mgr = dbus.Interface(self.bus.get_object(BLUEZ, self.adapter), ADV_MANAGER_IFACE)
-        self.registered = False
-        mgr.RegisterAdvertisement(self.main_ad.path, {}, error_handler=self.failed, reply_handler=lambda: log(
-            'advertisement registered on %s: %s, %s' % (self.adapter, self.name, SERVICE_UUID)))
+        mgr = dbus.Interface(self.bus.get_object(BLUEZ, self.adapter, introspect=False), ADV_MANAGER_IFACE)
+        self.cur, self.busy = None, False
+        mgr.RegisterAdvertisement(self.main_ad.path, NO_OPTIONS, reply_handler=lambda: log(
+            'advertisement registered on %s: %s, %s' % (self.adapter, self.name, SERVICE_UUID)),
+            error_handler=lambda e: log('advertisement registration FAILED:', e))
         if self.pulse > 0 and self.timer is None:
             self.timer = GLib.timeout_add(int(self.pulse * 1000), self.again, mgr)
 
@@ -754,14 +759,34 @@ class Advertiser:
             self.timer = None
 
     def again(self, mgr):
+        if self.busy:
+            return True
+        old = self.cur
+        new = self.pulse_ads[1] if old is self.pulse_ads[0] else self.pulse_ads[0]
+
+        def done(*_):
+            self.busy = False
+
+        def unregister_failed(e):
+            if 'DoesNotExist' not in str(e):
+                log('advertisement pulse:', e)
+            done()
+
         def registered():
-            self.registered = True
-        if self.registered:
-            self.registered = False
-            mgr.UnregisterAdvertisement(self.pulse_ad.path, error_handler=self.failed, reply_handler=lambda: mgr.RegisterAdvertisement(
-                self.pulse_ad.path, {}, reply_handler=registered, error_handler=self.failed))
-        else:
-            mgr.RegisterAdvertisement(self.pulse_ad.path, {}, reply_handler=registered, error_handler=self.failed)
+            self.cur = new
+            if old is None:
+                done()
+            else:
+                mgr.UnregisterAdvertisement(old.path, reply_handler=done, error_handler=unregister_failed)
+
+        def failed(e):
+            if 'AlreadyExists' in str(e):
+                registered()
+            else:
+                log('advertisement pulse:', e)
+                done()
+        self.busy = True
+        mgr.RegisterAdvertisement(new.path, NO_OPTIONS, reply_handler=registered, error_handler=failed)
         return True
 
 
@@ -800,7 +825,7 @@ def main(argv):
     def register_app(owner):
         if state['owner'] != owner:
             return False   # bluetoothd went away (or changed) meanwhile
-        mgr = dbus.Interface(bus.get_object(BLUEZ, adapter), GATT_MANAGER_IFACE)
+        mgr = dbus.Interface(bus.get_object(BLUEZ, adapter, introspect=False), GATT_MANAGER_IFACE)
 
         def ok():
             log('application registered on %s, service %s' % (adapter, SERVICE_UUID))
@@ -808,7 +833,7 @@ def main(argv):
         def err(e):
             log('registration FAILED (tried again in 0.5 s):', e)
             GLib.timeout_add(500, register_app, owner)
-        mgr.RegisterApplication(APP_PATH, {}, reply_handler=ok, error_handler=err)
+        mgr.RegisterApplication(dbus.ObjectPath(APP_PATH), NO_OPTIONS, reply_handler=ok, error_handler=err)
         return False
 
     def register_adv(owner):
