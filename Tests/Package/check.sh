@@ -45,7 +45,7 @@ json=$(sed -n '/^JSON OUTPUT/,/^EXIT STATUS/p' <<< "$page"); missing=
 for field in manufacturer_data ibeacon was_connected gatt_services; do grep -qw "$field" <<< "$json" || missing+=" $field"; done
 [ -z "$missing" ] && pass "man bluectl: JSON OUTPUT (from docs/output.md) names scan, beacon and device-command fields" \
   || fail "man bluectl: JSON OUTPUT lacks$missing"
-subs=$("$bin" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -E '^  [a-z]' | awk '{ print $1 }' | sort)
+subs=$("$bin" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -E '^  [a-z]' | awk '{ sub(/,$/, "", $1); print $1 }' | sort)   # "unpair, remove": the name, not its aliases
 pages=$(cd "$root/usr/share/man/man1" && ls bluectl-*.1.gz | sed 's/^bluectl-//; s/\.1\.gz$//' | sort)
 [ "$pages" = "$(printf '%s\n' $subs help | sort)" ] \
   && pass "man pages: bluectl(1) and one per subcommand ($(echo $pages | wc -w))" || fail "man pages '$(echo $pages)' for subcommands '$(echo $subs)'"
