@@ -11,10 +11,10 @@ import Glibc
 /// subscribers (`updateValue`). All of its state belongs to the central's
 /// event loop; bluetoothd's calls are answered there.
 ///
-/// bluetoothd 5.66 tells a served characteristic only that *some* central
-/// subscribed (`StartNotify`, no arguments) and that the last one left
-/// (`StopNotify`): it fans each value out to every subscribed central
-/// itself. Reads and writes name their central.
+/// bluetoothd 5.66 tells a served characteristic that *a* central
+/// subscribed (`StartNotify` has no arguments; it comes once per central)
+/// and that the last one left (`StopNotify`): it fans each value out to
+/// every subscribed central itself. Reads and writes name their central.
 ///
 /// `stop()` (or `close()`) unregisters and unexports everything; a process
 /// that dies without it leaves nothing behind either, as bluetoothd drops
@@ -418,7 +418,7 @@ public final class PeripheralManager: Sendable {
         case .forget(let id):
             server.value.calls[id] = nil
         case .startDeadline(let id):
-            let timer = loop.schedule(after: requestDeadline) { [weak self] in self?.drive(.deadline(id), request: nil) }
+            let timer = loop.schedule(after: requestDeadline) { [weak self] in self?.drive(.deadline(id), request: request) }
             server.value.calls[id]?.timer = timer
         case .cancelDeadline(let id):
             if let timer = server.value.calls[id]?.timer { loop.cancel(timer) }
@@ -432,7 +432,7 @@ public final class PeripheralManager: Sendable {
                 guard let request, request.id == id else { return }
                 continuation.yield(request.kind == .read ? .read(request) : .write(request))
             case .expired(let id):
-                if let request = request ?? server.value.calls[id]?.request { continuation.yield(.requestExpired(request)) }
+                if let request, request.id == id { continuation.yield(.requestExpired(request)) }
             case .subscribed(let number):
                 if let served = server.value.attributes[number] { continuation.yield(.subscribed(served.characteristic)) }
             case .unsubscribed(let number):
@@ -593,7 +593,7 @@ public enum PeripheralEvent: Sendable {
     case write(ATTRequest)
     /// A request was not answered within the deadline; bluetoothd was told it failed.
     case requestExpired(ATTRequest)
-    /// A central subscribed (the first one: bluetoothd calls StartNotify once).
+    /// A central subscribed (bluetoothd does not say which).
     case subscribed(PublishedCharacteristic)
     /// The last subscribed central unsubscribed or disconnected.
     case unsubscribed(PublishedCharacteristic)

@@ -409,11 +409,13 @@ final class ChildProcess: @unchecked Sendable {
     private var endedAt: ContinuousClock.Instant?
     /// bluectl runs in it: its stderr is searched for sanitizer reports (once).
     let runsBluectl: Bool
+    /// The write end of the child's stdin, when started with `input: true` (else stdin is /dev/null).
+    private var inputFD: Int32?
     private var sanitizerChecked = false
 
     /// Starts `executable` with `arguments`; `environment` replaces the
     /// inherited one entirely when given.
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: Bool = false) throws {
         command = ([executable] + arguments).map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " ")
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
@@ -425,7 +427,13 @@ final class ChildProcess: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        var inPipe: [Int32] = [-1, -1]
+        if input {
+            guard Libc.pipeCloexec(&inPipe) == 0 else { throw BusTierError("pipe2: \(String(cString: strerror(errno)))") }
+            posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
         Libc.addCloseFrom(&actions, 3)
@@ -456,13 +464,38 @@ final class ChildProcess: @unchecked Sendable {
         let rc = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
         close(outPipe[1])
         close(errPipe[1])
+        if input { close(inPipe[0]) }
+        inputFD = input ? inPipe[1] : nil
         guard rc == 0 else {
+            if input { close(inPipe[1]) }
             close(outPipe[0]); close(errPipe[0])
             throw BusTierError("cannot start \(command): \(String(cString: strerror(rc)))")
         }
         pid = child
         out = PipeCollector(fd: outPipe[0])
         err = PipeCollector(fd: errPipe[0])
+    }
+
+    /// Writes `text` to the child's stdin (started with `input: true`); false when it cannot take it.
+    @discardableResult
+    func writeInput(_ text: String) -> Bool {
+        guard let fd = lock.withLock({ inputFD }) else { return false }
+        _ = Glibc.signal(SIGPIPE, SIG_IGN)   // a child gone: EPIPE here, not the end of the test process
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; return false }
+            bytes = bytes.dropFirst(n)
+        }
+        return true
+    }
+
+    /// Closes the child's stdin (end of input).
+    func closeInput() {
+        lock.withLock {
+            if let fd = inputFD { close(fd) }
+            inputFD = nil
+        }
     }
 
     /// Reaps the child if it has ended (never blocks).
@@ -945,10 +978,11 @@ final class PrivateBus: @unchecked Sendable {
     // MARK: generic clients
 
     /// Starts a child on this bus; it is killed at teardown if still running.
-    func spawn(_ executable: String, _ arguments: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
+    func spawn(_ executable: String, _ arguments: [String], environment extra: [String: String] = [:],
+               input: Bool = false) throws -> ChildProcess {
         var env = environment
         env.merge(extra) { _, new in new }
-        let child = try ChildProcess(executable, arguments, environment: env)
+        let child = try ChildProcess(executable, arguments, environment: env, input: input)
         track(child)
         return child
     }
@@ -1033,8 +1067,8 @@ final class PrivateBus: @unchecked Sendable {
     }
 
     /// Starts bluectl in the background (stream its output, signal it, wait).
-    func startBluectl(_ arguments: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
-        try spawn(try BusTier.bluectlExecutable(), arguments, environment: extra)
+    func startBluectl(_ arguments: [String], environment extra: [String: String] = [:], input: Bool = false) throws -> ChildProcess {
+        try spawn(try BusTier.bluectlExecutable(), arguments, environment: extra, input: input)
     }
 
     // MARK: stand-in control (org.freedesktop.DBus.Mock on /)

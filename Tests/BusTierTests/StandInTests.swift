@@ -561,4 +561,14 @@ struct StandInTests {
             #expect(try await bus.managedObjects()[svc] != nil)
         }
     }
+
+    @Test("the stand-in's server side (GattManager1, LEAdvertisingManager1, Mock.Remote*) against a dbus-python application: bluetoothd 5.66's rules")
+    func serverSideSelfTest() async throws {
+        try await withPrivateBus { bus in
+            let r = try await bus.spawn(BusTier.python, [BusTier.fixture("standin_server_selftest.py"), "--address", bus.address])
+                .wait(timeout: .seconds(120))
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(r.stdout.contains("OK ") && !r.stdout.contains("FAIL"), "\(r)")
+        }
+    }
 }

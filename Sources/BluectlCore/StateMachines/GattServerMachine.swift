@@ -170,7 +170,8 @@ package struct GattServerMachine: StateMachine, Equatable {
             guard GattFlag.allowsSubscribe(attribute.flags) else {
                 return [.replyError(id, .notSupported, "the characteristic has neither notify nor indicate")]
             }
-            guard !attribute.notifying else { return [.replyDone(id)] }
+            // bluetoothd calls StartNotify for each central that subscribes (StopNotify only after the last)
+            guard !attribute.notifying else { return [.replyDone(id), .report(.subscribed(attribute: number))] }
             attribute.notifying = true
             attributes[number] = attribute
             return [.replyDone(id), .emitNotifying(attribute: number, true), .report(.subscribed(attribute: number))]
