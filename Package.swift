@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// bluectl: a Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.
+// bluectl: Bluetooth Low Energy for Linux (central and peripheral), over BlueZ's D-Bus API.
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
 // BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped) →
 // BluectlCLI (commands; CSystemd for sd_notify) → bluectl (the executable).
@@ -50,12 +50,13 @@ let package = Package(
         .executableTarget(name: "ScanExample", dependencies: ["BluectlCore"], path: "Examples/ScanExample"),
         .executableTarget(name: "ReadExample", dependencies: ["BluectlCore"], path: "Examples/ReadExample"),
         .executableTarget(name: "NotifyLoggerExample", dependencies: ["BluectlCore"], path: "Examples/NotifyLoggerExample"),
+        .executableTarget(name: "PeripheralExample", dependencies: ["BluectlCore"], path: "Examples/PeripheralExample"),
         .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
         .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
         .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI"]),
         .testTarget(
             name: "BusTierTests",
-            dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample"],
+            dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],
             resources: [.copy("Fixtures")]
         ),
     ]

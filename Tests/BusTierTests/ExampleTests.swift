@@ -82,4 +82,37 @@ struct ExampleTests {
     static func subscribed(_ logger: ChildProcess, times: Int) async -> Bool {
         await logger.waitForStdout(timeout: .seconds(15)) { $0.components(separatedBy: "# subscribed").count - 1 == times }
     }
+
+    @Test("PeripheralExample: a central reads and subscribes to the battery level, its command is answered by the program (01 recharges, anything else refused); Ctrl-C leaves nothing registered")
+    func peripheralExample() async throws {
+        try await withPrivateBus { bus in
+            let example = try bus.spawn(try BusTier.builtExecutable("PeripheralExample"), ["hci0"])
+            let started = await example.waitForStdoutLines(1, timeout: .seconds(15))
+            #expect(started && example.stdout.hasPrefix("serving on hci0"), "\(example.stdout) \(example.stderr)")
+            let central = "00:AA:01:C0:00:03"
+            try await bus.mock("RemoteConnect", [.string("hci0"), .string(central), .dict([])])
+            let first = try await bus.mock("RemoteRead", [.string("hci0"), .string(central), .string("2a19"), .uint16(0)])
+            guard case .array(let level)? = first.first, case .int(let percent)? = level.first else { Issue.record("\(first)"); return }
+            #expect((90...100).contains(percent), "\(first)")
+            try await bus.mock("RemoteSubscribe", [.string("hci0"), .string(central), .string("2a19"), .string("notify")])
+            try await bus.mock("RemoteWrite", [.string("hci0"), .string(central), .string("12345678-1234-5678-1234-56789abcdef0"),
+                                               .bytes([0x01]), .string("request")])
+            await #expect(throws: BusTierError.self, "refused with an ATT error") {
+                try await bus.mock("RemoteWrite", [.string("hci0"), .string(central), .string("12345678-1234-5678-1234-56789abcdef0"),
+                                                   .bytes([0x02]), .string("request")])
+            }
+            try await Task.sleep(for: .milliseconds(2500))
+            guard case .array(let notified)? = try await bus.mock("RemoteNotifications", [.string("hci0"), .string(central), .string("2a19")]).first
+            else { Issue.record("no notifications"); return }
+            #expect(notified.count >= 2, "one a second, and one on recharge: \(notified)")
+            #expect(notified.contains(.array([.int(100)])), "the recharge was notified: \(notified)")
+            example.signal(SIGINT)
+            let r = await example.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 130, "\(r)")
+            #expect(r.stdoutLines.contains("read by \(central)") && r.stdoutLines.contains("subscribed"), "\(r)")
+            #expect(r.stdoutLines.contains("recharged by \(central)") && r.stdoutLines.contains("refused command 02"), "\(r)")
+            #expect(try await bus.mock("RegisteredApplications") == [.array([])])
+            #expect(try await bus.mock("RegisteredAdvertisements") == [.array([])])
+        }
+    }
 }
