@@ -8,28 +8,51 @@
 /// reading a characteristic without `read` gets the ATT error "Read Not
 /// Permitted" from bluetoothd itself; `encrypt-*` makes it pair first.
 public enum GattFlag: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// Broadcast in advertising data (bluetoothd's server-configuration descriptor).
     case broadcast
+    /// Centrals may read.
     case read
+    /// Centrals may write without a response (ATT Write Command).
     case writeWithoutResponse = "write-without-response"
+    /// Centrals may write with a response (ATT Write Request).
     case write
+    /// Centrals may subscribe to notifications.
     case notify
+    /// Centrals may subscribe to indications (confirmed).
     case indicate
+    /// Signed writes without response.
     case authenticatedSignedWrites = "authenticated-signed-writes"
+    /// Has extended properties (bluetoothd adds the descriptor).
     case extendedProperties = "extended-properties"
+    /// Reliable (queued) writes.
     case reliableWrite = "reliable-write"
+    /// The user description descriptor is writable.
     case writableAuxiliaries = "writable-auxiliaries"
+    /// Reading needs an encrypted link (pairing).
     case encryptRead = "encrypt-read"
+    /// Writing needs an encrypted link.
     case encryptWrite = "encrypt-write"
+    /// Notifications need an encrypted link.
     case encryptNotify = "encrypt-notify"
+    /// Indications need an encrypted link.
     case encryptIndicate = "encrypt-indicate"
+    /// Reading needs an authenticated (MITM-protected) encrypted link.
     case encryptAuthenticatedRead = "encrypt-authenticated-read"
+    /// Writing needs an authenticated encrypted link.
     case encryptAuthenticatedWrite = "encrypt-authenticated-write"
+    /// Notifications need an authenticated encrypted link.
     case encryptAuthenticatedNotify = "encrypt-authenticated-notify"
+    /// Indications need an authenticated encrypted link.
     case encryptAuthenticatedIndicate = "encrypt-authenticated-indicate"
+    /// Reading needs LE Secure Connections.
     case secureRead = "secure-read"
+    /// Writing needs LE Secure Connections.
     case secureWrite = "secure-write"
+    /// Notifications need LE Secure Connections.
     case secureNotify = "secure-notify"
+    /// Indications need LE Secure Connections.
     case secureIndicate = "secure-indicate"
+    /// Each access is authorized by the application (bluetoothd asks before reads and writes).
     case authorize
 
     /// The flags a descriptor may carry (bluetoothd's `parse_desc_flags`).
@@ -70,11 +93,14 @@ public enum GattFlag: String, Sendable, Hashable, CaseIterable, Comparable {
 /// A descriptor to serve (CBMutableDescriptor). The Client Characteristic
 /// Configuration (0x2902) is bluetoothd's own and cannot be served.
 public struct MutableDescriptor: Sendable, Equatable {
+    /// Its type (2901: Characteristic User Description, …).
     public var uuid: BluetoothUUID
+    /// What centrals may do (`GattFlag.descriptorFlags`).
     public var flags: Set<GattFlag>
     /// What reads return; writes replace it.
     public var value: [UInt8]
 
+    /// A descriptor; readable by default.
     public init(uuid: BluetoothUUID, flags: Set<GattFlag> = [.read], value: [UInt8] = []) {
         self.uuid = uuid
         self.flags = flags
@@ -84,15 +110,19 @@ public struct MutableDescriptor: Sendable, Equatable {
 
 /// A characteristic to serve (CBMutableCharacteristic).
 public struct MutableCharacteristic: Sendable, Equatable {
+    /// Its type.
     public var uuid: BluetoothUUID
+    /// Its properties and permissions, as BlueZ names them.
     public var flags: Set<GattFlag>
     /// With a value, the manager answers reads from it and stores every
     /// write in it by itself (the requests still arrive, already answered).
     /// Without (nil), each read and write arrives unanswered and the
     /// application answers it (`ATTRequest.respond`) before the deadline.
     public var value: [UInt8]?
+    /// Its descriptors (the CCCD is bluetoothd's, added for notify and indicate).
     public var descriptors: [MutableDescriptor]
 
+    /// A characteristic; without a value, the application answers its requests.
     public init(uuid: BluetoothUUID, flags: Set<GattFlag>, value: [UInt8]? = nil, descriptors: [MutableDescriptor] = []) {
         self.uuid = uuid
         self.flags = flags
@@ -103,11 +133,14 @@ public struct MutableCharacteristic: Sendable, Equatable {
 
 /// A service to serve (CBMutableService).
 public struct MutableService: Sendable, Equatable {
+    /// Its type.
     public var uuid: BluetoothUUID
     /// Primary (found by service discovery) or secondary.
     public var isPrimary: Bool
+    /// Its characteristics, in the order centrals find them.
     public var characteristics: [MutableCharacteristic]
 
+    /// A service; primary by default.
     public init(uuid: BluetoothUUID, isPrimary: Bool = true, characteristics: [MutableCharacteristic] = []) {
         self.uuid = uuid
         self.isPrimary = isPrimary

@@ -10,10 +10,13 @@ import Glibc
 /// advertising) after the flags (3 bytes, when discoverable or connectable),
 /// the TX power (3) and the appearance (4): `check(maximumLength:)`.
 public struct AdvertisementData: Sendable, Equatable {
+    /// The name centrals show (in the scan response).
     public var localName: String?
+    /// The services centrals may look for (`scan --service`).
     public var serviceUUIDs: [BluetoothUUID]
     /// Company identifier → data.
     public var manufacturerData: [UInt16: [UInt8]]
+    /// Service UUID → data (Eddystone's frames are service data of feaa).
     public var serviceData: [BluetoothUUID: [UInt8]]
     /// GAP appearance (0x0341: heart rate sensor, belt).
     public var appearance: UInt16?
@@ -26,6 +29,7 @@ public struct AdvertisementData: Sendable, Equatable {
     /// bluetoothd stops advertising it after this long (`Timeout`); nil: until stopped.
     public var timeout: Duration?
 
+    /// An advertisement; connectable and discoverable by default.
     public init(localName: String? = nil, serviceUUIDs: [BluetoothUUID] = [], manufacturerData: [UInt16: [UInt8]] = [:],
                 serviceData: [BluetoothUUID: [UInt8]] = [:], appearance: UInt16? = nil, includesTxPower: Bool = false,
                 isConnectable: Bool = true, isDiscoverable: Bool = true, timeout: Duration? = nil) {

@@ -554,8 +554,11 @@ extension GattFlag {
 
 /// A served service (what `PeripheralManager.add` returns).
 public struct PublishedService: Sendable, Hashable {
+    /// Its type.
     public let uuid: BluetoothUUID
+    /// Primary or secondary.
     public let isPrimary: Bool
+    /// Its characteristics, in the order they were defined.
     public let characteristics: [PublishedCharacteristic]
     package let number: Int
     package let root: ObjectPath
@@ -568,17 +571,22 @@ public struct PublishedService: Sendable, Hashable {
 
 /// A served characteristic: what `updateValue` takes and events name.
 public struct PublishedCharacteristic: Sendable, Hashable {
+    /// Its type.
     public let uuid: BluetoothUUID
     /// The UUID of the service it belongs to.
     public let serviceUUID: BluetoothUUID
+    /// Its flags, as defined.
     public let flags: Set<GattFlag>
     package let attribute: Int
+    /// Its descriptors, in the order they were defined.
     public internal(set) var descriptors: [PublishedDescriptor]
 }
 
 /// A served descriptor.
 public struct PublishedDescriptor: Sendable, Hashable {
+    /// Its type.
     public let uuid: BluetoothUUID
+    /// Its flags, as defined.
     public let flags: Set<GattFlag>
     package let attribute: Int
 }
@@ -614,7 +622,13 @@ public enum PeripheralEvent: Sendable {
 /// A central's read or write of a served characteristic or descriptor
 /// (CBATTRequest), to be answered once with `respond`.
 public final class ATTRequest: Sendable, CustomStringConvertible {
-    public enum Kind: Sendable { case read, write }
+    /// Read or write.
+    public enum Kind: Sendable {
+        /// ATT Read (or Read Blob, at `offset`).
+        case read
+        /// ATT Write (request, command or part of a reliable write).
+        case write
+    }
     /// How a central wrote (BlueZ's `type` option).
     public enum WriteKind: String, Sendable {
         /// ATT Write Request: the central waits for the answer.
@@ -638,15 +652,19 @@ public final class ATTRequest: Sendable, CustomStringConvertible {
 
     let id: UInt64
     private weak let manager: PeripheralManager?
+    /// Read or write.
     public let kind: Kind
+    /// The characteristic asked about (or whose descriptor is).
     public let characteristic: PublishedCharacteristic
     /// The descriptor, when the request is about one of the characteristic's descriptors.
     public let descriptor: PublishedDescriptor?
     /// The central (bluetoothd names it, except for requests it makes itself).
     public let central: BluetoothAddress?
+    /// Where in the value the read starts or the write goes (long values).
     public let offset: Int
     /// What is written (empty for a read).
     public let value: [UInt8]
+    /// How the central wrote, when known (`writeKind(options:flags:)`).
     public let writeType: WriteKind?
     /// The link's ATT MTU, when bluetoothd says.
     public let mtu: Int?
