@@ -390,7 +390,7 @@ struct ServerEventRecord: OutputRecord {
         sink.field("services", services.map { .strings($0.map(\.uuidString)) },
                    text: services.map { .labelled("services", $0.map(\.label).joined(separator: ",")) })
         if let advertised {
-            sink.field("advertising", .bool(true), text: .flag("advertising", true))
+            sink.field("advertising", .bool(true), text: .flag("advertising", event != "advertising"))  // the event says it already
             sink.field("name", advertised.localName.map { .string($0) },
                        text: advertised.localName.map { .labelled("name", TextSafety.terminalSafe($0)) })
             if services == nil {
