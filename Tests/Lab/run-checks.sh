@@ -1089,7 +1089,8 @@ wait_exit() {
 # "serving" line.
 serve_start() {
   local base=$CHECK_DIR/$CHECK_NAME.serve
-  SERVE_OUT=$base.out SERVE_ERR=$base.err SERVE_IN=$base.in
+  # (the FIFO on the guest's tmpfs: the output folder is 9p, where mkfifo fails)
+  SERVE_OUT=$base.out SERVE_ERR=$base.err SERVE_IN=/tmp/$CHECK_NAME.serve.in
   rm -f "$SERVE_IN"; mkfifo "$SERVE_IN"
   echo "\$ bluectl serve $* --timeout 600   (background; stdin: a FIFO)"
   env --default-signal=INT,TERM "$BLUECTL" serve "$@" --timeout 600 < "$SERVE_IN" > "$SERVE_OUT" 2> "$SERVE_ERR" &

@@ -185,8 +185,12 @@ identity() {
 }
 static_identity() { [ "$(identity hci2)" = "$PERIPH2_STATIC random" ]; }
 # the server adapter: its public address is its LE identity, BR/EDR off
-server_ready() { [ "$(identity "$SERVER")" = "$(addr_of "$SERVER") public" ] && btmgmt --index 3 info 2>/dev/null | grep -q 'current settings:.* le' \
-  && ! btmgmt --index 3 info 2>/dev/null | grep -q 'current settings:.*br/edr'; }
+# (btmgmt's stdin the console, as in mgmt_all: in the supervisor, a background
+# job, stdin is /dev/null and btmgmt prints nothing)
+server_ready() {
+  local s; s=$(btmgmt --index 3 info 2>/dev/null < /dev/console | grep 'current settings:')
+  [ "$(identity "$SERVER")" = "$(addr_of "$SERVER") public" ] && [[ $s == *" le"* && $s != *br/edr* ]]
+}
 # (pids in a file: the supervisor, a subshell, takes down what the boot started)
 pbg() { local log=$1; shift; "$@" >> "$log" 2>&1 & echo $! >> /run/lab/periph.pids; }
 # The project's peripherals (periph.py on hci0 and hci2) outlive bluetoothd:
@@ -234,7 +238,7 @@ peripheral_up() { # FAIL [FIRST]
   # address, powered; not discoverable (an advertisement says that itself) and
   # nothing registered on it: the adapter is bluectl's alone
   if [ -n "$SERVER" ]; then
-    { btmgmt --index 3 power off; btmgmt --index 3 bredr off; btmgmt --index 3 le on; btmgmt --index 3 power on; } 2>&1 | detail
+    { btmgmt --index 3 power off; btmgmt --index 3 bredr off; btmgmt --index 3 le on; btmgmt --index 3 power on; } < /dev/console 2>&1 | detail
   fi
   wait_until 60 "hci0 powered" powered hci0 || { $fail "hci0 not powered"; return 1; }
   wait_until 60 "hci1 powered" powered hci1 || { $fail "hci1 not powered"; return 1; }
@@ -242,7 +246,7 @@ peripheral_up() { # FAIL [FIRST]
   if [ -n "$SERVER" ]; then
     wait_until 60 "$SERVER powered" powered "$SERVER" || { $fail "$SERVER not powered"; return 1; }
     wait_until 10 "$SERVER LE-only, public identity" server_ready || { $fail "$SERVER: identity $(identity "$SERVER"), BR/EDR not off"; return 1; }
-    btmgmt --index 3 info 2>&1 | sed 's/^/[btmgmt hci3] /' | detail
+    btmgmt --index 3 info < /dev/console 2>&1 | sed 's/^/[btmgmt hci3] /' | detail
   fi
   wait_until 10 "hci2 identity $PERIPH2_STATIC (random)" static_identity \
     || { $fail "hci2's identity is $(identity hci2), not $PERIPH2_STATIC random"; return 1; }
