@@ -15,13 +15,13 @@ public struct Bluectl: AsyncParsableCommand {
 
     public static let configuration = CommandConfiguration(
         commandName: "bluectl",
-        abstract: "A Bluetooth Low Energy central for Linux, over BlueZ's D-Bus API.",
+        abstract: "Bluetooth Low Energy for Linux, central and peripheral, over BlueZ's D-Bus API.",
         discussion: "Exit codes: \(ExitStatus.summary).",
         version: version,
         subcommands: [AdaptersCommand.self, AdapterCommand.self, ScanCommand.self, DevicesCommand.self, ConnectCommand.self,
                       DisconnectCommand.self, PairCommand.self, UnpairCommand.self, TrustCommand.self, UntrustCommand.self,
                       BlockCommand.self, UnblockCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self,
-                      WriteCommand.self, SubscribeCommand.self]
+                      WriteCommand.self, SubscribeCommand.self, ServeCommand.self, AdvertiseCommand.self]
     )
 
     public init() {}

@@ -90,6 +90,9 @@ public final class DBusConnection: Sendable {
         var owners: [String: String?] = [:]
         var ownerHandlers: [UInt64: OwnerHandler] = [:]
         var disconnectHandlers: [@Sendable () -> Void] = []
+        /// Run once the bytes waiting to be written fall to `drainedBelow` (`whenDrained`).
+        var drainHandlers: [() -> Void] = []
+        var drainedBelow = 0
         /// `close()` asked the I/O thread to stop.
         var stopRequested = false
         var closed = false
@@ -367,6 +370,37 @@ public final class DBusConnection: Sendable {
         loop.execute { [self] in _ = tables.value.methodHandlers.removeValue(forKey: path) }
     }
 
+    // MARK: - Outgoing backlog
+
+    /// On the loop: the bytes sent but not yet written to the bus socket
+    /// (libdbus's outgoing queue; the bus daemon reads it as fast as its
+    /// limits for us allow). Always 0 on an embedded wire.
+    package var outgoingBacklog: Int {
+        loop.assertInLoop()
+        guard case .libdbus(let io) = wire else { return 0 }
+        return Int(dbus_connection_get_outgoing_size(io.raw))
+    }
+
+    /// On the loop: runs `handler` once the outgoing backlog is at most
+    /// `bytes` (at once when it already is; never when the connection closes first).
+    package func whenDrained(below bytes: Int, _ handler: @escaping () -> Void) {
+        loop.assertInLoop()
+        if outgoingBacklog <= bytes || tables.value.closed {
+            if !tables.value.closed { handler() }
+            return
+        }
+        tables.value.drainedBelow = tables.value.drainHandlers.isEmpty ? bytes : min(bytes, tables.value.drainedBelow)
+        tables.value.drainHandlers.append(handler)
+    }
+
+    /// On the loop, after the socket was written: the drain handlers whose level is reached.
+    private func runDrainHandlers() {
+        guard !tables.value.drainHandlers.isEmpty, outgoingBacklog <= tables.value.drainedBelow else { return }
+        let handlers = tables.value.drainHandlers
+        tables.value.drainHandlers = []
+        for handler in handlers { handler() }
+    }
+
     // MARK: - The I/O thread
 
     private func startIOThread(_ io: LibDBusWire) {
@@ -414,6 +448,7 @@ public final class DBusConnection: Sendable {
                 connected = false
             }
             if !connected { return }
+            runDrainHandlers()
             // 4. the watched descriptors that are ready (an AcquireNotify socket)
             for (index, watch) in watched.enumerated() where fds[index + 2].revents != 0 {
                 loop.descriptorReady(watch.id)

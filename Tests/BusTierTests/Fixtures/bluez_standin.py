@@ -42,6 +42,40 @@ StartNotify sessions (registered again on reconnection; Mock.SetGattCache
 changes the mode); each notification is one PropertiesChanged(Value) per
 registered StartNotify session, and every successful ReadValue emits one.
 
+Peripheral role, as bluetoothd 5.66's server side (src/gatt-database.c,
+src/shared/gatt-server.c, src/advertising.c, src/shared/ad.c; checked by
+Fixtures/standin_server_selftest.py): GattManager1.RegisterApplication
+calls the application's ObjectManager.GetManagedObjects (asynchronously)
+and validates as client_ready_cb does — errors org.bluez.Error.Failed "No
+object received" / "No valid service object found" (unknown or empty
+Flags, a Service/Characteristic pointing nowhere) / "Failed to create entry
+in database" (UUID, Primary, Includes, Handle; GAP/GATT UUIDs), AlreadyExists
+for the same owner and path; UnregisterApplication → DoesNotExist when
+unknown. An application goes when its owner leaves the bus; objects it adds
+later are ignored, a removed service leaves the database.
+LEAdvertisingManager1.RegisterAdvertisement reads the object with
+Properties.GetAll(org.bluez.LEAdvertisement1) and parses it as
+parse_advertisement (Type optional, "broadcast" by default; unknown
+Includes ignored); a bad property → Failed "Failed to parse advertisement.",
+data over the 31 bytes → Failed "Failed to register advertisement" (or the
+former with SetAdvertisingCommands("legacy")); no free instance →
+NotPermitted "Maximum advertisements reached". ActiveInstances counts held
+advertisements, SupportedInstances the free ones (both signalled). Timeout →
+Release() and removal; owner leaving → removal. A registered advertisement
+is heard by the stand-in's other adapters (an advertiser: the adapter's
+public address when "peripheral", a non-resolvable private address when
+"broadcast"; name, UUIDs, manufacturer and service data, appearance,
+tx-power carried). Remote centrals (Mock.RemoteConnect …) read, write and
+subscribe through bluetoothd's ATT server: permissions checked first,
+then the application called with bluetoothd's options; their ATT errors are
+org.freedesktop.DBus.Mock.Error.Att.<Name> (ReadNotPermitted 0x02,
+WriteNotPermitted 0x03, InsufficientAuthentication 0x05,
+RequestNotSupported 0x06, InvalidOffset 0x07, InsufficientAuthorization 0x08,
+InvalidAttributeValueLength 0x0d, Unlikely 0x0e, InsufficientEncryption
+0x0f, CccImproperlyConfigured 0xfd, ProcedureAlreadyInProgress 0xfe,
+Application80…Application9F, Timeout: no answer within the central's ATT
+timeout), message "0xNN <application's error name>: <message>".
+
 Control API: methods on the org.freedesktop.DBus.Mock interface of the root
 object "/" (dbusmock's convention for template convenience methods); see
 the functions below decorated with MOCK_IFACE.
@@ -440,6 +474,13 @@ class AdapterState:
         self.filter_calls = 0
         self.enforce_filters = True
         self.events = []                # [(event, sender)] for GetDiscoveryLog
+        # peripheral role (bluetoothd's btd_gatt_database and btd_adv_manager)
+        self.apps = []                  # [LocalApp]: database->apps, in order
+        self.next_handle = 0x0010       # local GATT database (core services below)
+        self.centrals = {}              # address → RemoteCentral (simulated centrals)
+        self.ads = []                   # [LocalAdvertisement]: manager->clients
+        self.max_ads = 5                # manager->max_ads (read adv features)
+        self.adv_instances = set()      # manager->instance_bitmap
 
     @property
     def path(self):
@@ -766,6 +807,43 @@ class AdapterObject(BluezObject):
         connect_device(dev)
         return dbus.ObjectPath(path)
 
+
+    # -- peripheral role (src/gatt-database.c, src/advertising.c): the work is
+    # done by the server-side functions further down
+
+    @dbus.service.method(GATT_MANAGER_IFACE, in_signature='oa{sv}', out_signature='',
+                         sender_keyword='sender', async_callbacks=('ok', 'err'))
+    def RegisterApplication(self, application, options, sender=None, ok=None, err=None):
+        log(f'RegisterApplication {self.name} {application} from {sender}')
+        try:
+            _check_injected(self.path, 'RegisterApplication')
+            gatt_register_app(self.state, sender, str(application), ok, err)
+        except dbus.exceptions.DBusException as e:
+            err(e)
+
+    @dbus.service.method(GATT_MANAGER_IFACE, in_signature='o', out_signature='',
+                         sender_keyword='sender')
+    def UnregisterApplication(self, application, sender=None):
+        log(f'UnregisterApplication {self.name} {application} from {sender}')
+        _check_injected(self.path, 'UnregisterApplication')
+        gatt_unregister_app(self.state, sender, str(application))
+
+    @dbus.service.method(LE_ADV_MANAGER_IFACE, in_signature='oa{sv}', out_signature='',
+                         sender_keyword='sender', async_callbacks=('ok', 'err'))
+    def RegisterAdvertisement(self, advertisement, options, sender=None, ok=None, err=None):
+        log(f'RegisterAdvertisement {self.name} {advertisement} from {sender}')
+        try:
+            _check_injected(self.path, 'RegisterAdvertisement')
+            adv_register(self.state, sender, str(advertisement), ok, err)
+        except dbus.exceptions.DBusException as e:
+            err(e)
+
+    @dbus.service.method(LE_ADV_MANAGER_IFACE, in_signature='o', out_signature='',
+                         sender_keyword='sender')
+    def UnregisterAdvertisement(self, advertisement, sender=None):
+        log(f'UnregisterAdvertisement {self.name} {advertisement} from {sender}')
+        _check_injected(self.path, 'UnregisterAdvertisement')
+        adv_unregister(self.state, sender, str(advertisement))
 
 class DeviceObject(BluezObject):
     WRITABLE = {DEVICE_IFACE: {'Alias': 's', 'Trusted': 'b', 'Blocked': 'b',
@@ -1550,6 +1628,11 @@ def disconnect_device(dev):
     which clears the GATT database (the objects go, and their notify
     sessions with them) only when the cache is disabled: with the default
     Cache=always the objects stay exported.'''
+    st = ADAPTERS.get(dev.adapter_name)
+    central = st.centrals.get(dev.advertiser.address) if st else None
+    if central is not None and central.connected:
+        remote_disconnect(central)      # a remote central: bluetoothd's server side first
+        return
     _fail_hung_calls(dev.path)
     if dev.props[DEVICE_IFACE]['ServicesResolved']:
         dev.update({'ServicesResolved': dbus.Boolean(False)})
@@ -1583,6 +1666,7 @@ def remove_device(dev):
 
 def client_gone(name):
     client_gone_agent(name)
+    server_client_gone(name)
     for st in ADAPTERS.values():
         st.filters.pop(name, None)
         if name in st.sessions:
@@ -1752,6 +1836,7 @@ def AddAdapter(self, device_name, address, name, powered):
 def RemoveAdapter(self, device_name):
     '''RemoveAdapter(hci s): the controller goes away (devices first).'''
     st = _adapter_state(device_name)
+    server_adapter_removed(st)
     for path in _children(st.path):
         _unexport(path)
     _unexport(st.path)
@@ -2344,6 +2429,1650 @@ class AgentManagerObject(BluezObject):
 def client_gone_agent(name):
     AGENTS.pop(name, None)
     DEFAULT_AGENT[:] = [a for a in DEFAULT_AGENT if a[0] != name]
+
+
+# ---------------------------------------------------------------------------
+# peripheral role: bluetoothd 5.66's GATT server side (src/gatt-database.c,
+# src/shared/gatt-server.c) and LE advertising (src/advertising.c,
+# src/shared/ad.c), with simulated remote centrals (Mock.Remote*)
+
+GATT_PROFILE_IFACE = 'org.bluez.GattProfile1'
+LE_ADV_IFACE = 'org.bluez.LEAdvertisement1'
+ATT_MOCK_ERR = MOCK_ERR + 'Att.'
+
+DBUS_DEFAULT_TIMEOUT = 25.0     # libdbus's default (-1): GetManagedObjects, GetAll
+METHOD_CALL_TIMEOUT = 300.0     # gdbus/client.c METHOD_CALL_TIMEOUT: ReadValue, WriteValue
+SERVER = {
+    'att_timeout': 30.0,        # the remote central's ATT transaction timeout (shared/att.c)
+    'adv_commands': 'extended', # KERNEL_HAS_EXT_ADV_ADD_CMDS (Debian 12's kernel) | "legacy"
+    'temporary_timeout': 30.0,  # main.conf TemporaryTimeout: an advertiser's device after it stops
+}
+SERVER_CALLS = []   # [(path, method, options)] calls made to applications (ServerCalls)
+ADV_TX_POWER = 0    # dBm, the TX Power AD the kernel adds for Includes "tx-power"
+ADV_RSSI = -50      # what the other adapters of the stand-in hear
+
+# src/shared/att-types.h
+PERM_READ, PERM_WRITE = 0x01, 0x02
+PERM_READ_ENCRYPT, PERM_WRITE_ENCRYPT = 0x04, 0x08
+PERM_READ_AUTHEN, PERM_WRITE_AUTHEN = 0x10, 0x20
+PERM_READ_SECURE, PERM_WRITE_SECURE = 0x100, 0x200
+PERM_ENCRYPT = PERM_READ_ENCRYPT | PERM_WRITE_ENCRYPT
+PERM_AUTHEN = PERM_READ_AUTHEN | PERM_WRITE_AUTHEN
+PERM_SECURE = PERM_READ_SECURE | PERM_WRITE_SECURE
+PERM_READ_MASK = PERM_READ | PERM_READ_ENCRYPT | PERM_READ_AUTHEN | PERM_READ_SECURE
+PERM_WRITE_MASK = PERM_WRITE | PERM_WRITE_ENCRYPT | PERM_WRITE_AUTHEN | PERM_WRITE_SECURE
+SECURITY = {'low': 1, 'medium': 2, 'high': 3, 'fips': 4}
+
+PROP_BROADCAST, PROP_READ, PROP_WRITE_WITHOUT_RESP, PROP_WRITE = 0x01, 0x02, 0x04, 0x08
+PROP_NOTIFY, PROP_INDICATE, PROP_AUTH, PROP_EXT_PROP = 0x10, 0x20, 0x40, 0x80
+EXT_PROP_RELIABLE_WRITE, EXT_PROP_WRITABLE_AUX = 0x01, 0x02
+
+ATT_ERRORS = {
+    0x01: 'InvalidHandle', 0x02: 'ReadNotPermitted', 0x03: 'WriteNotPermitted',
+    0x04: 'InvalidPdu', 0x05: 'InsufficientAuthentication', 0x06: 'RequestNotSupported',
+    0x07: 'InvalidOffset', 0x08: 'InsufficientAuthorization', 0x09: 'PrepareQueueFull',
+    0x0a: 'AttributeNotFound', 0x0b: 'AttributeNotLong',
+    0x0c: 'InsufficientEncryptionKeySize', 0x0d: 'InvalidAttributeValueLength',
+    0x0e: 'Unlikely', 0x0f: 'InsufficientEncryption', 0x10: 'UnsupportedGroupType',
+    0x11: 'InsufficientResources', 0x12: 'DatabaseOutOfSync', 0x13: 'ValueNotAllowed',
+    0xfd: 'CccImproperlyConfigured', 0xfe: 'ProcedureAlreadyInProgress', 0xff: 'OutOfRange',
+}
+
+
+def att_error(code, detail=''):
+    '''The ATT Error Response a remote central receives, as a Mock error:
+    org.freedesktop.DBus.Mock.Error.Att.<Name>, message "0xNN[ detail]".'''
+    name = ATT_ERRORS.get(code) or (f'Application{code:02X}' if 0x80 <= code <= 0x9f
+                                    else f'Error{code:02X}')
+    return _err(ATT_MOCK_ERR + name, f'0x{code:02x}' + (f' {detail}' if detail else ''))
+
+
+def dbus_error_to_att_ecode(name, message, perm_err):
+    '''src/gatt-database.c dbus_error_to_att_ecode'''
+    if name == ERR + 'Failed':
+        m = re.fullmatch(r'\s*([+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*))', message or '')
+        if not m:
+            return 0x80         # "If message doesn't set an error code just use 0x80"
+        code = int(m.group(1), 0)
+        return code if 0x80 <= code <= 0x9f else 0x0e
+    return {ERR + 'NotSupported': 0x06, ERR + 'NotAuthorized': 0x08,
+            ERR + 'InvalidValueLength': 0x0d, ERR + 'InvalidOffset': 0x07,
+            ERR + 'InProgress': 0xfe, ERR + 'NotPermitted': perm_err}.get(name, 0x0e)
+
+
+def bt_uuid(text):
+    '''lib/uuid.c bt_string_to_uuid → (bits 16|32|128, canonical 128-bit
+    string), or None. A 128-bit string on the Bluetooth base is 16-bit.'''
+    if not isinstance(text, str):
+        return None
+    s = str(text)
+    if len(s) == 36 and s[8] == '-' and s[13] == '-' and s[18] == '-' and s[23] == '-':
+        m = re.fullmatch(r'0000([0-9a-fA-F]{4})-0000-1000-8000-00805[fF]9[bB]34[fF][bB]', s)
+        if m:
+            return 16, canonical_uuid(m.group(1))
+        if not re.fullmatch(r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', s):
+            return None
+        return 128, s.lower()
+    if len(s) in (8, 10) and re.fullmatch(r'(0[xX])?[0-9a-fA-F]+', s):
+        return 32, '%08x' % (int(s, 16) & 0xffffffff) + BASE_UUID_SUFFIX
+    if len(s) in (4, 6) and re.fullmatch(r'(0[xX])?[0-9a-fA-F]+', s):
+        return 16, '%08x' % (int(s, 16) & 0xffff) + BASE_UUID_SUFFIX
+    return None
+
+
+def _no_reply_call(owner, path, interface, method, signature='', args=()):
+    '''g_dbus_proxy_method_call without a reply function: NO_REPLY_EXPECTED.'''
+    msg = dbus.lowlevel.MethodCallMessage(owner, path, interface, method)
+    msg.set_no_reply(True)
+    if signature:
+        msg.append(*args, signature=signature)
+    _bus().send_message(msg)
+
+
+def _record_call(path, method, options=None):
+    SERVER_CALLS.append((str(path), method, dict(options or {})))
+
+
+# -- GATT applications (src/gatt-database.c) ---------------------------------
+
+class LocalAttribute:
+    '''An external characteristic or descriptor (struct external_chrc/desc).'''
+    kind = ''
+
+    def __init__(self, service, path, iface):
+        self.service = service
+        self.path = path
+        self.iface = iface
+        self.handle = 0
+        self.perm = 0
+        self.pending = []               # in-flight ops (pending_reads/pending_writes)
+        self.gone = False               # its proxy was removed (InterfacesRemoved)
+
+    @property
+    def app(self):
+        return self.service.app
+
+    @property
+    def props(self):
+        return self.app.objects.get(self.path, {}).get(self.iface, {})
+
+    @property
+    def uuid(self):
+        u = bt_uuid(self.props.get('UUID'))
+        return u[1] if u else ''
+
+
+class LocalChrc(LocalAttribute):
+    kind = 'characteristic'
+
+    def __init__(self, service, path):
+        super().__init__(service, path, GATT_CHRC_IFACE)
+        self.flags = []
+        self.cprops = 0
+        self.ext_props = 0
+        self.ccc_perm = 0
+        self.ccc_handle = 0
+        self.cep_handle = 0
+        self.ntfy_cnt = 0
+        self.descs = []
+
+
+class LocalDesc(LocalAttribute):
+    kind = 'descriptor'
+
+    def __init__(self, service, path, chrc_path):
+        super().__init__(service, path, GATT_DESC_IFACE)
+        self.chrc_path = chrc_path
+        self.handled = False
+
+
+class LocalService:
+    def __init__(self, app, path):
+        self.app = app
+        self.path = path
+        self.chrcs = []
+        self.descs = []
+        self.handle = 0
+        self.end = 0
+        self.active = False
+
+
+class LocalApp:
+    '''struct gatt_app: one RegisterApplication (owner + root path).'''
+
+    def __init__(self, st, owner, path, ok, err):
+        self.st = st
+        self.owner = owner
+        self.path = path
+        self.reg = (ok, err)            # app->reg: the RegisterApplication call, until answered
+        self.state = 'pending'
+        self.failed = False
+        self.objects = {}               # path → {interface: props}: the GDBusClient's proxies
+        self.services = []
+        self.profiles = []
+        self.matches = []
+
+    def attributes(self):
+        for svc in self.services:
+            for chrc in svc.chrcs:
+                yield chrc
+                yield from chrc.descs
+
+    def watch(self):
+        '''The GDBusClient's match rules: signals from the owner under the root.'''
+        bus = _bus()
+        self.matches = [
+            bus.add_signal_receiver(self._props_changed, signal_name='PropertiesChanged',
+                                    dbus_interface=PROPS_IFACE, bus_name=self.owner,
+                                    path_keyword='path', byte_arrays=True),
+            bus.add_signal_receiver(self._ifaces_added, signal_name='InterfacesAdded',
+                                    dbus_interface=OBJECT_MANAGER_IFACE, bus_name=self.owner,
+                                    path=self.path, byte_arrays=True),
+            bus.add_signal_receiver(self._ifaces_removed, signal_name='InterfacesRemoved',
+                                    dbus_interface=OBJECT_MANAGER_IFACE, bus_name=self.owner,
+                                    path=self.path),
+        ]
+
+    def unwatch(self):
+        for m in self.matches:
+            m.remove()
+        self.matches = []
+
+    def _props_changed(self, interface, changed, invalidated, path=None):
+        ifaces = self.objects.get(str(path))
+        if ifaces is None or str(interface) not in ifaces:
+            return
+        props = ifaces[str(interface)]
+        for k, v in changed.items():
+            props[str(k)] = v
+        for k in invalidated:
+            props.pop(str(k), None)
+        # property_changed_cb: set on characteristics with notify/indicate
+        # (database_add_ccc); every Value change — same value or not, Notifying
+        # or not — goes to every central whose CCC is set
+        if self.state != 'registered' or str(interface) != GATT_CHRC_IFACE:
+            return
+        chrc = self.find(str(path))
+        if not isinstance(chrc, LocalChrc) or chrc.gone or \
+                not chrc.cprops & (PROP_NOTIFY | PROP_INDICATE):
+            return
+        if 'Value' in changed:
+            value = changed['Value']
+            if not isinstance(value, (bytes, dbus.ByteArray)) and not (
+                    isinstance(value, dbus.Array) and value.signature == 'y'):
+                log(f'{path}: malformed "Value" property received')
+                return
+            send_value_to_centrals(chrc, _bytes(value))
+        elif 'Value' in [str(k) for k in invalidated]:
+            send_value_to_centrals(chrc, b'')
+
+    def _ifaces_added(self, path, interfaces):
+        # proxy_added_cb: queued in app->proxies, never added to the database
+        if self.failed:
+            return
+        for iface, props in interfaces.items():
+            if str(iface) in (INTROSPECT_IFACE, PROPS_IFACE):
+                continue
+            self.objects.setdefault(str(path), {})[str(iface)] = dict(props)
+        log(f'application {self.owner}{self.path}: object added {path} (ignored, as bluetoothd does)')
+
+    def _ifaces_removed(self, path, interfaces):
+        path = str(path)
+        for iface in interfaces:
+            self.objects.get(path, {}).pop(str(iface), None)
+            for a in self.attributes():
+                if a.path == path and a.iface == str(iface):
+                    a.gone = True
+        if path in self.objects and not self.objects[path]:
+            del self.objects[path]
+        # proxy_removed_cb: only a service's removal changes the database
+        if str(GATT_SERVICE_IFACE) in [str(i) for i in interfaces]:
+            for svc in [s for s in self.services if s.path == path]:
+                log(f'application {self.owner}{self.path}: service {path} removed')
+                self.services.remove(svc)
+                service_free(svc)
+
+    def find(self, path):
+        for a in self.attributes():
+            if a.path == path:
+                return a
+        return None
+
+
+def gatt_register_app(st, sender, path, ok, err):
+    '''manager_register_app + create_app'''
+    if any(a.owner == sender and a.path == path for a in st.apps):
+        raise _err(ERR + 'AlreadyExists', 'Already Exists')
+    if not path.startswith('/'):
+        raise _err(ERR + 'Failed', 'Failed to register application')
+    app = LocalApp(st, sender, path, ok, err)
+    st.apps.append(app)
+    _watch_clients()
+    app.watch()
+    _record_call(path, 'GetManagedObjects')
+
+    def reply(objects):
+        if app not in st.apps:
+            return      # unregistered meanwhile: app_free drops app->reg unanswered
+        for opath, ifaces in objects.items():
+            for iface, props in ifaces.items():
+                if str(iface) in (INTROSPECT_IFACE, PROPS_IFACE):
+                    continue
+                app.objects.setdefault(str(opath), {})[str(iface)] = dict(props)
+        gatt_client_ready(app)
+
+    def error(e):
+        log(f'GetManagedObjects {sender}{path}: {e.get_dbus_name()}')
+        if app in st.apps:
+            gatt_client_ready(app)      # get_managed_objects_reply: ready, no objects
+
+    _bus().call_async(sender, path, OBJECT_MANAGER_IFACE, 'GetManagedObjects', '', (),
+                      reply, error, timeout=DBUS_DEFAULT_TIMEOUT, byte_arrays=True)
+
+
+def _reply_registration(app, error=None):
+    ok, err = app.reg
+    app.reg = None
+    if error is None:
+        ok()
+    else:
+        err(_err(ERR + 'Failed', error))
+
+
+def gatt_client_ready(app):
+    '''client_ready_cb'''
+    proxies = [(p, i, props) for p, ifaces in app.objects.items() for i, props in ifaces.items()]
+    if not proxies:
+        return _fail_app(app, 'No object received')
+    for p, i, props in proxies:             # register_profile
+        if i == GATT_PROFILE_IFACE and not app.failed:
+            uuids = props.get('UUIDs')
+            if not isinstance(uuids, dbus.Array) or not [u for u in uuids if isinstance(u, dbus.String)]:
+                app.failed = True
+            else:
+                app.profiles.append(p)
+    for p, i, props in proxies:             # register_service → create_service
+        if i == GATT_SERVICE_IFACE and not app.failed:
+            app.services.append(LocalService(app, p))
+    for p, i, props in proxies:             # register_characteristic → chrc_create
+        if i == GATT_CHRC_IFACE and not app.failed:
+            if not _chrc_create(app, p, props):
+                app.failed = True
+    for p, i, props in proxies:             # register_descriptor → desc_create
+        if i == GATT_DESC_IFACE and not app.failed:
+            if not _desc_create(app, p, props):
+                app.failed = True
+    if (not app.services and not app.profiles) or app.failed:
+        return _fail_app(app, 'No valid service object found')
+    for svc in app.services:                # database_add_app
+        if not database_add_service(svc):
+            return _fail_app(app, 'Failed to create entry in database')
+    app.state = 'registered'
+    log(f'GATT application registered: {app.owner}:{app.path}')
+    _reply_registration(app)
+    return None
+
+
+def _fail_app(app, message):
+    log(f'GATT application {app.owner}:{app.path} refused: {message}')
+    _reply_registration(app, message)
+    remove_app(app)
+
+
+def _object_path(value):
+    return str(value) if isinstance(value, dbus.ObjectPath) else None
+
+
+def parse_chrc_flags(flags):
+    '''parse_chrc_flags → (props, ext_props, perm, ccc_perm) or None. An
+    empty Flags array fails too (its do/while reads an invalid element).'''
+    if not isinstance(flags, dbus.Array) or not len(flags):
+        return None
+    props = ext = perm = ccc = 0
+    table = {
+        'broadcast': (PROP_BROADCAST, 0, 0, 0),
+        'read': (PROP_READ, 0, PERM_READ, 0),
+        'write-without-response': (PROP_WRITE_WITHOUT_RESP, 0, PERM_WRITE, 0),
+        'write': (PROP_WRITE, 0, PERM_WRITE, 0),
+        'notify': (PROP_NOTIFY, 0, 0, PERM_WRITE),
+        'indicate': (PROP_INDICATE, 0, 0, PERM_WRITE),
+        'authenticated-signed-writes': (PROP_AUTH, 0, PERM_WRITE, 0),
+        'extended-properties': (PROP_EXT_PROP, 0, 0, 0),
+        'reliable-write': (0, EXT_PROP_RELIABLE_WRITE, PERM_WRITE, 0),
+        'writable-auxiliaries': (0, EXT_PROP_WRITABLE_AUX, 0, 0),
+        'encrypt-read': (PROP_READ, 0, PERM_READ | PERM_READ_ENCRYPT, 0),
+        'encrypt-write': (PROP_WRITE, 0, PERM_WRITE | PERM_WRITE_ENCRYPT, 0),
+        'encrypt-authenticated-read': (PROP_READ, 0, PERM_READ | PERM_READ_AUTHEN, 0),
+        'encrypt-authenticated-write': (PROP_WRITE, 0, PERM_WRITE | PERM_WRITE_AUTHEN, 0),
+        'secure-read': (PROP_READ, 0, PERM_READ | PERM_READ_SECURE, 0),
+        'secure-write': (PROP_WRITE, 0, PERM_WRITE | PERM_WRITE_SECURE, 0),
+        'authorize': (0, 0, 0, 0),
+        'encrypt-notify': (PROP_NOTIFY, 0, 0, PERM_WRITE_ENCRYPT),
+        'encrypt-authenticated-notify': (PROP_NOTIFY, 0, 0, PERM_WRITE_AUTHEN),
+        'secure-notify': (PROP_NOTIFY, 0, 0, PERM_WRITE_SECURE),
+        'encrypt-indicate': (PROP_INDICATE, 0, 0, PERM_WRITE_ENCRYPT),
+        'encrypt-authenticated-indicate': (PROP_INDICATE, 0, 0, PERM_WRITE_AUTHEN),
+        'secure-indicate': (PROP_INDICATE, 0, 0, PERM_WRITE_SECURE),
+    }
+    for f in flags:
+        if not isinstance(f, dbus.String) or str(f) not in table:
+            log(f'Invalid characteristic flag: {f}')
+            return None
+        p, e, m, c = table[str(f)]
+        props |= p
+        ext |= e
+        perm |= m
+        ccc |= c
+    if ext:
+        props |= PROP_EXT_PROP
+    return props, ext, perm, ccc
+
+
+def parse_desc_flags(flags):
+    '''parse_desc_flags → perm or None'''
+    if not isinstance(flags, dbus.Array) or not len(flags):
+        return None
+    table = {'read': PERM_READ, 'write': PERM_WRITE,
+             'encrypt-read': PERM_READ | PERM_READ_ENCRYPT,
+             'encrypt-write': PERM_WRITE | PERM_WRITE_ENCRYPT,
+             'encrypt-authenticated-read': PERM_READ | PERM_READ_AUTHEN,
+             'encrypt-authenticated-write': PERM_WRITE | PERM_WRITE_AUTHEN,
+             'secure-read': PERM_READ | PERM_READ_SECURE,
+             'secure-write': PERM_WRITE | PERM_WRITE_SECURE, 'authorize': 0}
+    perm = 0
+    for f in flags:
+        if not isinstance(f, dbus.String) or str(f) not in table:
+            log(f'Invalid descriptor flag: {f}')
+            return None
+        perm |= table[str(f)]
+    return perm
+
+
+def _chrc_create(app, path, props):
+    svc_path = _object_path(props.get('Service'))
+    if svc_path is None:
+        log('Failed to obtain service path for characteristic')
+        return False
+    svc = next((s for s in app.services if s.path == svc_path), None)
+    if svc is None:
+        log(f'Unable to find service for characteristic: {path}')
+        return False
+    parsed = parse_chrc_flags(props.get('Flags'))
+    if parsed is None:
+        log('Failed to parse characteristic properties')
+        return False
+    chrc = LocalChrc(svc, path)
+    chrc.flags = [str(f) for f in props['Flags']]
+    chrc.cprops, chrc.ext_props, chrc.perm, chrc.ccc_perm = parsed
+    svc.chrcs.append(chrc)
+    return True
+
+
+def _desc_create(app, path, props):
+    chrc_path = _object_path(props.get('Characteristic'))
+    if chrc_path is None:
+        log('Failed to obtain characteristic path for descriptor')
+        return False
+    svc = next((s for s in app.services if any(c.path == chrc_path for c in s.chrcs)), None)
+    if svc is None:
+        log(f'Unable to find service for characteristic: {chrc_path}')
+        return False
+    perm = parse_desc_flags(props.get('Flags'))
+    if perm is None:
+        log('Failed to parse characteristic properties')
+        return False
+    desc = LocalDesc(svc, path, chrc_path)
+    desc.perm = perm
+    svc.descs.append(desc)
+    return True
+
+
+def _parse_gatt_uuid(props):
+    '''parse_uuid: a valid UUID string, not GAP (0x1800) or GATT (0x1801).'''
+    u = bt_uuid(props.get('UUID')) if isinstance(props.get('UUID'), dbus.String) else None
+    if u is None:
+        return None
+    if u[1] in (canonical_uuid('1800'), canonical_uuid('1801')):
+        log('GAP/GATT service must be handled by BlueZ')
+        return None
+    return u
+
+
+def _parse_handle(props):
+    '''parse_handle: optional, q → handle (0 = allocate), or None if mistyped.'''
+    h = props.get('Handle')
+    if h is None:
+        return 0
+    return int(h) if isinstance(h, dbus.UInt16) else None
+
+
+def _write_handle(attr_or_svc, props, path, handle):
+    '''write_handle: only if the object has a Handle property.'''
+    if 'Handle' not in props:
+        return
+    props['Handle'] = dbus.UInt16(handle)
+    app = attr_or_svc.app
+    iface = getattr(attr_or_svc, 'iface', GATT_SERVICE_IFACE)
+    _record_call(path, 'Set Handle')
+    _bus().call_async(app.owner, path, PROPS_IFACE, 'Set', 'ssv',
+                      (iface, 'Handle', dbus.UInt16(handle, variant_level=1)),
+                      lambda *a: None, lambda e: None, timeout=DBUS_DEFAULT_TIMEOUT)
+
+
+def database_add_service(svc):
+    '''database_add_service (+ database_add_chrc, _ccc, _cep, _desc)'''
+    props = svc.app.objects.get(svc.path, {}).get(GATT_SERVICE_IFACE, {})
+    if _parse_gatt_uuid(props) is None:
+        log('Failed to read "UUID" property of service')
+        return False
+    if not isinstance(props.get('Primary'), dbus.Boolean):
+        log('Failed to read "Primary" property of service')
+        return False
+    inc = props.get('Includes')
+    if inc is not None and (not isinstance(inc, dbus.Array) or
+                            not all(isinstance(x, dbus.ObjectPath) for x in inc)):
+        log('Failed to read "Includes" property of service')
+        return False
+    handle = _parse_handle(props)
+    if handle is None:
+        log('Failed to read "Handle" property of service')
+        return False
+    count = 1 + len(inc or [])
+    for chrc in svc.chrcs:
+        count += 2 + (1 if chrc.cprops & (PROP_NOTIFY | PROP_INDICATE) else 0) + \
+            (1 if chrc.ext_props else 0)
+    count += len(svc.descs)
+    st = svc.app.st
+    if handle:
+        taken = [(s.handle, s.end) for a in st.apps for s in a.services if s.active]
+        if any(not (handle + count - 1 < lo or handle > hi) for lo, hi in taken):
+            return False        # gatt_db_insert_service: range in use
+        svc.handle = handle
+    else:
+        svc.handle = st.next_handle
+        _write_handle(svc, props, svc.path, svc.handle)
+    svc.end = svc.handle + count - 1
+    st.next_handle = max(st.next_handle, svc.end + 1)
+    h = svc.handle + 1 + len(inc or [])
+    for chrc in svc.chrcs:
+        cp = chrc.props
+        ch = _parse_handle(cp)
+        if ch is None or _parse_gatt_uuid(cp) is None or \
+                _object_path(cp.get('Service')) != svc.path:
+            return _service_fail(svc)
+        chrc.handle = ch or h + 1           # the value attribute's handle
+        h = max(h, chrc.handle) + 1
+        if chrc.cprops & (PROP_NOTIFY | PROP_INDICATE):
+            chrc.ccc_perm |= PERM_WRITE | PERM_READ
+            chrc.ccc_handle = h
+            h += 1
+        if chrc.ext_props:
+            chrc.cep_handle = h
+            h += 1
+        if not ch:
+            _write_handle(chrc, cp, chrc.path, chrc.handle)
+        for desc in svc.descs:
+            if desc.handled or desc.chrc_path != chrc.path:
+                continue
+            dp = desc.props
+            dh = _parse_handle(dp)
+            if dh is None or _parse_gatt_uuid(dp) is None:
+                return _service_fail(svc)
+            desc.handle = dh or h
+            h = max(h, desc.handle) + 1
+            desc.handled = True
+            chrc.descs.append(desc)
+            if not dh:
+                _write_handle(desc, dp, desc.path, desc.handle)
+    if any(not d.handled for d in svc.descs):
+        log('Found descriptor with no matching characteristic!')
+        return _service_fail(svc)
+    svc.active = True
+    return True
+
+
+def _service_fail(svc):
+    svc.active = False
+    return False
+
+
+def cancel_pending(attr):
+    '''cancel_pending_read/_write: the central gets Request Not Supported.'''
+    ops, attr.pending = attr.pending, []
+    for op in ops:
+        op.finish(att_error(0x06, 'the application went away'))
+
+
+def service_free(svc):
+    '''service_free (+ gatt_db_service_removed: the CCC states of its
+    characteristics are dropped for every device, without StopNotify)'''
+    for chrc in svc.chrcs:
+        cancel_pending(chrc)
+        for desc in chrc.descs:
+            cancel_pending(desc)
+        for central in svc.app.st.centrals.values():
+            central.ccc.pop(chrc, None)
+    svc.active = False
+
+
+def remove_app(app):
+    '''remove_app / app_free: services leave the database; a pending
+    RegisterApplication is dropped unanswered (app->reg unref'd).'''
+    if app in app.st.apps:
+        app.st.apps.remove(app)
+    app.unwatch()
+    for svc in app.services:
+        service_free(svc)
+    app.state = 'removed'
+
+
+def gatt_unregister_app(st, sender, path):
+    '''manager_unregister_app'''
+    app = next((a for a in st.apps if a.owner == sender and a.path == path), None)
+    if app is None:
+        raise _err(ERR + 'DoesNotExist', 'Does Not Exist')
+    remove_app(app)
+
+
+# -- simulated remote centrals --------------------------------------------------
+
+class RemoteCentral:
+    def __init__(self, st, address, addr_type, mtu, security):
+        self.st = st
+        self.address = address
+        self.adv = Advertiser(st, address, {'AddressType': dbus.String(addr_type)}, False)
+        self.adv.in_range = False
+        self.mtu = mtu
+        self.security = security
+        self.connected = False
+        self.ccc = {}                   # LocalChrc → CCC value (device_state's ccc_states)
+        self.received = {}              # LocalChrc → [bytes] since the last subscription
+        self.pending = []               # ops waiting for an application
+
+    @property
+    def path(self):
+        return device_path(self.st.name, self.address)
+
+
+class ServerOp:
+    '''A request from a remote central waiting for an application's reply.'''
+
+    def __init__(self, central, attr, ok, err):
+        self.central = central
+        self.attr = attr
+        self.ok = ok
+        self.err = err
+        self.done = False
+        self.timer = GLib.timeout_add(int(SERVER['att_timeout'] * 1000), self._att_timeout)
+        central.pending.append(self)
+        attr.pending.append(self)
+
+    def finish(self, error=None, value=None):
+        if self.done:
+            return
+        self.done = True
+        if self.timer:
+            GLib.source_remove(self.timer)
+            self.timer = None
+        for lst in (self.central.pending, self.attr.pending):
+            if self in lst:
+                lst.remove(self)
+        if error is not None:
+            self.err(error)
+        elif value is None:
+            self.ok()
+        else:
+            self.ok(value)
+
+    def _att_timeout(self):
+        # shared/att.c timeout_cb: the central gives up and drops the link;
+        # bluetoothd's own call to the application goes on (300 s) and its
+        # reply is then ignored (pending_disconnect_cb)
+        self.timer = None
+        log(f'{self.attr.path}: no answer within the central\'s ATT timeout')
+        self.finish(_mock_err('Att.Timeout', f'no ATT response within {SERVER["att_timeout"]} s;'
+                              ' the central disconnected'))
+        if self.central.connected:
+            remote_disconnect(self.central)
+        return False
+
+
+def _central(adapter, address):
+    st = _adapter_state(adapter)
+    c = st.centrals.get(str(address).upper())
+    if c is None or not c.connected:
+        raise _mock_err('NotConnected', f'central {address} is not connected to {adapter}')
+    return c
+
+
+def _server_attr(st, ref):
+    '''An attribute of a registered application on st, by object path or
+    by UUID (first match in registration order).'''
+    ref = str(ref)
+    want = canonical_uuid(ref)
+    for app in st.apps:
+        if app.state != 'registered':
+            continue
+        for a in app.attributes():
+            if not a.service.active:
+                continue
+            if a.path == ref or (want is not None and a.uuid == want):
+                return a
+    raise _mock_err('NoSuchAttribute', f'no registered characteristic/descriptor {ref} on {st.name}')
+
+
+def check_permissions(central, perm, mask):
+    '''src/shared/gatt-server.c check_permissions → ATT error or 0'''
+    if perm and mask & PERM_READ and not perm & PERM_READ:
+        return 0x02
+    if perm and mask & PERM_WRITE and not perm & PERM_WRITE:
+        return 0x03
+    perm &= mask
+    if not perm:
+        return 0
+    sec = central.security
+    if perm & PERM_SECURE and sec < SECURITY['fips']:
+        return 0x05
+    if perm & PERM_AUTHEN and sec < SECURITY['high']:
+        return 0x05
+    if perm & PERM_ENCRYPT and sec < SECURITY['medium']:
+        return 0x0f
+    return 0
+
+
+def _options(central, offset=0):
+    '''append_options'''
+    opts = {'device': dbus.ObjectPath(central.path)}
+    if offset:
+        opts['offset'] = dbus.UInt16(offset)
+    opts['link'] = dbus.String('LE')
+    opts['mtu'] = dbus.UInt16(central.mtu)
+    return dbus.Dictionary(opts, signature='sv')
+
+
+def remote_read(central, attr, offset, ok, err):
+    '''handle_read_req → check_permissions → chrc_read_cb/desc_read_cb → send_read'''
+    code = check_permissions(central, attr.perm, PERM_READ_MASK)
+    if code:
+        raise att_error(code)
+    if attr.gone:
+        raise att_error(0x0e, 'the object is gone (g_dbus_proxy_method_call fails)')
+    op = ServerOp(central, attr, ok, err)
+    opts = _options(central, offset)
+    _record_call(attr.path, 'ReadValue', opts)
+
+    def reply(*args):
+        if op.done:
+            return
+        if len(args) != 1 or not isinstance(args[0], (bytes, dbus.ByteArray)):
+            return op.finish(att_error(0x06, 'invalid return value for "ReadValue"'))
+        data = _bytes(args[0])[:512]
+        op.finish(value=_ay(data[:central.mtu - 1]))     # read_complete_cb: MTU - 1
+
+    def error(e):
+        if op.done:
+            return
+        name, msg = e.get_dbus_name() or '', e.get_dbus_message() or ''
+        op.finish(att_error(dbus_error_to_att_ecode(name, msg, 0x02), f'{name}: {msg}'))
+
+    _bus().call_async(attr.app.owner, attr.path, attr.iface, 'ReadValue', 'a{sv}', (opts,),
+                      reply, error, timeout=METHOD_CALL_TIMEOUT, byte_arrays=True)
+
+
+def remote_write(central, attr, data, kind, ok, err):
+    '''write_cb → check_length, check_permissions → chrc_write_cb/desc_write_cb
+    → send_write. A write command's errors are silent (no response).'''
+    command = kind == 'command'
+    code = 0x0d if len(data) > 512 else check_permissions(central, attr.perm, PERM_WRITE_MASK)
+    if not code and attr.gone:
+        code = 0x0e
+    if code:
+        if command:
+            log(f'{attr.path}: write command dropped (ATT 0x{code:02x})')
+            return ok()
+        raise att_error(code)
+    if isinstance(attr, LocalChrc):
+        if 'WriteAcquired' in attr.props:
+            raise _mock_err('NotModelled', 'AcquireWrite (WriteAcquired property) is not modelled')
+        if attr.cprops & PROP_WRITE_WITHOUT_RESP:
+            # chrc_write_cb: queue = NULL → WriteValue without a reply
+            # function (NO_REPLY_EXPECTED), and write_setup_cb reports
+            # success at once — for write requests too
+            opts = _options(central)
+            _record_call(attr.path, 'WriteValue', opts)
+            _no_reply_call(attr.app.owner, attr.path, attr.iface, 'WriteValue', 'aya{sv}',
+                           (_ay(data), opts))
+            return ok()
+    op = ServerOp(central, attr, ok, err)
+    opts = _options(central)
+    _record_call(attr.path, 'WriteValue', opts)
+
+    def reply(*args):
+        if op.done:
+            return
+        if command:
+            return op.finish()
+        if args:
+            return op.finish(att_error(0x06, 'invalid return value for "WriteValue"'))
+        op.finish()
+
+    def error(e):
+        if op.done:
+            return
+        if command:
+            return op.finish()
+        name, msg = e.get_dbus_name() or '', e.get_dbus_message() or ''
+        op.finish(att_error(dbus_error_to_att_ecode(name, msg, 0x03), f'{name}: {msg}'))
+
+    _bus().call_async(attr.app.owner, attr.path, attr.iface, 'WriteValue', 'aya{sv}',
+                      (_ay(data), opts), reply, error, timeout=METHOD_CALL_TIMEOUT)
+    if command:
+        # no ATT response for a command: the central is done at once
+        op.finish()
+
+
+def ccc_write_cb(chrc, value):
+    '''src/gatt-database.c ccc_write_cb → ATT error or 0 (value None: the
+    CCC state cleared on disconnection, clear_ccc_state)'''
+    if not value:
+        if not chrc.ntfy_cnt:
+            return 0
+        chrc.ntfy_cnt -= 1
+        if chrc.ntfy_cnt:
+            return 0
+        _record_call(chrc.path, 'StopNotify')
+        if not chrc.gone:
+            _no_reply_call(chrc.app.owner, chrc.path, GATT_CHRC_IFACE, 'StopNotify')
+        return 0
+    if value > 2 or (value == 1 and not chrc.cprops & PROP_NOTIFY) or \
+            (value == 2 and not chrc.cprops & PROP_INDICATE):
+        return 0xfd
+    if 'NotifyAcquired' in chrc.props:
+        raise _mock_err('NotModelled', 'AcquireNotify (NotifyAcquired property) is not modelled')
+    # "Always call StartNotify for an incoming enable and ignore the return value"
+    if chrc.gone:
+        return 0x0e
+    _record_call(chrc.path, 'StartNotify')
+    _no_reply_call(chrc.app.owner, chrc.path, GATT_CHRC_IFACE, 'StartNotify')
+    chrc.ntfy_cnt += 1
+    return 0
+
+
+def remote_ccc_write(central, chrc, value):
+    '''gatt-server write_cb (CCC permissions) → gatt_ccc_write_cb'''
+    if not isinstance(chrc, LocalChrc) or not chrc.ccc_handle:
+        raise att_error(0x0a, 'the characteristic has no CCC descriptor')
+    code = check_permissions(central, chrc.ccc_perm, PERM_WRITE_MASK)
+    if code:
+        raise att_error(code)
+    if value == central.ccc.get(chrc, 0):
+        return      # "If value is identical, then just succeed"
+    code = ccc_write_cb(chrc, value)
+    if code:
+        raise att_error(code)
+    central.ccc[chrc] = value
+    if value:
+        central.received[chrc] = []
+
+
+def send_value_to_centrals(chrc, value):
+    '''send_notification_to_devices: a notification, or an indication when
+    the CCC has the indicate bit (Confirm() to the application once the
+    central confirms: conf_cb)'''
+    for central in chrc.app.st.centrals.values():
+        ccc = central.ccc.get(chrc, 0)
+        if not central.connected or not ccc & 3:
+            continue
+        central.received.setdefault(chrc, []).append(value[:central.mtu - 3])
+        if ccc & 2:
+            def confirm(c=chrc):
+                _record_call(c.path, 'Confirm')
+                if not c.gone:
+                    _no_reply_call(c.app.owner, c.path, GATT_CHRC_IFACE, 'Confirm')
+                return False
+            GLib.idle_add(confirm)
+
+
+def remote_disconnect(central):
+    '''The link goes: att_disconnected (CCC states of an unbonded device are
+    cleared: ccc_write_cb(NULL) each), pending ops are answered to no one.'''
+    central.connected = False
+    for op in list(central.pending):
+        op.finish(_mock_err('NotConnected', 'the link went down'))
+    dev = mockobject.objects.get(central.path)
+    bonded = isinstance(dev, DeviceObject) and bool(dev.props[DEVICE_IFACE]['Bonded'])
+    if not bonded:
+        for chrc, value in list(central.ccc.items()):
+            if value:
+                ccc_write_cb(chrc, None)
+        central.ccc.clear()
+    if isinstance(dev, DeviceObject) and dev.connected:
+        disconnect_device(dev)
+
+
+# -- LE advertising (src/advertising.c) --------------------------------------------
+
+ADV_INCLUDES = ('tx-power', 'appearance', 'local-name')   # includes[], all supported here
+AD_TYPE_REJECT = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0d, 0x0e,
+                  0x0f, 0x10, 0x11, 0x12, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b,
+                  0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x27, 0x28, 0x29, 0x2a,
+                  0x2b, 0x3d, 0xff}   # src/shared/ad.c type_reject_list
+AD_FLAG_LIMITED, AD_FLAG_GENERAL, AD_FLAG_NO_BREDR = 0x01, 0x02, 0x04
+
+
+class LocalAdvertisement:
+    '''struct btd_adv_client'''
+
+    def __init__(self, st, owner, path, instance, ok, err):
+        self.st = st
+        self.owner = owner
+        self.path = path
+        self.instance = instance
+        self.reg = (ok, err)
+        self.state = 'pending'
+        self.props = {}                 # the proxy's properties (GetAll, PropertiesChanged)
+        self.parsed = None
+        self.to_id = None               # Timeout
+        self.disc_to_id = None          # DiscoverableTimeout
+        self.match = None
+        self.address = None             # what others hear (set when published)
+        self.address_type = 'public'
+        self.lengths = (0, 0, 0, 0)     # adv data, its maximum, scan response, its maximum
+
+    def watch(self):
+        self.match = _bus().add_signal_receiver(
+            self._props_changed, signal_name='PropertiesChanged', dbus_interface=PROPS_IFACE,
+            bus_name=self.owner, path=self.path, byte_arrays=True)
+
+    def unwatch(self):
+        if self.match is not None:
+            self.match.remove()
+            self.match = None
+
+    def _props_changed(self, interface, changed, invalidated):
+        if str(interface) != LE_ADV_IFACE:
+            return
+        for k, v in changed.items():
+            self.props[str(k)] = v
+        for k in invalidated:
+            self.props.pop(str(k), None)
+        if self.state == 'registered':
+            # properties_changed: the property is parsed again and the
+            # advertisement refreshed (kept as it was if it no longer parses)
+            parsed, _ = parse_advertisement(self, start_timers=False)
+            if parsed is not None and refresh_advertisement(self, parsed) is None:
+                self.parsed = parsed
+                publish_advertisement(self)
+
+    def clear_timers(self):
+        for attr in ('to_id', 'disc_to_id'):
+            t = getattr(self, attr)
+            if t is not None:
+                GLib.source_remove(t)
+                setattr(self, attr, None)
+
+
+def _adv_instances_changed(st):
+    '''The getters: ActiveInstances = clients, SupportedInstances = max_ads -
+    clients (what is left). values only; signals where bluetoothd emits them.'''
+    p = st.obj.props[LE_ADV_MANAGER_IFACE]
+    p['ActiveInstances'] = dbus.Byte(len(st.ads))
+    p['SupportedInstances'] = dbus.Byte(max(st.max_ads - len(st.ads), 0))
+
+
+def _adv_emit_instances(st):
+    p = st.obj.props[LE_ADV_MANAGER_IFACE]
+    emit_props_changed(st.path, LE_ADV_MANAGER_IFACE,
+                       {'SupportedInstances': p['SupportedInstances'],
+                        'ActiveInstances': p['ActiveInstances']})
+
+
+def adv_register(st, sender, path, ok, err):
+    '''register_advertisement + client_create'''
+    if any(a.owner == sender and a.path == path for a in st.ads):
+        raise _err(ERR + 'AlreadyExists', 'Already Exists')
+    if not path.startswith('/'):
+        raise _err(ERR + 'Failed', 'Failed to register advertisement')
+    instance = next((i for i in range(1, st.max_ads + 1) if i not in st.adv_instances), 0)
+    if not instance:
+        raise _err(ERR + 'NotPermitted', 'Maximum advertisements reached')
+    ad = LocalAdvertisement(st, sender, path, instance, ok, err)
+    st.adv_instances.add(instance)
+    st.ads.append(ad)
+    _adv_instances_changed(st)
+    _watch_clients()
+    ad.watch()
+    _record_call(path, 'GetAll')
+
+    def reply(props):
+        ad.props = {str(k): v for k, v in props.items()}
+        adv_proxy_added(ad)
+
+    def error(e):
+        # get_all_properties_reply: an error still adds the proxy, with no
+        # properties: an empty broadcast advertisement gets registered
+        log(f'GetAll {sender}{path}: {e.get_dbus_name()}')
+        adv_proxy_added(ad)
+
+    _bus().call_async(sender, path, PROPS_IFACE, 'GetAll', 's', (LE_ADV_IFACE,),
+                      reply, error, timeout=DBUS_DEFAULT_TIMEOUT, byte_arrays=True)
+
+
+def adv_proxy_added(ad):
+    '''client_proxy_added → parse_advertisement → refresh → add_adv_callback'''
+    if ad not in ad.st.ads or ad.reg is None:
+        return
+    parsed, error = parse_advertisement(ad, start_timers=True)
+    if parsed is not None:
+        error = refresh_advertisement(ad, parsed)
+        if error and SERVER['adv_commands'] == 'extended':
+            # add_adv_params_callback fails → add_client_complete
+            error = 'Failed to register advertisement'
+    if error:
+        log(f'advertisement {ad.owner}{ad.path} refused: {error}')
+        ok, err = ad.reg
+        ad.reg = None
+        free_advertisement(ad)
+        err(_err(ERR + 'Failed', error if error.startswith('Failed') else
+                 'Failed to parse advertisement.'))
+        return
+    ad.parsed = parsed
+    ad.state = 'registered'
+    _adv_emit_instances(ad.st)
+    publish_advertisement(ad)
+    ok, _err_cb = ad.reg
+    ad.reg = None
+    log(f'Advertisement registered: {ad.owner}{ad.path} (instance {ad.instance})')
+    ok()
+
+
+def _ay_value(v):
+    if isinstance(v, (bytes, dbus.ByteArray)):
+        return bytes(v)
+    if isinstance(v, dbus.Array) and v.signature == 'y':
+        return _bytes(v)
+    return None
+
+
+def parse_advertisement(ad, start_timers):
+    '''parse_advertisement with the parsers in bluetoothd's order →
+    (parsed dict, None) or (None, "Failed to parse advertisement.")'''
+    fail = (None, 'Failed to parse advertisement.')
+    p = ad.props
+    out = {'type': 'broadcast', 'uuids': [], 'solicit': [], 'manufacturer': {},
+           'service_data': {}, 'includes': [], 'name': None, 'appearance': None,
+           'timeout': 0, 'data': {}, 'flags': None, 'discoverable_to': None}
+    adapter_discoverable = bool(ad.st.obj.props[ADAPTER_IFACE]['Discoverable'])
+
+    def set_flags(flags):
+        if not flags:
+            out['flags'] = None
+            return
+        # adapters of the stand-in do BR/EDR: NO_BREDR only when the adapter
+        # is not discoverable but the instance is
+        if flags & (AD_FLAG_GENERAL | AD_FLAG_LIMITED) and not adapter_discoverable:
+            flags |= AD_FLAG_NO_BREDR
+        out['flags'] = flags
+
+    def uuid_list(v):
+        if not isinstance(v, dbus.Array):
+            return None
+        res = []
+        for x in v:
+            if not isinstance(x, dbus.String):
+                break
+            u = bt_uuid(x)
+            if u is None:
+                return None
+            res.append(u)
+        return res
+
+    if 'Type' in p:
+        if not isinstance(p['Type'], dbus.String) or str(p['Type']) not in ('broadcast', 'peripheral'):
+            return fail
+        out['type'] = str(p['Type'])
+    for key, slot in (('ServiceUUIDs', 'uuids'), ('SolicitUUIDs', 'solicit')):
+        if key in p:
+            lst = uuid_list(p[key])
+            if lst is None:
+                return fail
+            out[slot] = lst
+    if 'ManufacturerData' in p:
+        v = p['ManufacturerData']
+        if not isinstance(v, dbus.Dictionary):
+            return fail
+        for k, data in v.items():
+            data = _ay_value(data)
+            if not isinstance(k, int) or data is None or len(data) > 31 - 2 - 2:
+                return fail
+            out['manufacturer'][int(k) & 0xffff] = data
+    if 'ServiceData' in p:
+        v = p['ServiceData']
+        if not isinstance(v, dbus.Dictionary):
+            return fail
+        for k, data in v.items():
+            u = bt_uuid(k)
+            data = _ay_value(data)
+            if u is None or data is None or len(data) > 31 - 2 - u[0] // 8:
+                return fail
+            out['service_data'][u] = data
+    if 'Includes' in p:
+        v = p['Includes']
+        if not isinstance(v, dbus.Array):
+            return fail
+        for x in v:
+            if not isinstance(x, dbus.String):
+                break
+            if str(x) in ADV_INCLUDES and str(x) not in out['includes']:
+                out['includes'].append(str(x))      # unknown ones are skipped
+    if 'LocalName' in p:
+        if not isinstance(p['LocalName'], dbus.String) or 'local-name' in out['includes']:
+            return fail         # "Local name already included"
+        out['name'] = str(p['LocalName']) or None
+    if 'Appearance' in p:
+        if not isinstance(p['Appearance'], dbus.UInt16) or 'appearance' in out['includes']:
+            return fail         # "Appearance already included"
+        out['appearance'] = int(p['Appearance'])
+    if 'Duration' in p and not isinstance(p['Duration'], dbus.UInt16):
+        return fail
+    if 'Timeout' in p:
+        if not isinstance(p['Timeout'], dbus.UInt16):
+            return fail
+        out['timeout'] = int(p['Timeout'])
+    if 'Data' in p:
+        v = p['Data']
+        if not isinstance(v, dbus.Dictionary):
+            return fail
+        for k, data in v.items():
+            data = _ay_value(data)
+            if not isinstance(k, int) or data is None or len(data) > 29 or int(k) in AD_TYPE_REJECT:
+                return fail
+            out['data'][int(k)] = data
+    if 'Discoverable' in p:
+        if not isinstance(p['Discoverable'], dbus.Boolean):
+            return fail
+        set_flags(AD_FLAG_GENERAL if p['Discoverable'] else 0)
+    if 'DiscoverableTimeout' in p:
+        if not isinstance(p['DiscoverableTimeout'], dbus.UInt16):
+            return fail
+        out['discoverable_to'] = int(p['DiscoverableTimeout'])
+    if 'SecondaryChannel' in p:
+        return fail     # 1M/2M/Coded: not in the stand-in controller's supported flags
+    # MinInterval, MaxInterval, TxPower: only with bluetoothd --experimental
+    if out['flags'] is not None:
+        if out['type'] == 'broadcast':
+            log('Broadcast cannot set flags')
+            return fail
+        if out['discoverable_to'] is not None:
+            set_flags(AD_FLAG_LIMITED)
+    else:
+        out['discoverable_to'] = None       # ignored if not discoverable
+    if out['timeout'] and out['discoverable_to'] is not None and \
+            out['timeout'] < out['discoverable_to']:
+        log('DiscoverableTimeout > Timeout')
+        return fail
+    if start_timers:
+        ad.clear_timers()
+        if out['timeout'] > 0:
+            ad.to_id = GLib.timeout_add(out['timeout'] * 1000, _adv_timeout, ad)
+        if out['discoverable_to'] is not None:
+            ad.disc_to_id = GLib.timeout_add(out['discoverable_to'] * 1000,
+                                             _adv_discoverable_timeout, ad)
+    return out, None
+
+
+def _adv_flags(ad, parsed):
+    '''get_adv_flags → set of MGMT flags by name'''
+    flags = set()
+    if parsed['type'] == 'peripheral':
+        flags.add('connectable')
+        if ad.st.obj.props[ADAPTER_IFACE]['Discoverable'] and parsed['flags'] is None:
+            flags.add('discov')
+    flags.update(parsed['includes'])
+    return flags
+
+
+def _uuid_list_length(uuids):
+    '''src/shared/ad.c uuid_list_length'''
+    sizes = {u[0] for u in uuids}
+    return sum(u[0] // 8 for u in uuids) + 2 * len(sizes)
+
+
+def adv_data_length(parsed, flags):
+    '''bt_ad_generate's calculate_length (+ generate_adv_data's appearance)'''
+    n = _uuid_list_length(parsed['uuids']) + _uuid_list_length(parsed['solicit'])
+    n += sum(2 + 2 + len(d) for d in parsed['manufacturer'].values())
+    n += sum(2 + u[0] // 8 + len(d) for u, d in parsed['service_data'].items())
+    if 'appearance' in flags or parsed['appearance'] is not None:
+        n += 4
+    n += sum(2 + len(d) for d in parsed['data'].values())
+    if parsed['flags'] is not None:
+        n += 3
+    return n
+
+
+def refresh_advertisement(ad, parsed):
+    '''refresh_extended_adv/add_adv_params_callback (the kernel's
+    tlv_data_max_len: 31 − 3 for kernel-managed flags − 3 for tx-power;
+    scan response 31 − 4 for appearance) or refresh_legacy_adv
+    (calc_max_adv_len: 31 − 3 tx-power − 3 flags − 4 appearance). → error or None'''
+    flags = _adv_flags(ad, parsed)
+    length = adv_data_length(parsed, flags)
+    if length > 31:
+        return 'Advertising data too long or couldn\'t be generated.'
+    managed = 'discov' in flags
+    scan = min(2 + len(parsed['name'].encode()), 31) if parsed['name'] else 0
+    if SERVER['adv_commands'] == 'extended':
+        max_adv = 31 - (3 if managed else 0) - (3 if 'tx-power' in flags else 0)
+        max_scan = 31 - (4 if 'appearance' in flags else 0)
+    else:
+        max_adv = 31 - (3 if 'tx-power' in flags else 0) - (3 if managed else 0) - \
+            (4 if 'appearance' in flags else 0)
+        max_scan = 31
+    ad.lengths = (length, max_adv, scan, max_scan)
+    if length > max_adv:
+        return 'Advertising data too long or couldn\'t be generated.'
+    if scan > max_scan:
+        return 'Scan data couldn\'t be generated.'
+    return None
+
+
+def _adv_timeout(ad):
+    '''client_timeout: Release() and removal'''
+    ad.to_id = None
+    log(f'advertisement {ad.owner}{ad.path}: Timeout, released')
+    _record_call(ad.path, 'Release')
+    _no_reply_call(ad.owner, ad.path, LE_ADV_IFACE, 'Release')
+    client_remove(ad)
+    return False
+
+
+def _adv_discoverable_timeout(ad):
+    '''client_discoverable_timeout: the Flags AD goes, the rest stays'''
+    ad.disc_to_id = None
+    if ad.parsed is not None:
+        ad.parsed['flags'] = None
+        publish_advertisement(ad)
+    return False
+
+
+def free_advertisement(ad):
+    '''client_free (a pending registration gets "Failed to complete registration")'''
+    ad.clear_timers()
+    ad.unwatch()
+    if ad in ad.st.ads:
+        ad.st.ads.remove(ad)
+    ad.st.adv_instances.discard(ad.instance)
+    _adv_instances_changed(ad.st)
+    if ad.reg is not None:
+        _ok, err = ad.reg
+        ad.reg = None
+        err(_err(ERR + 'Failed', 'Failed to complete registration'))
+    unpublish_advertisement(ad)
+    ad.state = 'removed'
+
+
+def client_remove(ad):
+    '''client_remove: unregistered, owner gone, or Timeout'''
+    free_advertisement(ad)
+    _adv_emit_instances(ad.st)
+
+
+def adv_unregister(st, sender, path):
+    '''unregister_advertisement (no Release)'''
+    ad = next((a for a in st.ads if a.owner == sender and a.path == path), None)
+    if ad is None:
+        raise _err(ERR + 'DoesNotExist', 'Does Not Exist')
+    client_remove(ad)
+
+
+def _advertised_props(ad):
+    '''What a scanning adapter's Device1 shows for this advertisement (AD
+    and, with bluetoothd's active scan, the scan response).'''
+    p = ad.parsed
+    flags = _adv_flags(ad, p)
+    props = {'AddressType': dbus.String(ad.address_type), 'RSSI': dbus.Int16(ADV_RSSI)}
+    name = p['name']
+    if name:
+        # serialize_name: a name that does not fit is shortened (to 29 bytes)
+        name = name.encode()[:29].decode('utf-8', 'ignore')
+    elif 'local-name' in flags:
+        # the kernel's eir_append_local_name: complete if ≤ 10 bytes, else shortened
+        name = str(ad.st.obj.props[ADAPTER_IFACE]['Alias']).encode()[:10].decode('utf-8', 'ignore')
+    if name:
+        props['Name'] = dbus.String(name)
+    if p['uuids']:
+        props['UUIDs'] = dbus.Array([u[1] for u in p['uuids']], signature='s')
+    if p['manufacturer']:
+        props['ManufacturerData'] = dbus.Dictionary(
+            {dbus.UInt16(k): _ay(v, variant_level=1) for k, v in p['manufacturer'].items()},
+            signature='qv')
+    if p['service_data']:
+        props['ServiceData'] = dbus.Dictionary(
+            {dbus.String(u[1]): _ay(v, variant_level=1) for u, v in p['service_data'].items()},
+            signature='sv')
+    if 'appearance' in flags or p['appearance'] is not None:
+        props['Appearance'] = dbus.UInt16(p['appearance'] or 0)
+    if 'tx-power' in flags:
+        props['TxPower'] = dbus.Int16(ADV_TX_POWER)
+    ad_flags = p['flags']
+    if ad_flags is None and 'discov' in flags:
+        ad_flags = AD_FLAG_GENERAL          # the kernel adds Flags for MGMT_ADV_FLAG_DISCOV
+    if ad_flags is not None:
+        props['AdvertisingFlags'] = _ay(bytes([ad_flags]))
+    return props
+
+
+def publish_advertisement(ad):
+    '''The other adapters of the stand-in hear it: a connectable
+    ("peripheral") one from the adapter's public address, a broadcast one
+    from a non-resolvable private address (the kernel's choice for
+    non-connectable advertising without privacy).'''
+    connectable = ad.parsed['type'] == 'peripheral'
+    if ad.address is None:
+        if connectable:
+            ad.address = str(ad.st.obj.props[ADAPTER_IFACE]['Address']).upper()
+            ad.address_type = 'public'
+        else:
+            import random  # pylint: disable=import-outside-toplevel
+            b = [random.randrange(256) for _ in range(6)]
+            b[0] &= 0x3f        # non-resolvable private: top two bits 00
+            ad.address = ':'.join('%02X' % x for x in b)
+            ad.address_type = 'random'
+    props = _advertised_props(ad)
+    for other in ADAPTERS.values():
+        if other is ad.st:
+            continue
+        adv = other.advertisers.get(ad.address)
+        if adv is None:
+            adv = Advertiser(other, ad.address, props, connectable)
+            other.advertisers[adv.address] = adv
+        else:
+            for key in ADVERTISER_KEYS:
+                if key not in props:
+                    adv.props.pop(key, None)
+            adv.props.update(props)
+            adv.connectable = connectable
+        adv.in_range = True
+        adv.local_ad = ad
+        if other.sessions:
+            discover(adv)
+
+
+def unpublish_advertisement(ad):
+    '''Its advertising stops: no more reports; a discovered Device1 that is
+    not connected, paired or trusted goes after TemporaryTimeout.'''
+    if ad.address is None:
+        return
+    for other in ADAPTERS.values():
+        adv = other.advertisers.get(ad.address)
+        if adv is None or getattr(adv, 'local_ad', None) is not ad:
+            continue
+        adv.in_range = False
+        adv.local_ad = None
+        GLib.timeout_add(int(SERVER['temporary_timeout'] * 1000), _temporary_expired, adv)
+
+
+def _temporary_expired(adv):
+    if adv.in_range or ADAPTERS.get(adv.adapter.name) is not adv.adapter:
+        return False
+    dev = mockobject.objects.get(adv.path)
+    if isinstance(dev, DeviceObject):
+        p = dev.props[DEVICE_IFACE]
+        if dev.connected or p['Paired'] or p['Trusted']:
+            return False
+        remove_device(dev)
+    if adv.adapter.advertisers.get(adv.address) is adv:
+        del adv.adapter.advertisers[adv.address]
+    return False
+
+
+def server_client_gone(name):
+    '''The owner left the bus: its applications (client_disconnect_cb) and
+    its registered advertisements (client_disconnect_cb, set once the
+    registration completed) go.'''
+    for st in ADAPTERS.values():
+        for app in [a for a in st.apps if a.owner == name]:
+            log(f'client {name} left the bus: application {app.path} removed')
+            remove_app(app)
+        for ad in [a for a in st.ads if a.owner == name and a.state == 'registered']:
+            log(f'client {name} left the bus: advertisement {ad.path} removed')
+            client_remove(ad)
+
+
+def server_adapter_removed(st):
+    '''btd_adv_manager_destroy (client_destroy: Release, then free) and
+    btd_gatt_database_destroy (applications freed without a call).'''
+    for ad in list(st.ads):
+        _record_call(ad.path, 'Release')
+        _no_reply_call(ad.owner, ad.path, LE_ADV_IFACE, 'Release')
+        free_advertisement(ad)
+    for app in list(st.apps):
+        if app.reg is not None:
+            app.reg = None
+        remove_app(app)
+    for c in st.centrals.values():
+        c.connected = False
+
+
+# -- Mock control API for the peripheral role ---------------------------------------
+
+@dbus.service.method(MOCK_IFACE, in_signature='ssa{sv}', out_signature='o')
+def RemoteConnect(self, device_name, address, options):
+    '''RemoteConnect(hci s, central s, options a{sv}) → o
+
+    A remote central connects to the adapter (LE): its Device1 appears
+    under the adapter (Connected true) and its path is the "device" option
+    of the calls made to applications. options: AddressType s ("public",
+    default, or "random"), MTU q (the exchanged ATT MTU, default 517: both
+    sides BlueZ), Security s ("low", default: unencrypted; "medium":
+    encrypted; "high": encrypted, authenticated; "fips": LE Secure
+    Connections), Name s.'''
+    st = _adapter_state(device_name)
+    if not _is_address(address):
+        raise _mock_err('InvalidArgs', f'bad address {address}')
+    if not st.obj.props[ADAPTER_IFACE]['Powered']:
+        raise _mock_err('NotPowered', f'{device_name} is off')
+    address = str(address).upper()
+    addr_type = str(options.get('AddressType', 'public'))
+    mtu = int(options.get('MTU', 517))
+    security = str(options.get('Security', 'low'))
+    if addr_type not in ('public', 'random') or not 23 <= mtu <= 517 or security not in SECURITY:
+        raise _mock_err('InvalidArgs', 'AddressType public|random, MTU 23…517, '
+                        'Security low|medium|high|fips')
+    old = st.centrals.get(address)
+    if old is not None and old.connected:
+        raise _mock_err('AlreadyConnected', f'{address} is connected to {device_name}')
+    central = RemoteCentral(st, address, addr_type, mtu, SECURITY[security])
+    if 'Name' in options:
+        central.adv.props['Name'] = dbus.String(options['Name'])
+    st.centrals[address] = central
+    dev = mockobject.objects.get(central.path)
+    if not isinstance(dev, DeviceObject):
+        dev = create_device(central.adv, with_rssi=False)
+    central.connected = True
+    if not dev.connected:
+        connect_device(dev)
+    log(f'RemoteConnect {address} → {device_name}')
+    return dbus.ObjectPath(central.path)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ss', out_signature='')
+def RemoteDisconnect(self, device_name, address):
+    '''RemoteDisconnect(hci s, central s): the central drops the link. Its
+    subscriptions end as bluetoothd ends them for an unbonded device (each
+    set CCC is cleared: StopNotify after the last subscriber); requests
+    still waiting for an application fail with Mock.Error.NotConnected.'''
+    remote_disconnect(_central(device_name, address))
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='sssq', out_signature='ay',
+                     async_callbacks=('ok', 'err'))
+def RemoteRead(self, device_name, address, attribute, offset, ok=None, err=None):
+    '''RemoteRead(hci s, central s, attribute s, offset q) → ay
+
+    The central sends one ATT Read Request (offset 0) or Read Blob Request.
+    attribute: the object path of an application's characteristic or
+    descriptor, or its UUID (first registered match). bluetoothd's ATT
+    server checks the permissions first (a characteristic without read
+    flags → Att.ReadNotPermitted, encrypt-read on a "low" link →
+    Att.InsufficientEncryption, ...) and then calls the application's
+    ReadValue({device, offset (if not 0), link "LE", mtu}); the answer is cut
+    to MTU − 1 bytes. An application error comes back as the ATT error
+    bluetoothd maps it to (dbus_error_to_att_ecode), the application's
+    error name and message in the error message. No answer within the
+    central's ATT timeout (SetAttTimeout) → Att.Timeout and the central
+    disconnects.'''
+    try:
+        central = _central(device_name, address)
+        remote_read(central, _server_attr(central.st, attribute), int(offset), ok, err)
+    except dbus.exceptions.DBusException as e:
+        err(e)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='sssays', out_signature='',
+                     async_callbacks=('ok', 'err'))
+def RemoteWrite(self, device_name, address, attribute, value, kind, ok=None, err=None):
+    '''RemoteWrite(hci s, central s, attribute s, value ay, type s)
+
+    The central sends an ATT Write Request (type "request") or Write
+    Command ("command"; no response: its failures are silent and the call
+    returns at once). Permissions are checked first (Att.WriteNotPermitted
+    ...), then the application's WriteValue(value, {device, link "LE",
+    mtu}) is called — bluetoothd 5.66 passes no "type" option. For a
+    characteristic with the write-without-response flag bluetoothd sends
+    every WriteValue without expecting a reply and the request succeeds at
+    once, whatever the application answers. Errors as RemoteRead's.'''
+    try:
+        if str(kind) not in ('request', 'command'):
+            raise _mock_err('InvalidArgs', 'type must be "request" or "command"')
+        central = _central(device_name, address)
+        data = _bytes(value)
+        if len(data) > central.mtu - 3:
+            raise _mock_err('InvalidArgs', f'{len(data)} bytes do not fit one ATT PDU '
+                            f'(MTU {central.mtu} − 3); long writes are not modelled')
+        remote_write(central, _server_attr(central.st, attribute), data, str(kind), ok, err)
+    except dbus.exceptions.DBusException as e:
+        err(e)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ssss', out_signature='')
+def RemoteSubscribe(self, device_name, address, characteristic, mode):
+    '''RemoteSubscribe(hci s, central s, characteristic s, mode s)
+
+    The central writes the characteristic's CCC: "notify" (0x0001) or
+    "indicate" (0x0002). As gatt_ccc_write_cb/ccc_write_cb: the same value
+    again does nothing; a mode the characteristic lacks →
+    Att.CccImproperlyConfigured; every enabling write calls the
+    application's StartNotify (no reply awaited, errors ignored) — for each
+    subscribing central, and again on a switch between notify and indicate.
+    Values received from then on: RemoteNotifications.'''
+    central = _central(device_name, address)
+    if str(mode) not in ('notify', 'indicate'):
+        raise _mock_err('InvalidArgs', 'mode must be "notify" or "indicate"')
+    remote_ccc_write(central, _server_attr(central.st, characteristic),
+                     1 if str(mode) == 'notify' else 2)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='sss', out_signature='')
+def RemoteUnsubscribe(self, device_name, address, characteristic):
+    '''RemoteUnsubscribe(hci s, central s, characteristic s): the central
+    writes 0 to the CCC; StopNotify (no reply awaited) when the last
+    enabled subscription ends.'''
+    central = _central(device_name, address)
+    remote_ccc_write(central, _server_attr(central.st, characteristic), 0)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='sss', out_signature='aay')
+def RemoteNotifications(self, device_name, address, characteristic):
+    '''RemoteNotifications(hci s, central s, characteristic s) → aay: the
+    notifications/indications the central received since it last
+    subscribed, in order (each PropertiesChanged(Value) the application
+    emitted, cut to MTU − 3). Indications are confirmed at once: bluetoothd
+    then calls the application's Confirm().'''
+    st = _adapter_state(device_name)
+    central = st.centrals.get(str(address).upper())
+    if central is None:
+        raise _mock_err('NoSuchCentral', f'no central {address} on {device_name}')
+    chrc = _server_attr(st, characteristic)
+    return dbus.Array([_ay(v) for v in central.received.get(chrc, [])], signature='ay')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(ssss)')
+def RegisteredApplications(self):
+    '''RegisteredApplications() → a(hci s, owner s, path s, state s): GATT
+    applications bluetoothd holds, state "pending" (RegisterApplication
+    not answered yet) or "registered".'''
+    return dbus.Array([dbus.Struct((dbus.String(st.name), dbus.String(a.owner),
+                                    dbus.String(a.path), dbus.String(a.state)))
+                       for st in ADAPTERS.values() for a in st.apps], signature='(ssss)')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(ssss)')
+def RegisteredAdvertisements(self):
+    '''RegisteredAdvertisements() → a(hci s, owner s, path s, state s):
+    advertisements bluetoothd holds (each holds an instance), state
+    "pending" or "registered".'''
+    return dbus.Array([dbus.Struct((dbus.String(st.name), dbus.String(a.owner),
+                                    dbus.String(a.path), dbus.String(a.state)))
+                       for st in ADAPTERS.values() for a in st.ads], signature='(ssss)')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='so', out_signature='a{sv}')
+def AdvertisementInfo(self, device_name, path):
+    '''AdvertisementInfo(hci s, path o) → a{sv} of a registered
+    advertisement (any owner): Type s, Instance y, Address s, AddressType s
+    (what other adapters hear), AdvDataLength y and MaxAdvDataLength y
+    (bluetoothd's AD and its limit), ScanResponseLength y, Includes as,
+    Advertised a{sv} (the Device1 properties a scanner gets).'''
+    st = _adapter_state(device_name)
+    ad = next((a for a in st.ads if a.path == str(path) and a.parsed is not None), None)
+    if ad is None:
+        raise _mock_err('NoSuchAdvertisement', f'{path} is not registered on {device_name}')
+    return dbus.Dictionary({
+        'Type': dbus.String(ad.parsed['type']), 'Instance': dbus.Byte(ad.instance),
+        'Address': dbus.String(ad.address or ''), 'AddressType': dbus.String(ad.address_type),
+        'AdvDataLength': dbus.Byte(ad.lengths[0]), 'MaxAdvDataLength': dbus.Byte(ad.lengths[1]),
+        'ScanResponseLength': dbus.Byte(ad.lengths[2]),
+        'Includes': dbus.Array(ad.parsed['includes'], signature='s'),
+        'Advertised': dbus.Dictionary(_advertised_props(ad), signature='sv'),
+    }, signature='sv')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='a(qsss)')
+def LocalDatabase(self, device_name):
+    '''LocalDatabase(hci s) → a(handle q, kind s, uuid s, path s): the
+    adapter's GATT database as applications built it (kind service,
+    characteristic (value handle), ccc, cep, descriptor; bluetoothd's own
+    CCC/CEP have the characteristic's path).'''
+    st = _adapter_state(device_name)
+    rows = []
+    for app in st.apps:
+        if app.state != 'registered':
+            continue
+        for svc in app.services:
+            if not svc.active:
+                continue
+            u = _parse_gatt_uuid(app.objects.get(svc.path, {}).get(GATT_SERVICE_IFACE, {}))
+            rows.append((svc.handle, 'service', u[1] if u else '', svc.path))
+            for c in svc.chrcs:
+                rows.append((c.handle, 'characteristic', c.uuid, c.path))
+                if c.ccc_handle:
+                    rows.append((c.ccc_handle, 'ccc', canonical_uuid('2902'), c.path))
+                if c.cep_handle:
+                    rows.append((c.cep_handle, 'cep', canonical_uuid('2900'), c.path))
+                for d in c.descs:
+                    rows.append((d.handle, 'descriptor', d.uuid, d.path))
+    rows.sort()
+    return dbus.Array([dbus.Struct((dbus.UInt16(h), dbus.String(k), dbus.String(u), dbus.String(p)))
+                       for h, k, u, p in rows], signature='(qsss)')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='', out_signature='a(ssa{sv})')
+def ServerCalls(self):
+    '''ServerCalls() → a(path s, method s, options a{sv}): the calls the
+    stand-in, as bluetoothd, made to applications and advertisements, in
+    order: GetManagedObjects, GetAll, "Set Handle", ReadValue, WriteValue
+    (with their options), StartNotify, StopNotify, Confirm, Release.'''
+    return dbus.Array([dbus.Struct((dbus.String(p), dbus.String(m),
+                                    dbus.Dictionary(o, signature='sv')))
+                       for p, m, o in SERVER_CALLS], signature='(ssa{sv})')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='d', out_signature='')
+def SetAttTimeout(self, seconds):
+    '''SetAttTimeout(seconds d): the remote centrals' ATT transaction
+    timeout (30 s, as BlueZ's shared/att.c). bluetoothd itself waits 300 s
+    for an application (gdbus METHOD_CALL_TIMEOUT).'''
+    SERVER['att_timeout'] = max(float(seconds), 0.001)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='')
+def SetAdvertisingCommands(self, mode):
+    '''SetAdvertisingCommands(mode s): "extended" (default: kernels with
+    MGMT Add Extended Advertising, as Debian 12's: a too-long advertisement
+    fails "Failed to register advertisement") or "legacy" ("Failed to parse
+    advertisement.", and appearance counted against the 31 bytes).'''
+    if str(mode) not in ('extended', 'legacy'):
+        raise _mock_err('InvalidArgs', 'mode must be extended or legacy')
+    SERVER['adv_commands'] = str(mode)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='sy', out_signature='')
+def SetMaxAdvertisements(self, device_name, count):
+    '''SetMaxAdvertisements(hci s, count y): the controller's advertising
+    instances (manager->max_ads; 5 by default).'''
+    st = _adapter_state(device_name)
+    st.max_ads = int(count)
+    _adv_instances_changed(st)
+    _adv_emit_instances(st)
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='d', out_signature='')
+def SetTemporaryTimeout(self, seconds):
+    '''SetTemporaryTimeout(seconds d): how long a discovered device of a
+    stand-in advertisement that stopped stays (main.conf TemporaryTimeout, 30).'''
+    SERVER['temporary_timeout'] = max(float(seconds), 0.0)
 
 
 @dbus.service.method(MOCK_IFACE, in_signature='', out_signature='s')

@@ -1,0 +1,455 @@
+// The peripheral role: `bluectl serve SPEC.json` and `bluectl advertise`.
+
+import ArgumentParser
+import BluectlCore
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation   // Thread (stdin's reader), Data(contentsOf:)
+
+/// `bluectl serve SPEC.json`: serve a GATT database until Ctrl-C.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve a GATT database described by a JSON file (the peripheral role), until Ctrl-C.",
+        discussion: """
+            SPEC: {"services":[{"uuid":"heart_rate","primary":true,"characteristics":[{"uuid":"2a37",\
+            "flags":["notify"],"value":"0040","descriptors":[{"uuid":"2901","flags":["read"],"value":"6872"}]}]}]}
+            (UUIDs as hex or SIG names, values as hex, flags as BlueZ names them: read, write, \
+            write-without-response, notify, indicate, encrypt-read, …; docs/peripheral.md). A bad SPEC \
+            is refused with its JSON path before anything is registered (exit 65).
+
+            Reads are answered from the current value; each write replaces it and is printed, as are \
+            reads, subscriptions and confirmed indications. Each line on stdin, \
+            {"characteristic":"2a37","value":"0e5e"} (with "service" when the UUID is served twice), \
+            sets a value and notifies or indicates the subscribed centrals. Everything is unregistered \
+            on exit (Ctrl-C 130, SIGTERM 143, --timeout 0).
+
+            Examples:
+              bluectl serve heart-rate.json --advertise --name my-hr
+              sensor-feed | bluectl serve heart-rate.json --advertise --json
+              bluectl serve spec.json --adapter hci1 --timeout 60
+            """)
+
+    @OptionGroup var adapterOptions: AdapterOptions
+
+    @Argument(help: ArgumentHelp("The GATT database, a JSON file.", valueName: "SPEC"), completion: .file(extensions: ["json"]))
+    var spec: String
+
+    @Flag(help: "Also advertise the primary services (and --name) until exit.")
+    var advertise = false
+
+    @Option(help: ArgumentHelp("The name to advertise with --advertise (default: the adapter's alias).", valueName: "NAME"))
+    var name: String?
+
+    @Option(name: .customLong("timeout"), parsing: .unconditional,
+            help: ArgumentHelp("Stop serving after this many seconds (exit 0).", valueName: "SECONDS"))
+    var timeoutText: String?
+
+    @Option(help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
+    var requestDeadline: String?
+
+    @Flag(help: "One JSON object per line.")
+    var json = false
+
+    func validate() throws {
+        if let timeoutText { _ = try parseSeconds(timeoutText, option: "--timeout") }
+        if let requestDeadline { _ = try parseSeconds(requestDeadline, option: "--request-deadline") }
+        if name != nil, !advertise { throw ValidationError("--name needs --advertise") }
+        if let name { try checkAdvertisedName(name) }
+    }
+
+    func run() async throws {
+        let services = try Self.readSpec(spec)
+        let (adapterOptions, advertise, name, json) = (self.adapterOptions, self.advertise, self.name, self.json)
+        let timeout = try timeoutText.map { try parseSeconds($0, option: "--timeout") }
+        let deadline = try requestDeadline.map { try parseSeconds($0, option: "--request-deadline") } ?? 10
+        try await withPeripheralManager(adapterOptions, requestDeadline: deadline) { manager in
+            try await serve(manager, services: services, advertise: advertise, name: name, json: json, timeout: timeout)
+        }
+    }
+
+    /// The SPEC file's services; exit 64 when it cannot be read, 65 when it is not a valid SPEC.
+    static func readSpec(_ path: String) throws -> [MutableService] {
+        let bytes: [UInt8]
+        do {
+            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        } catch {
+            throw CLIFailure(.usage, "cannot read SPEC \(TextSafety.escapedForMessage(path)): \(error.localizedDescription)")
+        }
+        do {
+            return try ServeSpec.parse(bytes)
+        } catch {
+            throw CLIFailure(.dataError, "invalid SPEC \(TextSafety.escapedForMessage(path)): \(error)")
+        }
+    }
+
+    private func serve(_ manager: PeripheralManager, services definitions: [MutableService], advertise: Bool, name: String?,
+                       json: Bool, timeout: Double?) async throws {
+        var served: [PublishedService] = []
+        for definition in definitions { served.append(try await manager.add(definition)) }
+        var advertised: AdvertisementData?
+        if advertise {
+            let data = AdvertisementData(localName: name ?? manager.adapter.alias,
+                                         serviceUUIDs: definitions.filter(\.isPrimary).map(\.uuid))
+            try await manager.startAdvertising(data)
+            advertised = data
+        }
+        let ready = ServerEventRecord(event: "serving", adapter: manager.adapter, services: served, advertised: advertised)
+        guard Output.line(ready.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+        let all = served
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await Self.printEvents(manager, json: json) }
+            group.addTask { await Self.feedUpdates(manager, served: all) }
+            if let timeout {
+                group.addTask { try await Task.sleep(for: .seconds(timeout)) }
+            }
+            // The first to end: the timeout, or the event stream (stdout gone, bus lost).
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// One line per event, until cancelled; a reader gone from stdout ends it (141).
+    private static func printEvents(_ manager: PeripheralManager, json: Bool) async throws {
+        for await event in manager.events {
+            guard let record = ServerEventRecord(event, adapter: manager.adapter) else { continue }
+            guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+        }
+        if !Task.isCancelled { throw CLIFailure(.unavailable, "lost the system bus") }
+    }
+
+    /// Applies the value updates read from stdin; a bad line is reported on
+    /// stderr and skipped. Waits for room when the bus is backed up, so no
+    /// update is dropped. The end of stdin ends nothing.
+    private static func feedUpdates(_ manager: PeripheralManager, served: [PublishedService]) async {
+        let lines = StandardInputLines()
+        var number = 0
+        for await line in lines {
+            number += 1
+            if line.allSatisfy(\.isWhitespace) { continue }
+            let update: ServeSpec.Update
+            do {
+                update = try ServeSpec.update(line, served: served)
+            } catch {
+                Output.error("stdin line \(number): \(error)")
+                continue
+            }
+            while !manager.updateValue(update.value, for: update.characteristic) {
+                await manager.waitUntilReadyToUpdate()
+                if Task.isCancelled { return }
+            }
+        }
+        // stdin ended: keep serving until the signal or the timeout
+        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+    }
+}
+
+/// `bluectl advertise`: advertise until Ctrl-C or --duration.
+struct AdvertiseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "advertise",
+        abstract: "Advertise (the peripheral role): a name, services, manufacturer and service data, until Ctrl-C.",
+        discussion: """
+            bluetoothd puts --name in the scan response and the rest in the advertising data, which \
+            must fit the adapter's limit (31 bytes without extended advertising, including 3 for the \
+            flags); what does not fit is refused with the size of each part (exit 64).
+
+            Examples:
+              bluectl advertise --name my-sensor --service heart_rate
+              bluectl advertise --manufacturer 0xffff=01020304 --tx-power --duration 30
+              bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507 --json
+            """)
+
+    @OptionGroup var adapterOptions: AdapterOptions
+
+    @Option(help: ArgumentHelp("The local name (in the scan response).", valueName: "NAME"))
+    var name: String?
+
+    @Option(name: .customLong("service"), help: ArgumentHelp("A service UUID to advertise (repeatable).", valueName: "UUID"))
+    var services: [String] = []
+
+    @Option(name: .customLong("manufacturer"), help: ArgumentHelp(
+        "Manufacturer data: company id (hex) = data (hex), e.g. 0xffff=0102 (repeatable).", valueName: "ID=HEX"))
+    var manufacturer: [String] = []
+
+    @Option(name: .customLong("service-data"), help: ArgumentHelp("Service data: UUID = data (hex), e.g. feaa=10f8 (repeatable).",
+                                                                  valueName: "UUID=HEX"))
+    var serviceData: [String] = []
+
+    @Option(help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
+    var appearance: String?
+
+    @Flag(name: .customLong("tx-power"), help: "Include the TX power.")
+    var txPower = false
+
+    @Flag(help: "Not connectable (BlueZ's broadcast type).")
+    var broadcast = false
+
+    @Flag(name: .customLong("no-discoverable"), help: "Without the general discoverable flag.")
+    var notDiscoverable = false
+
+    @Option(name: .customLong("duration"), parsing: .unconditional,
+            help: ArgumentHelp("Stop after this many seconds (exit 0).", valueName: "SECONDS"))
+    var durationText: String?
+
+    @Flag(help: "One JSON object per line.")
+    var json = false
+
+    func validate() throws {
+        if let durationText { _ = try parseSeconds(durationText, option: "--duration") }
+        _ = try data()
+    }
+
+    /// The advertisement the options describe.
+    func data() throws -> AdvertisementData {
+        if let name { try checkAdvertisedName(name) }
+        var data = AdvertisementData(localName: name, includesTxPower: txPower, isConnectable: !broadcast,
+                                     isDiscoverable: !notDiscoverable)
+        data.serviceUUIDs = try services.map { try parseServiceUUID($0, option: "--service") }
+        for entry in manufacturer {
+            let (key, bytes) = try Self.pair(entry, option: "--manufacturer")
+            let digits = key.lowercased().hasPrefix("0x") ? String(key.dropFirst(2)) : key
+            guard !digits.isEmpty, digits.count <= 4, let id = UInt16(digits, radix: 16) else {
+                throw ValidationError("invalid --manufacturer \"\(TextSafety.escapedForMessage(entry))\": the company id is 16-bit hex, e.g. 0x004c")
+            }
+            guard data.manufacturerData[id] == nil else { throw ValidationError("--manufacturer \(key) given twice") }
+            data.manufacturerData[id] = bytes
+        }
+        for entry in serviceData {
+            let (key, bytes) = try Self.pair(entry, option: "--service-data")
+            let uuid = try parseServiceUUID(key, option: "--service-data")
+            guard data.serviceData[uuid] == nil else { throw ValidationError("--service-data \(key) given twice") }
+            data.serviceData[uuid] = bytes
+        }
+        if let appearance {
+            let digits = appearance.lowercased().hasPrefix("0x") ? (String(appearance.dropFirst(2)), 16) : (appearance, 10)
+            guard let value = UInt16(digits.0, radix: digits.1) else {
+                throw ValidationError("invalid --appearance \"\(TextSafety.escapedForMessage(appearance))\": expected 0 to 65535 (or hex 0x0341)")
+            }
+            data.appearance = value
+        }
+        return data
+    }
+
+    /// "KEY=HEX" → (KEY, bytes).
+    static func pair(_ text: String, option: String) throws -> (String, [UInt8]) {
+        let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty else {
+            throw ValidationError("invalid \(option) \"\(TextSafety.escapedForMessage(text))\": expected KEY=HEX")
+        }
+        do {
+            return (String(parts[0]), parts[1].isEmpty ? [] : try ByteFormats.parseHex(String(parts[1])))
+        } catch {
+            throw ValidationError("invalid \(option) \"\(TextSafety.escapedForMessage(text))\": \(error)")
+        }
+    }
+
+    func run() async throws {
+        let data = try self.data()
+        let (adapterOptions, json) = (self.adapterOptions, self.json)
+        let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
+        try await withPeripheralManager(adapterOptions) { manager in
+            try await manager.startAdvertising(data)
+            let record = ServerEventRecord(event: "advertising", adapter: manager.adapter, services: [], advertised: data)
+            guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+            try await Self.wait(manager, duration: duration, json: json)
+        }
+    }
+
+    /// Until the duration passes or bluetoothd stops the advertisement (exit 1: it did not say why).
+    private static func wait(_ manager: PeripheralManager, duration: Double?, json: Bool) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in manager.events {
+                    if let record = ServerEventRecord(event, adapter: manager.adapter) {
+                        guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+                    }
+                    if case .advertisingStopped = event {
+                        throw CLIFailure(.failure, "bluetoothd stopped the advertisement (the adapter was powered off or removed)")
+                    }
+                }
+            }
+            if let duration { group.addTask { try await Task.sleep(for: .seconds(duration)) } }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+}
+
+/// Runs `body` with a peripheral manager on the chosen adapter, under
+/// SignalScope; whatever ends it (a signal, an error, the end), everything
+/// the manager registered is unregistered before the process exits.
+func withPeripheralManager(_ adapterOptions: AdapterOptions, requestDeadline: Double = 10,
+                           _ body: @escaping @Sendable (PeripheralManager) async throws -> Void) async throws {
+    try await SignalScope.run {
+        let (central, adapter) = try await adapterOptions.open()
+        let manager = PeripheralManager(central: central, adapter: adapter, requestDeadline: .seconds(requestDeadline))
+        let outcome: Result<Void, any Error>
+        do {
+            try await body(manager)
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        await uncancellable { await manager.stop() }
+        central.close()
+        try outcome.get()
+    }
+}
+
+/// Refuses a name no advertisement can carry: control characters, or longer than a scan response holds.
+func checkAdvertisedName(_ name: String) throws {
+    if name.isEmpty { throw ValidationError("invalid --name \"\": empty") }
+    if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        throw ValidationError("invalid --name \"\(TextSafety.escapedForMessage(name))\": holds control characters")
+    }
+    if name.utf8.count > 29 {
+        throw ValidationError("invalid --name \"\(TextSafety.escapedForMessage(name))\": \(name.utf8.count) bytes; a scan response holds 29")
+    }
+}
+
+/// A line of `serve` or `advertise`: what is served or advertised, then each request and subscription.
+struct ServerEventRecord: OutputRecord {
+    var time = ValueText.timestamp()
+    let event: String
+    let adapter: String
+    var address: String?
+    var central: String?
+    var service: BluetoothUUID?
+    var characteristic: BluetoothUUID?
+    var descriptor: BluetoothUUID?
+    var value: [UInt8]?
+    var offset: Int?
+    var type: String?
+    var services: [BluetoothUUID]?
+    var advertised: AdvertisementData?
+    var detail: String?
+
+    init(event: String, adapter: AdapterInfo, services: [PublishedService], advertised: AdvertisementData?) {
+        self.event = event
+        self.adapter = adapter.name
+        address = adapter.address?.description
+        self.services = services.isEmpty ? nil : services.map(\.uuid)
+        self.advertised = advertised
+    }
+
+    /// The line for a manager's event; nil for those that are not printed.
+    init?(_ event: PeripheralEvent, adapter: AdapterInfo) {
+        self.adapter = adapter.name
+        func about(_ characteristic: PublishedCharacteristic, _ descriptor: PublishedDescriptor? = nil)
+            -> (BluetoothUUID, BluetoothUUID, BluetoothUUID?) {
+            (characteristic.serviceUUID, characteristic.uuid, descriptor?.uuid)
+        }
+        switch event {
+        case .read(let request), .write(let request), .requestExpired(let request):
+            if case .requestExpired = event { self.event = "expired" } else { self.event = request.kind == .read ? "read" : "write" }
+            (service, characteristic, descriptor) = about(request.characteristic, request.descriptor)
+            central = request.central?.description
+            offset = request.offset
+            if request.kind == .write {
+                value = request.value
+                type = request.writeType?.rawValue
+            }
+        case .subscribed(let c):
+            self.event = "subscribed"
+            (service, characteristic, descriptor) = about(c)
+        case .unsubscribed(let c):
+            self.event = "unsubscribed"
+            (service, characteristic, descriptor) = about(c)
+        case .confirmed(let c):
+            self.event = "confirmed"
+            (service, characteristic, descriptor) = about(c)
+        case .advertisingStopped:
+            self.event = "advertising_stopped"
+        case .bluetoothdStopped:
+            self.event = "bluetoothd_stopped"
+            detail = "bluetoothd stopped; registering again when it is back"
+        case .restored(let failures):
+            self.event = "restored"
+            detail = failures.isEmpty ? "registered again with bluetoothd" : "registered again, except: " + failures.joined(separator: "; ")
+        case .readyToUpdateSubscribers:
+            return nil
+        }
+    }
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        sink.field("time", .string(time), text: .plain("time", time))
+        sink.field("event", .string(event), text: .plain("event", event))
+        sink.field("adapter", .string(adapter), text: characteristic == nil ? .plain("adapter", adapter) : nil)
+        sink.field("address", address.map { .string($0) }, text: address.map { .plain("address", $0) })
+        sink.field("central", central.map { .string($0) }, text: central.map { .labelled("by", $0) })
+        sink.json("service", service.map { .string($0.uuidString) })
+        sink.field("characteristic", characteristic.map { .string($0.uuidString) },
+                   text: characteristic.map { .plain("characteristic", $0.label) })
+        sink.field("descriptor", descriptor.map { .string($0.uuidString) }, text: descriptor.map { .labelled("descriptor", $0.label) })
+        sink.field("value", value.map { .string(ByteFormats.hex($0)) }, text: value.map { .plain("value", ByteFormats.hexSpaced($0)) })
+        sink.field("type", type.map { .string($0) }, text: type.map { .plain("type", $0) })
+        sink.field("offset", offset.map { .int($0) }, text: offset.flatMap { $0 == 0 ? nil : .labelled("offset", String($0)) })
+        sink.field("services", services.map { .strings($0.map(\.uuidString)) },
+                   text: services.map { .labelled("services", $0.map(\.label).joined(separator: ",")) })
+        if let advertised {
+            sink.field("advertising", .bool(true), text: .flag("advertising", true))
+            sink.field("name", advertised.localName.map { .string($0) },
+                       text: advertised.localName.map { .labelled("name", TextSafety.terminalSafe($0)) })
+            if services == nil {
+                sink.field("service_uuids", advertised.serviceUUIDs.isEmpty ? nil : .strings(advertised.serviceUUIDs.map(\.uuidString)),
+                           text: advertised.serviceUUIDs.isEmpty ? nil : .labelled("services", advertised.serviceUUIDs.map(\.label).joined(separator: ",")))
+            }
+            var manufacturer = JSONLine()
+            for id in advertised.manufacturerData.keys.sorted() {
+                manufacturer.add(String(format: "0x%04x", id), ByteFormats.hex(advertised.manufacturerData[id]!))
+            }
+            sink.field("manufacturer_data", advertised.manufacturerData.isEmpty ? nil : .object(manufacturer),
+                       text: advertised.manufacturerData.isEmpty ? nil : .labelled("manufacturer", advertised.manufacturerData.keys.sorted()
+                           .map { String(format: "0x%04x=", $0) + ByteFormats.hex(advertised.manufacturerData[$0]!) }.joined(separator: ",")))
+            var serviceData = JSONLine()
+            for uuid in advertised.serviceData.keys.sorted() { serviceData.add(uuid.uuidString, ByteFormats.hex(advertised.serviceData[uuid]!)) }
+            sink.field("service_data", advertised.serviceData.isEmpty ? nil : .object(serviceData),
+                       text: advertised.serviceData.isEmpty ? nil : .labelled("service data", advertised.serviceData.keys.sorted()
+                           .map { "\($0.label)=" + ByteFormats.hex(advertised.serviceData[$0]!) }.joined(separator: ",")))
+            sink.field("appearance", advertised.appearance.map { .int(Int($0)) },
+                       text: advertised.appearance.map { .labelled("appearance", String(format: "0x%04x", $0)) })
+            sink.field("tx_power", advertised.includesTxPower ? .bool(true) : nil, text: .flag("tx-power", advertised.includesTxPower))
+            sink.json("connectable", .bool(advertised.isConnectable))
+            sink.json("discoverable", .bool(advertised.isDiscoverable))
+            sink.json("length", .int(advertised.advertisingDataLength))
+        }
+        sink.field("detail", detail.map { .string($0) }, text: detail.map { .plain("detail", $0) })
+    }
+}
+
+/// The lines of standard input, read by a thread of their own (a blocking
+/// read must not hold a task's thread). At most `buffered` lines wait to be
+/// taken, so a producer faster than bluetoothd is held back by the pipe.
+struct StandardInputLines: AsyncSequence {
+    typealias Element = String
+    let buffered = 256
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<String>.Iterator
+        let room: DispatchSemaphore
+
+        mutating func next() async -> String? {
+            let line = await base.next()
+            if line != nil { room.signal() }
+            return line
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        let room = DispatchSemaphore(value: buffered)
+        let thread = Thread {
+            while let line = readLine(strippingNewline: true) {
+                room.wait()
+                if case .terminated = continuation.yield(line) { return }
+            }
+            continuation.finish()
+        }
+        thread.name = "bluectl-stdin"
+        thread.start()
+        return AsyncIterator(base: stream.makeAsyncIterator(), room: room)
+    }
+}
