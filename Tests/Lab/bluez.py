@@ -8,6 +8,10 @@ usage: bluez.py device ADDR                 Device1 of ADDR on $CENTRAL as JSON 
        bluez.py wait-adapter PROP true|false SECS  until $CENTRAL's Adapter1.PROP has that value
        bluez.py remove ADDR                 Adapter1.RemoveDevice (forget the device)
        bluez.py adapter [hciN]              Adapter1 properties as JSON
+       bluez.py bus-name PID                the unique bus name(s) of process PID on the system bus
+       bluez.py services UUID               every GattService1 of that UUID, all adapters (JSON list of paths)
+       bluez.py remove-with-service UUID [EXCEPT_ADDR]   RemoveDevice of $CENTRAL's devices that
+                                            expose that service (but EXCEPT_ADDR); prints their addresses
 Exit 0 on success, 1 on timeout/absence."""
 import json
 import os
@@ -91,6 +95,39 @@ def main(argv):
             time.sleep(0.1)
         print('timeout: %s not notifying after %ss' % (uuid, argv[3]), file=sys.stderr)
         return 1
+    if cmd == 'bus-name':
+        d = dbus.Interface(bus.get_object('org.freedesktop.DBus', '/org/freedesktop/DBus'), 'org.freedesktop.DBus')
+        names = []
+        for n in d.ListNames():
+            if n.startswith(':'):
+                try:
+                    if int(d.GetConnectionUnixProcessID(n)) == int(argv[1]):
+                        names.append(str(n))
+                except dbus.DBusException:
+                    pass
+        print(' '.join(names))
+        return 0 if names else 1
+    if cmd in ('services', 'remove-with-service'):
+        uuid = argv[1].lower()
+        if len(uuid) == 4:
+            uuid = '0000%s-0000-1000-8000-00805f9b34fb' % uuid
+        objs = om.GetManagedObjects()
+        paths = sorted(str(p) for p, ifs in objs.items()
+                       if str(ifs.get('org.bluez.GattService1', {}).get('UUID', '')).lower() == uuid)
+        if cmd == 'services':
+            print(json.dumps(paths))
+            return 0
+        keep = argv[2].upper() if len(argv) > 2 else None
+        gone = []
+        for p, ifs in objs.items():
+            d = ifs.get('org.bluez.Device1')
+            if not d or str(d['Adapter']) != ADAPTER or str(d['Address']).upper() == keep:
+                continue
+            if any(x.startswith(str(p) + '/') for x in paths):
+                dbus.Interface(bus.get_object(BLUEZ, ADAPTER), 'org.bluez.Adapter1').RemoveDevice(p)
+                gone.append(str(d['Address']))
+        print(' '.join(gone))
+        return 0
     if cmd == 'remove':
         path, _ = device(argv[1])
         if path:

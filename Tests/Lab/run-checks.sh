@@ -5,7 +5,7 @@
 # (and, where it matters, on what bluetoothd says happened: Tests/Lab/bluez.py).
 #
 # Env (from Scripts/lab): BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR LAB_OUT REPO
-# PERIPHERAL2 PERIPH2_ADDR PERIPH2_ADDR_TYPE [LAB_GATT_CHANNELS]. Usage:
+# PERIPHERAL2 PERIPH2_ADDR PERIPH2_ADDR_TYPE SERVER SERVER_ADDR [LAB_GATT_CHANNELS]. Usage:
 # run-checks.sh [NAME-PATTERN] (shell glob on check names, e.g. 'scan_*';
 # default: the tier).
 # Output: PASS/FAIL/SKIP lines, then exactly one line "N passed, M failed".
@@ -54,7 +54,7 @@ SCAN_TIMEOUT=30    # the lab's advertiser shows up every ~1.5 s; be generous und
 # run-checks.sh 'soak_*', run-checks.sh extra_subscribe_reconnect.
 # The tier (the default pattern) must run exactly TIER_CHECKS checks, and a
 # pattern that selects no check fails: a tier that ran nothing proves nothing.
-TIER_CHECKS=38
+TIER_CHECKS=41
 _SELECTED=0
 run() {
   [[ $1 == soak_* && $ONLY != soak_* ]] && return 0
@@ -1027,6 +1027,399 @@ c_unknown_device() {
 }
 
 # =====================================================================
+# the peripheral role: bluectl serve / advertise on the server adapter
+# ($SERVER, hci3: LE-only, nothing else registered on it), centrals on hci1
+# (/work/peripheral-contract.md; issue 14)
+# =====================================================================
+SRV=${SERVER_ADDR:-}
+SRV_ADAPTER=${SERVER:-}
+EX=/usr/share/doc/bluez-test-scripts/examples
+GATTC=$HERE/gattc.py
+FL_SVC=b1ec7200-0000-4000-8000-000000000000
+FL_READ=b1ec7200-0000-4000-8000-000000000001      # read, value 0102
+FL_WRITE=b1ec7200-0000-4000-8000-000000000002     # write (request) only
+FL_WWR=b1ec7200-0000-4000-8000-000000000003       # write-without-response only
+FL_NOTIFY=b1ec7200-0000-4000-8000-000000000004    # notify only
+FL_INDICATE=b1ec7200-0000-4000-8000-000000000005  # indicate only
+FL_LONG=b1ec7200-0000-4000-8000-000000000006      # read, write; 300 bytes i & 0xff; descriptors 2901, ...a6
+FL_LONG_DESC=b1ec7200-0000-4000-8000-0000000000a6
+FL_ALL=b1ec7200-0000-4000-8000-000000000007       # read, write, write-without-response, notify, indicate
+
+# need_server: the server adapter exists; the central forgets the server's
+# device (a scan then reports it anew, with the advertisement of this check)
+need_server() {
+  [ -n "$SRV_ADAPTER" ] && [ -n "$SRV" ] || fail "no server adapter (SERVER=$SRV_ADAPTER SERVER_ADDR=$SRV): the lab needs btvirt -l4"
+  bz remove "$SRV" || note "remove: $CENTRAL did not know $SRV"
+}
+# Background processes of a check are ended when it ends, however it ends (a
+# serve left running would keep its registrations on $SERVER for the next check).
+_BG=()
+_bg_cleanup() {
+  local p
+  for p in "${_BG[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.5
+  for p in "${_BG[@]}"; do kill -KILL "$p" 2>/dev/null; done
+}
+bg_track() { _BG+=("$1"); trap _bg_cleanup EXIT; }
+# wait_out FILE ERE SECS [PID] [N]: until FILE has N (default 1) lines matching ERE; a dead PID ends the wait
+wait_out() {
+  local end=$((SECONDS + $3)) n=${5:-1}
+  until [ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "$n" ]; do
+    if [ -n "${4:-}" ] && ! kill -0 "$4" 2>/dev/null; then
+      [ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "$n" ] && return 0
+      echo "wait for '$2' in $(basename "$1"): the process ended"; return 1
+    fi
+    [ $SECONDS -lt $end ] || { echo "timeout: $(grep -cE -- "$2" "$1" 2>/dev/null) of $n lines '$2' in $(basename "$1") after $3 s"; return 1; }
+    sleep 0.2
+  done
+}
+# wait_exit PID SECS: wait for a background process, at most SECS; sets WRC (124: still running, killed)
+wait_exit() {
+  local end=$((SECONDS + $2))
+  while kill -0 "$1" 2>/dev/null; do
+    [ $SECONDS -lt $end ] || { kill -KILL "$1" 2>/dev/null; wait "$1" 2>/dev/null; WRC=124; return 1; }
+    sleep 0.2
+  done
+  wait "$1"; WRC=$?
+}
+# serve_start SPEC ARGS...: `bluectl serve SPEC ARGS --timeout 600` in the
+# background (SIGINT/SIGTERM at their defaults: a background job of a script
+# would ignore SIGINT), stdin from a FIFO this shell holds open on fd 7
+# (feed: `... >&7`); SERVE_PID SERVE_OUT SERVE_ERR; then waits (60 s) for its
+# "serving" line.
+serve_start() {
+  local base=$CHECK_DIR/$CHECK_NAME.serve
+  # (the FIFO on the guest's tmpfs: the output folder is 9p, where mkfifo fails)
+  SERVE_OUT=$base.out SERVE_ERR=$base.err SERVE_IN=/tmp/$CHECK_NAME.serve.in
+  rm -f "$SERVE_IN"; mkfifo "$SERVE_IN"
+  echo "\$ bluectl serve $* --timeout 600   (background; stdin: a FIFO)"
+  env --default-signal=INT,TERM "$BLUECTL" serve "$@" --timeout 600 < "$SERVE_IN" > "$SERVE_OUT" 2> "$SERVE_ERR" &
+  SERVE_PID=$!
+  bg_track $SERVE_PID
+  exec 7> "$SERVE_IN"
+  wait_out "$SERVE_OUT" '"event": ?"serving"' 60 $SERVE_PID || { cat "$SERVE_ERR"; fail "bluectl serve did not print its serving line"; }
+  note "serving: $(head -1 "$SERVE_OUT")"
+}
+# serve_stop INT|TERM: the signal, then (20 s) its exit: SERVE_RC
+serve_stop() {
+  kill -"$1" $SERVE_PID
+  wait_exit $SERVE_PID 20
+  SERVE_RC=$WRC
+  exec 7>&-
+  note "serve exit $SERVE_RC after SIG$1; stderr: $(head -c 400 "$SERVE_ERR")"
+  echo "# serve's stdout:"; cat "$SERVE_OUT"
+}
+# scan_start NAME: `bluectl scan` on the central for NAME in the background
+# (SCAN_PID, SCAN_OUT), waits until hci1 is discovering. btvirt reports an
+# advertisement when its set is enabled (and when a scan starts, but the
+# kernel drops that one): so the scan runs before the advertiser starts.
+scan_start() {
+  SCAN_OUT=$CHECK_DIR/$CHECK_NAME.scan.out
+  echo "\$ bluectl scan --adapter $CENTRAL --name $1 --count 1 --json --timeout 120   (background)"
+  timeout -k 5 150 "$BLUECTL" scan --adapter "$CENTRAL" --name "$1" --count 1 --json --timeout 120 > "$SCAN_OUT" 2> "$SCAN_OUT.err" < /dev/null &
+  SCAN_PID=$!
+  bg_track $SCAN_PID
+  bz wait-adapter Discovering true 30 || fail "$CENTRAL not discovering for the scan"
+}
+scan_wait() {
+  wait_exit $SCAN_PID 150
+  note "scan exit $WRC; stderr: $(head -c 300 "$SCAN_OUT.err")"
+  [ $WRC = 0 ] || fail "bluectl scan for the advertised name exited $WRC"
+  OUT=$SCAN_OUT
+}
+adv_instances() { _bz_prop "/org/bluez/$SRV_ADAPTER" org.bluez.LEAdvertisingManager1 ActiveInstances; }
+wait_adv_instances() { # N SECS
+  local end=$((SECONDS + $2))
+  until [ "$(adv_instances)" = "$1" ]; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}
+# reg_watch_start: dbus-monitor of the registrations sent to bluetoothd
+# (GattManager1/LEAdvertisingManager1 Register*/Unregister*), into REG_LOG;
+# reg_paths Register|Unregister: the object paths bluectl registered or
+# unregistered (under /org/bluectl/, but not the lab's own /org/bluectl/lab)
+reg_watch_start() {
+  REG_LOG=$CHECK_DIR/$CHECK_NAME.registrations
+  dbus-monitor --system "type='method_call',destination='org.bluez',interface='org.bluez.GattManager1'" \
+    "type='method_call',destination='org.bluez',interface='org.bluez.LEAdvertisingManager1'" > "$REG_LOG" 2>&1 &
+  bg_track $!
+  sleep 0.5
+}
+reg_paths() {
+  awk -v want="$1" '/member=(Register|Unregister)(Application|Advertisement)/ {
+      m = $0; sub(/.*member=/, "", m); getline
+      if ($0 ~ /object path/) { p = $0; sub(/.*object path "/, "", p); sub(/".*/, "", p)
+        if (m ~ "^" want "(Application|Advertisement)$" && p ~ "^/org/bluectl/" && p !~ "^/org/bluectl/lab") print p } }' "$REG_LOG" | sort -u
+}
+# reg_all_undone: every registration of bluectl's was undone by bluectl itself
+# (an UnregisterApplication/UnregisterAdvertisement call, not bluetoothd's
+# clean-up after the process left)
+reg_all_undone() {
+  local r u
+  r=$(reg_paths Register); u=$(reg_paths Unregister)
+  note "registered: $(echo $r); unregistered: $(echo $u)"
+  [ -n "$r" ] || fail "no registration of bluectl's seen on the bus (dbus-monitor: $(head -c 200 "$REG_LOG"))"
+  [ "$r" = "$u" ] || fail "registered but never unregistered by bluectl: $(comm -23 <(echo "$r") <(echo "$u") | tr '\n' ' ')"
+}
+gattc() { # ARGS...: Tests/Lab/gattc.py on the central, logged like bl; GRC GOUT
+  _BL_N=$((_BL_N + 1))
+  GOUT=$CHECK_DIR/$CHECK_NAME.$_BL_N.gattc
+  echo "\$ gattc.py $*"
+  timeout -k 5 90 "$PY" -I "$GATTC" --adapter "$CENTRAL" "$@" > "$GOUT" 2> "$GOUT.err" < /dev/null
+  GRC=$?
+  echo "# exit $GRC"; [ -s "$GOUT" ] && head -c 3000 "$GOUT"; [ -s "$GOUT.err" ] && { echo "# stderr:"; head -c 1000 "$GOUT.err"; }
+  return 0
+}
+# a serve event line of FILE as JSON checks: serve_json CODE (lines = serve's stdout)
+serve_json() { local o=$OUT; OUT=$SERVE_OUT; expect_json "$1"; OUT=$o; }
+seq_feed() { # CHARACTERISTIC N: N lines on serve's stdin, values uint32 LE 0..N-1
+  awk -v c="$1" -v n="$2" 'BEGIN { for (i = 0; i < n; i++) printf "{\"characteristic\":\"%s\",\"value\":\"%02x%02x%02x%02x\"}\n", c, i % 256, int(i / 256) % 256, int(i / 65536) % 256, 0 }' >&7
+}
+
+# serve_stream CHARACTERISTIC N FILE WHAT: `bluectl subscribe --count N --json`
+# on the central into FILE; once serve printed the subscription, N numbered
+# values fed on serve's stdin must all arrive, in order
+serve_stream() {
+  local pid
+  timeout -k 5 180 "$BLUECTL" subscribe "$SRV" "$1" --count "$2" --json "${DEV_OPTS[@]}" > "$3" 2> "$3.err" < /dev/null &
+  pid=$!; bg_track $pid
+  wait_out "$SERVE_OUT" "\"event\": ?\"subscribed\".*$1|$1.*\"event\": ?\"subscribed\"" 40 $SERVE_PID || { cat "$3.err"; fail "serve saw no subscription to $1 ($4)"; }
+  bz wait-notifying "$SRV" "$1" 20 || fail "bluetoothd ($CENTRAL) does not show $1 notifying"
+  seq_feed "$1" "$2"
+  wait_exit $pid 180
+  note "subscriber ($4) exit $WRC; stderr: $(head -c 300 "$3.err")"
+  [ $WRC = 0 ] || fail "subscribe --count $2 ($4) exited $WRC after $(grep -c '"value"' "$3") values"
+  seq_exact "$3" "$2" json
+}
+
+# BlueZ's own example-gatt-client against bluectl serve of a heart-rate
+# database: it reads the body sensor location, subscribes to the
+# measurement and prints what serve is fed on stdin; the control point is
+# written by busctl (the example never writes it). After SIGINT nothing of
+# bluectl stays registered.
+c_serve_heart_rate_example_client() {
+  need_server
+  local ex_out=$CHECK_DIR/$CHECK_NAME.example.out ex_pid name i hr cp hrs app
+  reg_watch_start
+  scan_start bluectl-hr
+  serve_start Tests/Lab/heart-rate.json --adapter "$SRV_ADAPTER" --advertise --name bluectl-hr --json
+  serve_json "
+s = lines[0]
+check(fields(s, event='serving', adapter=SERVER, address=SERVER_ADDR, advertising=True, name='bluectl-hr'), 'serving line %r' % s)
+check(s.get('services') == [u16('180d')], 'services %r' % s.get('services'))"
+  name=$(bz bus-name $SERVE_PID)
+  note "serve's bus name: ${name:-?}"
+  [ -n "$name" ] || fail "serve (pid $SERVE_PID) owns no bus name"
+  # its application, as bluetoothd sees it: GetManagedObjects at the path it registered
+  # (the system bus lets root call ObjectManager on it, not Introspect: no busctl tree)
+  app=$(reg_paths Register | grep -v '/adv' | head -1)
+  note "application registered: ${app:-none}"
+  [ -n "$app" ] || fail "no RegisterApplication of serve's seen on the bus"
+  busctl --system call "$name" "$app" org.freedesktop.DBus.ObjectManager GetManagedObjects > "$CHECK_DIR/$CHECK_NAME.objects" 2>&1 \
+    || fail "GetManagedObjects on $name $app: $(head -c 200 "$CHECK_DIR/$CHECK_NAME.objects")"
+  for i in 180d 2a37 2a38 2a39; do
+    grep -q "0000$i-0000-1000-8000-00805f9b34fb" "$CHECK_DIR/$CHECK_NAME.objects" || fail "serve's objects lack $i: $(head -c 300 "$CHECK_DIR/$CHECK_NAME.objects")"
+  done
+  scan_wait
+  expect_json "
+d = one(lambda l: l.get('event') == 'discovered' and l.get('address') == SERVER_ADDR, 'discovered ' + SERVER_ADDR)
+check(d.get('name') == 'bluectl-hr', 'name %r' % d.get('name'))
+check(u16('180d') in (d.get('service_uuids') or []), 'service_uuids %r' % d.get('service_uuids'))"
+  gattc "$SRV" connect
+  [ $GRC = 0 ] || fail "hci1 could not connect to $SRV (gattc.py connect exited $GRC)"
+  # the example takes the first Heart Rate service among ALL of bluetoothd's objects
+  note "removed from $CENTRAL (a cached heart rate service): $(bz remove-with-service 180d "$SRV")"
+  hrs=$(bz services 180d)
+  [[ $hrs == "[\"/org/bluez/$CENTRAL/dev_${SRV//:/_}/service"* && $hrs != *,* ]] \
+    || fail "heart rate services other than bluectl's (or none) among bluetoothd's objects: $hrs"
+  "$PY" -u "$EX/example-gatt-client" > "$ex_out" 2>&1 < /dev/null &
+  ex_pid=$!
+  bg_track $ex_pid
+  wait_out "$ex_out" 'Heart Rate Service found: /org/bluez/'"$CENTRAL"'/dev_'"${SRV//:/_}"'/' 60 $ex_pid || { cat "$ex_out"; fail "example-gatt-client did not find bluectl's service"; }
+  wait_out "$ex_out" '^Body sensor location value: Chest$' 30 $ex_pid || { cat "$ex_out"; fail "example-gatt-client did not read the body sensor location (01, Chest)"; }
+  wait_out "$ex_out" '^HR Measurement notifications enabled$' 30 $ex_pid || { cat "$ex_out"; fail "example-gatt-client's StartNotify did not succeed"; }
+  wait_out "$SERVE_OUT" '"event": ?"subscribed".*2a37|2a37.*"event": ?"subscribed"' 20 $SERVE_PID || fail "serve printed no subscribed event for 2a37"
+  for i in 0 1 2 3 4; do
+    hr=$((70 + i))
+    printf '{"characteristic":"2a37","value":"06%02x"}\n' $hr >&7
+  done
+  wait_out "$ex_out" '^	HR: 7[0-4]$' 30 $ex_pid 5 || { cat "$ex_out"; fail "example-gatt-client did not get the 5 measurements fed to serve"; }
+  grep '^	HR: ' "$ex_out" | tr -d '\t' | tr '\n' ' ' | grep -q '^HR: 70 HR: 71 HR: 72 HR: 73 HR: 74 $' \
+    || fail "measurements not 70..74 in order: $(grep '^	HR: ' "$ex_out" | tr -d '\t' | tr '\n' ' ')"
+  grep -q '^	Sensor Contact status: contact detected$' "$ex_out" || fail "the flags (06) were not decoded as contact detected"
+  # the control point: busctl (a plain D-Bus client) writes 01 with a write request
+  cp=$("$PY" -I "$GATTC" --adapter "$CENTRAL" "$SRV" find 2a39) || fail "no control point under $SRV"
+  echo "\$ busctl call org.bluez $cp org.bluez.GattCharacteristic1 WriteValue aya{sv} 1 1 1 type s request"
+  busctl --system call org.bluez "$cp" org.bluez.GattCharacteristic1 WriteValue 'aya{sv}' 1 1 1 type s request \
+    || fail "busctl's write of the control point failed"
+  wait_out "$SERVE_OUT" '"event": ?"write"' 20 $SERVE_PID || fail "serve printed no write event"
+  serve_json "
+w = one(lambda l: l.get('event') == 'write', 'a write event')
+check(fields(w, characteristic=u16('2a39'), value='01', type='request', central=CENTRAL_ADDR, offset=0), 'write event %r' % w)
+r = one(lambda l: l.get('event') == 'read', 'a read event (the example read 2a38)')
+check(fields(r, characteristic=u16('2a38'), central=CENTRAL_ADDR, offset=0), 'read event %r' % r)
+check(all('time' in l for l in lines[1:]), 'an event without time')"
+  # the example ends: bluetoothd drops its notify session, serve hears StopNotify
+  kill -TERM $ex_pid; wait_exit $ex_pid 10
+  wait_out "$SERVE_OUT" '"event": ?"unsubscribed"' 20 $SERVE_PID || fail "serve printed no unsubscribed event after the client went away"
+  serve_stop INT
+  [ "$SERVE_RC" = 130 ] || fail "serve exited $SERVE_RC on SIGINT, expected 130"
+  # nothing of bluectl stays registered: serve undid each registration itself,
+  # its bus name is gone, the adapter has no advertisement
+  reg_all_undone
+  ! busctl --system call "$name" "$app" org.freedesktop.DBus.ObjectManager GetManagedObjects > /dev/null 2>&1 \
+    || fail "serve's objects still answer on $name after it exited"
+  wait_adv_instances 0 10 || fail "$SRV_ADAPTER's ActiveInstances $(adv_instances) after serve exited, expected 0"
+  # the central, still connected, loses the service (Service Changed)
+  bz wait "$SRV" Connected true 3 || note "$CENTRAL no longer connected to $SRV"
+  local end=$((SECONDS + 30))
+  until [ "$(bz services 180d)" = "[]" ]; do
+    [ $SECONDS -lt $end ] || fail "$CENTRAL still sees a heart rate service 30 s after serve exited: $(bz services 180d)"
+    sleep 0.5
+  done
+  gattc "$SRV" disconnect
+}
+
+# bluectl's central against bluectl serve: every flag combination, the ATT
+# errors, writes by type, 500 notifications and 500 indications fed on stdin.
+c_serve_vs_bluectl_central() {
+  need_server
+  local sub_out=$CHECK_DIR/$CHECK_NAME.sub.out n=500 v
+  reg_watch_start
+  scan_start bluectl-flags
+  serve_start Tests/Lab/serve-flags.json --adapter "$SRV_ADAPTER" --advertise --name bluectl-flags --json
+  scan_wait
+  expect_json "
+d = one(lambda l: l.get('event') == 'discovered' and l.get('address') == SERVER_ADDR, 'discovered ' + SERVER_ADDR)
+check(d.get('name') == 'bluectl-flags', 'name %r' % d.get('name'))
+check('$FL_SVC' in (d.get('service_uuids') or []), 'service_uuids %r' % d.get('service_uuids'))"
+  bl connect "$SRV" "${DEV_OPTS[@]}"
+  expect_rc 0
+  bl discover "$SRV" --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json "
+chrc = {}; parent = {}; cur = None
+for l in lines:
+    if l.get('type') == 'characteristic':
+        cur = l['uuid']; chrc[cur] = l
+    elif l.get('type') == 'descriptor':
+        parent[l['uuid']] = l.get('characteristic')
+want = {'$FL_READ': ['read'], '$FL_WRITE': ['write'], '$FL_WWR': ['write-without-response'], '$FL_NOTIFY': ['notify'],
+        '$FL_INDICATE': ['indicate'], '$FL_LONG': ['read', 'write'],
+        '$FL_ALL': ['read', 'write', 'write-without-response', 'notify', 'indicate']}
+for u, f in want.items():
+    check(u in chrc, 'characteristic %s missing' % u)
+    check(sorted(chrc[u].get('flags', [])) == sorted(f), '%s flags %r, expected %r' % (u, chrc[u].get('flags'), f))
+    check(chrc[u].get('service') == '$FL_SVC', '%s under %r' % (u, chrc[u].get('service')))
+check(parent.get(u16('2901')) == '$FL_LONG', '2901 under %r' % parent.get(u16('2901')))
+check(parent.get('$FL_LONG_DESC') == '$FL_LONG', '$FL_LONG_DESC under %r' % parent.get('$FL_LONG_DESC'))"
+  # reads: the static value; a read of a write-only characteristic is refused:
+  # by bluectl from the flags (exit 77, before any request), and on the wire
+  # (gattc.py asks anyway) by ATT's Read Not Permitted from hci3's bluetoothd
+  bl read "$SRV" "$FL_READ" --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json 'check(lines[0].get("value") == "0102", "value %r" % lines[0].get("value"))'
+  wait_out "$SERVE_OUT" '"event": ?"read"' 10 $SERVE_PID || fail "serve printed no read event"
+  bl read "$SRV" "$FL_WRITE" "${DEV_OPTS[@]}"
+  expect_rc 77
+  [ "$(wc -l < "$ERR")" = 1 ] || fail "stderr is not one line: $(_first_err)"
+  grep -qx "bluectl: characteristic $FL_WRITE is not readable (flags: write)" "$ERR" \
+    || fail "the read of a write-only characteristic: $(_first_err)"
+  [ ! -s "$OUT" ] || fail "stdout not empty"
+  gattc "$SRV" read "$FL_WRITE"
+  [ $GRC = 1 ] && grep -q 'org.bluez.Error.NotPermitted: Read not permitted' "$GOUT.err" \
+    || fail "ReadValue of the write-only characteristic: exit $GRC, $(head -c 200 "$GOUT.err") (expected BlueZ's NotPermitted for ATT's Read Not Permitted)"
+  # writes, each printed by serve with its type
+  bl write "$SRV" "$FL_WRITE" 0xa1a2 --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  bl write "$SRV" "$FL_WWR" 0xb1b2 --without-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  # a write request to the write-without-response characteristic: bluectl
+  # notes the flags and tries; bluetoothd 5.66's server takes an ATT Write
+  # Request whatever the properties say (hci3 answers Write Response)
+  bl write "$SRV" "$FL_WWR" 0xc1c2 --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  grep -q "does not list write-with-response" "$ERR" || fail "no note on stderr about the flags: $(_first_err)"
+  v=$(awk 'BEGIN { for (i = 0; i < 300; i++) printf "%02x", (255 - i + 512) % 256 }')
+  bl write "$SRV" "$FL_LONG" "0x$v" --with-response "${DEV_OPTS[@]}"
+  expect_rc 0
+  read_srv() { bl read "$SRV" "$1" --json "${DEV_OPTS[@]}"; expect_rc 0; VALUE=$(sed -n 's/.*"value" *: *"\([0-9a-fA-F]*\)".*/\1/p' "$OUT" | head -1); }
+  read_srv "$FL_LONG"
+  [ "$VALUE" = "$v" ] || fail "read back ${#VALUE} hex digits from the long characteristic, not the 300 bytes written"
+  wait_out "$SERVE_OUT" '"event": ?"write"' 20 $SERVE_PID 3 || fail "serve printed fewer than 3 write events"
+  serve_json "
+w = [l for l in lines if l.get('event') == 'write']
+check(all(l.get('central') == CENTRAL_ADDR and 'time' in l for l in w), 'write events without the central or time: %r' % w)
+def one_write(c, value, typ):
+    x = [l for l in w if l.get('characteristic') == c]
+    check(x and x[0].get('value') == value and x[0].get('type') == typ, '%s: write events %r, expected %s %s' % (c, [(l.get('value', '')[:16], l.get('type')) for l in x], value[:16], typ))
+one_write('$FL_WRITE', 'a1a2', 'request')
+one_write('$FL_WWR', 'b1b2', 'command')
+longw = [l for l in w if l.get('characteristic') == '$FL_LONG']
+check(''.join(l['value'] for l in sorted(longw, key=lambda l: l.get('offset', 0))) == '$v', 'the long write: %d events, not the 300 bytes' % len(longw))"
+  # 500 notifications, then 500 indications, fed on stdin: all, in order
+  serve_stream "$FL_NOTIFY" $n "$sub_out" notify
+  serve_stream "$FL_INDICATE" $n "$sub_out.ind" indicate
+  wait_out "$SERVE_OUT" "\"event\": ?\"confirmed\"" 30 $SERVE_PID $n || fail "serve printed fewer than $n confirmed events"
+  serve_stop INT
+  [ "$SERVE_RC" = 130 ] || fail "serve exited $SERVE_RC on SIGINT, expected 130"
+  reg_all_undone
+  wait_adv_instances 0 10 || fail "$SRV_ADAPTER's ActiveInstances $(adv_instances) after serve exited, expected 0"
+  bl disconnect "$SRV" "${DEV_OPTS[@]}"
+  expect_rc 0
+  # last (the streams above tell more when this fails): the write request of
+  # c1c2 (an ATT Write Request on the wire, btmon.log) must not be printed as a command
+  serve_json "
+c = [l for l in lines if l.get('event') == 'write' and l.get('value') == 'c1c2']
+check(len(c) == 1 and c[0].get('type') in ('request', None), 'the ATT Write Request of c1c2 printed as type %r (a request on the wire; a guess from the flags must not say command)' % [l.get('type') for l in c])"
+}
+
+# bluectl advertise with every field, seen whole by bluectl scan; an
+# advertisement that does not fit is refused; nothing stays registered.
+c_advertise_fields_seen_by_scan() {
+  need_server
+  local adv_out=$CHECK_DIR/$CHECK_NAME.adv.out pid a0
+  a0=$(adv_instances)
+  note "$SRV_ADAPTER ActiveInstances before: $a0"
+  [ -n "$a0" ] || fail "cannot read $SRV_ADAPTER's LEAdvertisingManager1.ActiveInstances"
+  reg_watch_start
+  scan_start bluectl-adv
+  echo "\$ bluectl advertise --adapter $SRV_ADAPTER --name bluectl-adv --service fff0 --manufacturer 0xffff=0102 --service-data fff1=0a0b --appearance 0x0341 --tx-power --json   (background)"
+  env --default-signal=INT,TERM "$BLUECTL" advertise --adapter "$SRV_ADAPTER" --name bluectl-adv --service fff0 --manufacturer 0xffff=0102 \
+    --service-data fff1=0a0b --appearance 0x0341 --tx-power --json --duration 300 > "$adv_out" 2> "$adv_out.err" < /dev/null &
+  pid=$!; bg_track $pid
+  wait_out "$adv_out" '"event": ?"advertising"' 60 $pid || { cat "$adv_out.err"; fail "advertise printed no advertising line"; }
+  note "advertise: $(head -1 "$adv_out")"
+  OUT=$adv_out
+  expect_json "l = lines[0]; check(fields(l, event='advertising', adapter=SERVER), 'advertising line %r' % l)"
+  [ "$(adv_instances)" = $((a0 + 1)) ] || fail "ActiveInstances $(adv_instances) while advertising, expected $((a0 + 1))"
+  scan_wait
+  expect_json "
+d = one(lambda l: l.get('event') == 'discovered' and l.get('address') == SERVER_ADDR, 'discovered ' + SERVER_ADDR)
+check(d.get('name') == 'bluectl-adv', 'name %r' % d.get('name'))
+check(d.get('address_type') == 'public', 'address_type %r' % d.get('address_type'))
+check(d.get('service_uuids') == [u16('fff0')], 'service_uuids %r' % d.get('service_uuids'))
+check(d.get('manufacturer_data') == {'0xffff': '0102'}, 'manufacturer_data %r' % d.get('manufacturer_data'))
+check(d.get('service_data') == {u16('fff1'): '0a0b'}, 'service_data %r' % d.get('service_data'))
+check(d.get('appearance') == 0x0341, 'appearance %r, expected 833 (0x0341)' % d.get('appearance'))
+check(isinstance(d.get('tx_power'), int), 'tx_power %r' % d.get('tx_power'))"
+  kill -INT $pid; wait_exit $pid 20
+  note "advertise exit $WRC; stderr: $(head -c 300 "$adv_out.err")"
+  [ $WRC = 130 ] || fail "advertise exited $WRC on SIGINT, expected 130"
+  wait_adv_instances "$a0" 10 || fail "ActiveInstances $(adv_instances) after advertise exited, expected $a0"
+  reg_all_undone
+  # --duration ends it by itself (exit 0), unregistered
+  bl advertise --adapter "$SRV_ADAPTER" --name bluectl-dur --duration 3 --json
+  expect_rc 0
+  expect_json "check(lines and fields(lines[0], event='advertising', adapter=SERVER), 'advertising line %r' % lines[:1])"
+  wait_adv_instances "$a0" 10 || fail "ActiveInstances $(adv_instances) after advertise --duration 3, expected $a0"
+  # too long for the adapter (31 bytes: 3 flags + 4 + 27 bytes of manufacturer data): refused, nothing registered
+  bl advertise --adapter "$SRV_ADAPTER" --manufacturer "0xffff=$(printf '%054d' 0)" --duration 5
+  expect_rc 64
+  [ "$(wc -l < "$ERR")" -ge 1 ] || fail "no message on stderr"
+  grep -qiE 'too long|does not fit|exceed|[0-9]+ bytes' "$ERR" || fail "the refusal does not say it is too long: $(_first_err)"
+  [ "$(adv_instances)" = "$a0" ] || fail "ActiveInstances $(adv_instances) after the refused advertisement, expected $a0"
+}
+
+# =====================================================================
 run adapters_json c_adapters_json
 run adapters_plain c_adapters_plain
 run usage_errors c_usage_errors
@@ -1073,4 +1466,8 @@ run devices_pair_trust_unpair c_devices_pair_trust_unpair
 run two_devices_stream c_two_devices_stream
 run two_devices_power_cycle c_two_devices_power_cycle
 run two_devices_bluetoothd_segv c_two_devices_bluetoothd_segv
+# ---- the peripheral role: bluectl serve/advertise on $SERVER (hci3), centrals on hci1
+run serve_heart_rate_example_client c_serve_heart_rate_example_client
+run serve_vs_bluectl_central c_serve_vs_bluectl_central
+run advertise_fields_seen_by_scan c_advertise_fields_seen_by_scan
 tally

@@ -10,9 +10,10 @@
 # bluetoothd, agent, BlueZ's example-gatt-server, the project's own
 # peripheral (periph.py), BlueZ's example-advertisement -- and a second
 # peripheral on hci2 (a static random address; periph.py's service from its
-# own ATT server, and an advertisement), then runs the job's script against
-# the central adapter hci1, writes its exit status to out/rc and powers the
-# VM off.
+# own ATT server, and an advertisement), and hci3 for bluectl's own
+# peripheral role (powered, LE-only, public address, nothing registered on it),
+# then runs the job's script against the central adapter hci1, writes its exit
+# status to out/rc and powers the VM off.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root TERM=dumb LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 LAB=/tmp/lab
@@ -26,11 +27,17 @@ PY=/usr/bin/python3
 PERIPH2_STATIC=C0:AA:01:02:00:02
 # job defaults, then the host's job file
 LAB_SCRIPT=; LAB_ARGS=(); LAB_TIMEOUT=600; LAB_VERBOSE=0; LAB_QUIET=0; LAB_DEBUG=1
-LAB_GATT_CHANNELS=1; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l3
+LAB_GATT_CHANNELS=1; LAB_MTU=; LAB_BLUETOOTHD_OPTS=; LAB_BTVIRT_OPTS=-l4
 LAB_PERIPH_BREDR=off; LAB_ADV_FULL=0; LAB_ADV_PULSE=1.5; LAB_INTERACTIVE=0; BLUECTL=
 LAB_BTVIRT=   # the lab's btvirt build (Scripts/lab.d/build-btvirt.sh); empty: the packaged one
 # shellcheck disable=SC1091
 . $OUT/.job.env
+# How many controllers btvirt makes (its -lN; at least the three the lab's
+# peers need: hci0, hci1, hci2). With four or more, hci3 is the server
+# adapter: bluectl's own peripheral role (bluectl serve/advertise) runs there.
+NCTL=$(sed -n 's/.*-l\([0-9][0-9]*\).*/\1/p' <<<"$LAB_BTVIRT_OPTS"); NCTL=${NCTL:-1}
+CTLS=(); for ((i = 0; i < NCTL; i++)); do CTLS+=(hci$i); done
+SERVER=; [ "$NCTL" -ge 4 ] && SERVER=hci3
 
 up() { cut -d' ' -f1 /proc/uptime; }
 say() { local m; m="[lab $(up)s] $*"; echo "$m" >> $OUT/lab.log; [ "$LAB_QUIET" = 1 ] || echo "$m"; }
@@ -118,20 +125,21 @@ $PY -I -u $G/labmon.py /run/lab/btmon.snoop > $OUT/labmon.log 2>&1 &
 LABMON_PID=$!
 wait_until 60 "system bus" test -S /run/dbus/system_bus_socket || bringup_failed "no system bus socket"
 wait_until 30 "HCI monitor recording" grep -q recording $OUT/labmon.log || say "no HCI trace (see labmon.log)"
-# The three controllers (hci0 peripheral, hci1 central, hci2 second
-# peripheral) must finish their kernel set-up (HCI Reset etc.) and be
+# The controllers (hci0 peripheral, hci1 central, hci2 second peripheral,
+# hci3 the server adapter for bluectl's peripheral role) must finish their kernel set-up (HCI Reset etc.) and be
 # listed by the management interface. On a starved host a set-up can time out
 # ("hci0: Opcode 0x0c03 failed: -110") and that index never appears: then
 # start btvirt again (its controllers vanish when it exits).
-mgmt_all() { local l; l=$(btmgmt info 2>/dev/null < /dev/console); [[ $l == *"hci0:"* && $l == *"hci1:"* && $l == *"hci2:"* ]]; }
+mgmt_all() { local l c; l=$(btmgmt info 2>/dev/null < /dev/console); for c in "${CTLS[@]}"; do [[ $l == *"$c:"* ]] || return 1; done; }
 ctl_settled() { # all set up, or a set-up failure reported by the kernel since this attempt began
   mgmt_all && return 0
-  dmesg | tail -n +$((DMESG0 + 1)) | grep -qE 'hci[0-2]: Opcode 0x0c03 failed' && { CTL_FAILED=1; return 0; }
+  dmesg | tail -n +$((DMESG0 + 1)) | grep -qE 'hci[0-9]+: Opcode 0x0c03 failed' && { CTL_FAILED=1; return 0; }
   return 1
 }
 BTVIRT=${LAB_BTVIRT:-btvirt}
 echo "btvirt: $BTVIRT ($($BTVIRT -v 2>&1))" >> $OUT/lab.log
 $BTVIRT -h > /dev/null 2>&1; btmgmt --help > /dev/null 2>&1   # page the binaries in first
+[ "$NCTL" -ge 3 ] || bringup_failed "btvirt $LAB_BTVIRT_OPTS: the lab needs at least three controllers (-l3; default -l4)"
 for attempt in 1 2 3 4 5; do
   DMESG0=$(dmesg | wc -l); CTL_FAILED=0
   # real-time priority: the kernel gives each HCI command of the set-up 2 s,
@@ -140,8 +148,8 @@ for attempt in 1 2 3 4 5; do
   chrt -f 10 $BTVIRT $LAB_BTVIRT_OPTS >> $OUT/btvirt.log 2>&1 &
   BTVIRT_PID=$!
   sleep 1   # don't compete with the set-up from the start
-  if wait_until 45 "hci0+hci1+hci2 set up (mgmt index list)" ctl_settled && [ $CTL_FAILED = 0 ]; then break; fi
-  say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -i 'hci[0-2]:' | head -2 | tr '\n' ' ')- restarting btvirt"
+  if wait_until 45 "${CTLS[*]} set up (mgmt index list)" ctl_settled && [ $CTL_FAILED = 0 ]; then break; fi
+  say "controller set-up failed (attempt $attempt): $(dmesg | tail -n +$((DMESG0 + 1)) | grep -iE 'hci[0-9]+:' | head -2 | tr '\n' ' ')- restarting btvirt"
   kill $BTVIRT_PID; wait $BTVIRT_PID 2>/dev/null
   wait_until 60 "controllers removed" test ! -e /sys/class/bluetooth/hci0 || true
   [ $attempt = 5 ] && bringup_failed "btvirt controllers did not come up" $OUT/btvirt.log
@@ -163,7 +171,7 @@ BTD_OPTS=(-n -f /run/lab/main.conf)
 # shellcheck disable=SC2206
 BTD_OPTS+=($LAB_BLUETOOTHD_OPTS)
 echo "bluetoothd ${BTD_OPTS[*]}" >> $OUT/lab.log
-all_up() { [ -n "$(addr_of hci0)" ] && [ -n "$(addr_of hci1)" ] && [ -n "$(addr_of hci2)" ]; }
+all_up() { local c; for c in "${CTLS[@]}"; do [ -n "$(addr_of "$c")" ] || return 1; done; }
 powered() { [ "$(adapter_prop "$1" Powered)" = true ]; }
 discoverable() { [ "$(adapter_prop "${1:-hci0}" Discoverable)" = true ]; }
 # The kernel's LE identity of a controller: "ADDR TYPE" (public|random), from
@@ -176,6 +184,13 @@ identity() {
   echo "${a^^} $([ "$t" = 1 ] && echo random || echo public)"
 }
 static_identity() { [ "$(identity hci2)" = "$PERIPH2_STATIC random" ]; }
+# the server adapter: its public address is its LE identity, BR/EDR off
+# (btmgmt's stdin the console, as in mgmt_all: in the supervisor, a background
+# job, stdin is /dev/null and btmgmt prints nothing)
+server_ready() {
+  local s; s=$(btmgmt --index 3 info 2>/dev/null < /dev/console | grep 'current settings:')
+  [ "$(identity "$SERVER")" = "$(addr_of "$SERVER") public" ] && [[ $s == *" le"* && $s != *br/edr* ]]
+}
 # (pids in a file: the supervisor, a subshell, takes down what the boot started)
 pbg() { local log=$1; shift; "$@" >> "$log" 2>&1 & echo $! >> /run/lab/periph.pids; }
 # The project's peripherals (periph.py on hci0 and hci2) outlive bluetoothd:
@@ -218,9 +233,21 @@ peripheral_up() { # FAIL [FIRST]
   # starts with the controller powered off)
   { btmgmt --index 2 power off; btmgmt --index 2 bredr off; btmgmt --index 2 static-addr $PERIPH2_STATIC
     btmgmt --index 2 power on; } 2>&1 | detail
+  # hci3, the server adapter (bluectl serve/advertise): LE-only like hci0, for
+  # the same reason (a central's Device1.Connect would try BR/EDR), its public
+  # address, powered; not discoverable (an advertisement says that itself) and
+  # nothing registered on it: the adapter is bluectl's alone
+  if [ -n "$SERVER" ]; then
+    { btmgmt --index 3 power off; btmgmt --index 3 bredr off; btmgmt --index 3 le on; btmgmt --index 3 power on; } < /dev/console 2>&1 | detail
+  fi
   wait_until 60 "hci0 powered" powered hci0 || { $fail "hci0 not powered"; return 1; }
   wait_until 60 "hci1 powered" powered hci1 || { $fail "hci1 not powered"; return 1; }
   wait_until 60 "hci2 powered" powered hci2 || { $fail "hci2 not powered"; return 1; }
+  if [ -n "$SERVER" ]; then
+    wait_until 60 "$SERVER powered" powered "$SERVER" || { $fail "$SERVER not powered"; return 1; }
+    wait_until 10 "$SERVER LE-only, public identity" server_ready || { $fail "$SERVER: identity $(identity "$SERVER"), BR/EDR not off"; return 1; }
+    btmgmt --index 3 info < /dev/console 2>&1 | sed 's/^/[btmgmt hci3] /' | detail
+  fi
   wait_until 10 "hci2 identity $PERIPH2_STATIC (random)" static_identity \
     || { $fail "hci2's identity is $(identity hci2), not $PERIPH2_STATIC random"; return 1; }
   btmgmt --index 0 info 2>&1 | sed 's/^/[btmgmt hci0] /' | detail
@@ -269,9 +296,9 @@ supervise_bluetoothd() {
     mark_logs $n
     /usr/libexec/bluetooth/bluetoothd "${BTD_OPTS[@]}" >> $OUT/bluetoothd.log 2>&1 &
     btd=$!
-    if [ $n -gt 0 ] && wait_until 60 "bluetoothd exports hci0+hci1+hci2 (restart $n)" all_up \
+    if [ $n -gt 0 ] && wait_until 60 "bluetoothd exports ${CTLS[*]} (restart $n)" all_up \
          && peripheral_up supervisor_failed; then
-      echo "$(up) peripheral ready again (restart $n): hci0 and hci2" >> $OUT/supervisor.log
+      echo "$(up) peripheral ready again (restart $n): hci0 and hci2${SERVER:+ (server adapter $SERVER set up)}" >> $OUT/supervisor.log
     fi
     wait $btd
     rc=$?
@@ -289,23 +316,24 @@ supervisor_failed() { echo "$(up) after a restart: $1" >> $OUT/supervisor.log; }
 : > $OUT/supervisor.log
 supervise_bluetoothd &
 SUPERVISOR_PID=$!
-wait_until 60 "bluetoothd exports hci0+hci1+hci2" all_up \
-  || bringup_failed "bluetoothd did not export the three adapters" $OUT/bluetoothd.log
+wait_until 60 "bluetoothd exports ${CTLS[*]}" all_up \
+  || bringup_failed "bluetoothd did not export the adapters ${CTLS[*]}" $OUT/bluetoothd.log
 PERIPH_ADDR=$(addr_of hci0); CENTRAL_ADDR=$(addr_of hci1)
 timing bluetoothd "$(up)"
 say "bluetoothd up: peripheral hci0=$PERIPH_ADDR, central hci1=$CENTRAL_ADDR"
 peripheral_up bringup_failed 1
 read -r PERIPH2_ADDR PERIPH2_ADDR_TYPE < <(identity hci2)
+SERVER_ADDR=; [ -n "$SERVER" ] && SERVER_ADDR=$(addr_of "$SERVER")
 timing ready "$(up)"
-say "PERIPHERAL READY (second peripheral hci2=$PERIPH2_ADDR, $PERIPH2_ADDR_TYPE)"
+say "PERIPHERAL READY (second peripheral hci2=$PERIPH2_ADDR, $PERIPH2_ADDR_TYPE${SERVER:+; server adapter $SERVER=$SERVER_ADDR})"
 
 # ---- the job
 export BLUECTL CENTRAL=hci1 CENTRAL_ADDR PERIPHERAL=hci0 PERIPH_ADDR LAB_OUT=$OUT REPO
-export PERIPHERAL2=hci2 PERIPH2_ADDR PERIPH2_ADDR_TYPE
+export PERIPHERAL2=hci2 PERIPH2_ADDR PERIPH2_ADDR_TYPE SERVER SERVER_ADDR
 export LAB_GATT_CHANNELS LAB_MTU
 cd "$REPO" || finish 125
 if [ "$LAB_INTERACTIVE" = 1 ]; then
-  say "interactive shell (exit to power off); env: BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR PERIPH2_ADDR LAB_OUT REPO"
+  say "interactive shell (exit to power off); env: BLUECTL CENTRAL CENTRAL_ADDR PERIPH_ADDR PERIPH2_ADDR SERVER SERVER_ADDR LAB_OUT REPO"
   setsid -c /bin/bash -i < /dev/console > /dev/console 2>&1
   finish $?
 fi
