@@ -390,7 +390,7 @@ public final class PeripheralManager: Sendable {
                             options: [String: DBusValue], value: [UInt8]) -> ATTRequest {
         let id = takeRequestID()
         let central = options["device"]?.objectPath.map { DeviceInfo.addressFromPath($0) }
-        let writeType = kind == .write ? ATTRequest.writeKind(options: options, flags: served.flags) : nil
+        let writeType = kind == .write ? ATTRequest.writeKind(options: options) : nil
         let request = ATTRequest(id: id, manager: self, kind: kind, characteristic: served.characteristic, descriptor: served.descriptor,
                                  central: central, offset: options["offset"]?.integer ?? 0, value: value, writeType: writeType,
                                  mtu: options["mtu"]?.integer)
@@ -640,14 +640,11 @@ public final class ATTRequest: Sendable, CustomStringConvertible {
     }
 
     /// How the central wrote: BlueZ's `type` option where bluetoothd sends
-    /// it (5.66 does not); else what the characteristic's flags leave
-    /// possible (only `write`: a request; only `write-without-response`: a
-    /// command); nil when both are.
-    static func writeKind(options: [String: DBusValue], flags: Set<GattFlag>) -> WriteKind? {
-        if let given = options["type"]?.string { return WriteKind(rawValue: given) }
-        let request = !flags.isDisjoint(with: [.write, .encryptWrite, .encryptAuthenticatedWrite, .secureWrite, .reliableWrite])
-        let command = !flags.isDisjoint(with: [.writeWithoutResponse, .authenticatedSignedWrites])
-        return request == command ? nil : request ? .request : .command
+    /// it. bluetoothd 5.66 does not, and its ATT server accepts either kind
+    /// of write on any writable characteristic (the lab saw a Write Request
+    /// on a write-without-response-only one), so without it: nil.
+    static func writeKind(options: [String: DBusValue]) -> WriteKind? {
+        options["type"]?.string.flatMap(WriteKind.init(rawValue:))
     }
 
     let id: UInt64
@@ -664,7 +661,7 @@ public final class ATTRequest: Sendable, CustomStringConvertible {
     public let offset: Int
     /// What is written (empty for a read).
     public let value: [UInt8]
-    /// How the central wrote, when known (`writeKind(options:flags:)`).
+    /// How the central wrote, when bluetoothd says (5.66 does not).
     public let writeType: WriteKind?
     /// The link's ATT MTU, when bluetoothd says.
     public let mtu: Int?

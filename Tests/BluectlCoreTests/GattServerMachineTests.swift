@@ -143,11 +143,11 @@ struct AdvertisementDataTests {
             MutableDescriptor(uuid: try BluetoothUUID("2901"), flags: [.indicate])])) == "characteristics[0].descriptors[0].flags: \"indicate\" is not a descriptor flag")
     }
 
-    @Test("the write type: BlueZ's option when given, else what the flags leave possible")
+    @Test("the write type: BlueZ's option when given, else unknown (5.66 sends none; its ATT server takes either kind)")
     func writeKind() {
-        #expect(ATTRequest.writeKind(options: ["type": .string("reliable")], flags: [.write]) == .reliable)
-        #expect(ATTRequest.writeKind(options: [:], flags: [.write]) == .request)
-        #expect(ATTRequest.writeKind(options: [:], flags: [.writeWithoutResponse, .read]) == .command)
-        #expect(ATTRequest.writeKind(options: [:], flags: [.write, .writeWithoutResponse]) == nil)
+        #expect(ATTRequest.writeKind(options: ["type": .string("reliable")]) == .reliable)
+        #expect(ATTRequest.writeKind(options: ["type": .string("command")]) == .command)
+        #expect(ATTRequest.writeKind(options: [:]) == nil)
+        #expect(ATTRequest.writeKind(options: ["type": .string("other")]) == nil)
     }
 }
