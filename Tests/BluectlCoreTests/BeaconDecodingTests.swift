@@ -27,8 +27,9 @@ private let uidFrame = hex("0012" + "8b0ca750095477cb3e77" + "000000000001" + "0
 private let tlmFrame = hex("2000" + "0bb8" + "1980" + "000004d2" + "00003039")
 /// EID (eddystone-eid/README.md): TX power 0xEC (-20 dBm), an 8-byte ephemeral ID.
 private let eidFrame = hex("30ec" + "0102030405060708")
-/// AltBeacon under Radius Networks' company identifier (0x0118), a 20-byte ID, reference
-/// RSSI 0xC5 (-59 dBm), MFG RESERVED 00.
+/// AltBeacon as the reference implementation advertises it (android-beacon-library's
+/// AltBeaconTest: BE AC, ID 2f234454-cf6d-4a0f-adf2-f4911ba9ffa6 0001 0002, reference RSSI
+/// 0xC5 = -59 dBm, MFG RESERVED 00), under Radius Networks' company identifier (0x0118).
 private let altBeaconData = hex("beac" + "2f234454cf6d4a0fadf2f4911ba9ffa6" + "00010002" + "c5" + "00")
 
 private func fields(_ b: Beacon?) -> [String: DecodedFieldValue] {
