@@ -467,6 +467,10 @@ public final class PeripheralManager: Sendable {
             defer { wasRunning = running; adapterPresent = present }
             if !running, wasRunning {
                 continuation.yield(.bluetoothdStopped)
+                // its subscriptions died with it (no StopNotify will come): end them here
+                for number in server.value.machine.attributes.keys.sorted() where server.value.machine.attributes[number]!.notifying {
+                    drive(.stopNotify(takeRequestID(), attribute: number), request: nil)
+                }
             } else if present, !adapterPresent {
                 let services = server.value.services.keys.sorted().compactMap { server.value.services[$0] }
                 let ads = server.value.advertisements

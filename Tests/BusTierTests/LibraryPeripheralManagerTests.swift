@@ -50,17 +50,24 @@ struct LibraryPeripheralManagerTests {
         }
     }
 
-    @Test("bluetoothd restarts: the manager says so and registers the service and advertisement again")
+    @Test("bluetoothd restarts: the manager says so, ends the subscriptions that died with it, and registers the service and advertisement again")
     func registersAgainAfterRestart() async throws {
         try await withPrivateBus { bus in
             let manager = try await PeripheralManager.open(adapter: "hci0", busAddress: bus.address)
             try await manager.add(MutableService(uuid: try BluetoothUUID("180d"), characteristics: [
                 MutableCharacteristic(uuid: try BluetoothUUID("2a38"), flags: [.read], value: [1]),
+                MutableCharacteristic(uuid: try BluetoothUUID("2a37"), flags: [.notify], value: [0, 60]),
             ]))
             let ad = try await manager.startAdvertising(AdvertisementData(localName: "lib", serviceUUIDs: [try BluetoothUUID("180d")]))
             var events = manager.events.makeAsyncIterator()
+            try await bus.mock("RemoteConnect", [.string("hci0"), .string(central), .dict([])])
+            try await bus.mock("RemoteSubscribe", [.string("hci0"), .string(central), .string("2a37"), .string("notify")])
+            guard case .subscribed? = await events.next() else { Issue.record("no subscription"); return }
             await bus.stopStandIn()
             guard case .bluetoothdStopped? = await events.next() else { Issue.record("no bluetoothdStopped"); return }
+            guard case .unsubscribed(let gone)? = await events.next() else { Issue.record("the subscription outlived bluetoothd"); return }
+            #expect(gone.uuid == (try BluetoothUUID("2a37")))
+            #expect(!manager.isNotifying(gone))
             try await bus.startStandIn(adapters: [.hci0])
             guard case .restored(let failures)? = await events.next() else { Issue.record("not restored"); return }
             #expect(failures.isEmpty, "\(failures)")
