@@ -54,7 +54,7 @@ SCAN_TIMEOUT=30    # the lab's advertiser shows up every ~1.5 s; be generous und
 # run-checks.sh 'soak_*', run-checks.sh extra_subscribe_reconnect.
 # The tier (the default pattern) must run exactly TIER_CHECKS checks, and a
 # pattern that selects no check fails: a tier that ran nothing proves nothing.
-TIER_CHECKS=41
+TIER_CHECKS=42
 _SELECTED=0
 run() {
   [[ $1 == soak_* && $ONLY != soak_* ]] && return 0
@@ -1373,6 +1373,31 @@ c = [l for l in lines if l.get('event') == 'write' and l.get('value') == 'c1c2']
 check(len(c) == 1 and 'type' not in c[0], 'the ATT Write Request of c1c2 printed as type %r (a request on the wire; no guess from the flags)' % [l.get('type') for l in c])"
 }
 
+# bluectl serve survives bluetoothd 5.66 dying (SIGSEGV, as its own crashes
+# do): serve says bluetoothd stopped, registers the service and the
+# advertisement again once the supervisor has restarted it, and a central
+# reads the served value again; at SIGINT every registration is undone.
+c_serve_bluetoothd_segv() {
+  need_server
+  reg_watch_start
+  serve_start "$REPO/Tests/Lab/heart-rate.json" --adapter "$SERVER" --advertise --name bluectl-segv --json
+  bl read "$SRV" 2a38 --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  bluetoothd_segv 150 || fail "bluetoothd was not restarted"
+  wait_out "$SERVE_OUT" '"event": ?"bluetoothd_stopped"' 30 $SERVE_PID || { cat "$SERVE_ERR"; fail "serve did not say bluetoothd stopped"; }
+  wait_out "$SERVE_OUT" '"event": ?"restored"' 90 $SERVE_PID || { cat "$SERVE_ERR"; fail "serve did not register again after the restart"; }
+  serve_json "
+r = one(lambda l: l.get('event') == 'restored', 'a restored event')
+check(r.get('detail') == 'registered again with bluetoothd', 'restored with failures: %r' % r)"
+  bl read "$SRV" 2a38 --json "${DEV_OPTS[@]}"
+  expect_rc 0
+  expect_json "check(lines and lines[0].get('value') == '01', 'the body sensor location after the restart: %r' % lines)"
+  bl disconnect "$SRV" "${DEV_OPTS[@]}"
+  serve_stop INT
+  [ "$SERVE_RC" = 130 ] || fail "serve exited $SERVE_RC on SIGINT, expected 130"
+  reg_all_undone
+}
+
 # bluectl advertise with every field, seen whole by bluectl scan; an
 # advertisement that does not fit is refused; nothing stays registered.
 c_advertise_fields_seen_by_scan() {
@@ -1471,4 +1496,5 @@ run two_devices_bluetoothd_segv c_two_devices_bluetoothd_segv
 run serve_heart_rate_example_client c_serve_heart_rate_example_client
 run serve_vs_bluectl_central c_serve_vs_bluectl_central
 run advertise_fields_seen_by_scan c_advertise_fields_seen_by_scan
+run serve_bluetoothd_segv c_serve_bluetoothd_segv
 tally
