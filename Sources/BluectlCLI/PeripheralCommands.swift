@@ -14,11 +14,14 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Serve a GATT database described by a JSON file (the peripheral role), until Ctrl-C.",
         discussion: """
-            SPEC: {"services":[{"uuid":"heart_rate","primary":true,"characteristics":[{"uuid":"2a37",\
-            "flags":["notify"],"value":"0040","descriptors":[{"uuid":"2901","flags":["read"],"value":"6872"}]}]}]}
-            (UUIDs as hex or SIG names, values as hex, flags as BlueZ names them: read, write, \
-            write-without-response, notify, indicate, encrypt-read, …; docs/peripheral.md). A bad SPEC \
-            is refused with its JSON path before anything is registered (exit 65).
+            SPEC is a JSON file (docs/peripheral.md describes it in full), e.g.
+              {"services": [{"uuid": "heart_rate", "primary": true,
+                "characteristics": [{"uuid": "2a37", "flags": ["notify"],
+                  "value": "0040", "descriptors": [{"uuid": "2901",
+                    "flags": ["read"], "value": "6872"}]}]}]}
+            UUIDs are hex or SIG names, values hex, flags as BlueZ names them: read, write, \
+            write-without-response, notify, indicate, encrypt-read, …. A bad SPEC is refused with \
+            its JSON path before anything is registered (exit 65).
 
             Reads are answered from the current value; each write replaces it and is printed, as are \
             reads, subscriptions and confirmed indications. Each line on stdin, \
@@ -159,7 +162,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             Examples:
               bluectl advertise --name my-sensor --service heart_rate
               bluectl advertise --manufacturer 0xffff=01020304 --tx-power --duration 30
-              bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507 --json
+              bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
