@@ -6,7 +6,7 @@ import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation   // Thread (stdin's reader), Data(contentsOf:)
+import Foundation   // Thread (stdin's reader)
 
 /// `bluectl serve SPEC.json`: serve a GATT database until Ctrl-C.
 struct ServeCommand: AsyncParsableCommand {
@@ -76,10 +76,10 @@ struct ServeCommand: AsyncParsableCommand {
     /// The SPEC file's services; exit 64 when it cannot be read, 65 when it is not a valid SPEC.
     static func readSpec(_ path: String) throws -> [MutableService] {
         let bytes: [UInt8]
-        do {
-            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-        } catch {
-            throw CLIFailure(.usage, "cannot read SPEC \(TextSafety.escapedForMessage(path)): \(error.localizedDescription)")
+        switch WriteCommand.readFile(path) {   // strerror's words, as for write's --file
+        case .success(let read): bytes = read
+        case .failure(let reason):
+            throw CLIFailure(.usage, "cannot read SPEC \(TextSafety.escapedForMessage(path)): \(reason.text)")
         }
         do {
             return try ServeSpec.parse(bytes)
