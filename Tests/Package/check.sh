@@ -5,9 +5,12 @@
 #   the installed bluectl runs (--version is the package's version, help works);
 #   man shows bluectl(1) and a subcommand's page, with the exit codes, the
 #   examples and the JSON fields;
-#   the completion scripts parse (bash -n; zsh -n and fish -n when present);
+#   the completion scripts parse (bash -n, zsh -n, fish -n: Scripts/deps
+#   installs zsh and fish, and a missing one fails);
 #   the systemd unit runs /usr/bin/bluectl, and systemd-analyze accepts it;
-#   dpkg -r removes every file it installed.
+#   dpkg -r removes every file it installed;
+#   Scripts/install --prefix DIR installs the same binary and pages into a
+#   temporary prefix (without the packaging tools), and refuses a missing DIR.
 # usage: Tests/Package/check.sh [DEB]   (default: the one in .build-package/)
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -71,4 +74,23 @@ dpkg --root="$root" --log=/dev/null --force-depends --force-script-chrootless -r
 left=$(cd "$root" && find . -path ./var -prune -o -type f -print | { grep -v '^\./bluectl-subscribe@test.service$' || true; } | wc -l)
 [ "$left" = 0 ] && pass "dpkg -r removed all $files files" || fail "dpkg -r left $left files"
 rm -f "$root.install.log"
+
+# Scripts/install: the same files under a prefix, from the binary the package was built from
+prefix=$root/prefix
+if "$REPO/Scripts/install" --prefix "$prefix" --no-build > "$root.install.log" 2>&1; then
+  [ "$("$prefix/bin/bluectl" --version)" = "$version" ] && pass "Scripts/install --prefix: bluectl --version = $version" \
+    || fail "Scripts/install --prefix: bluectl --version printed '$("$prefix/bin/bluectl" --version 2>&1)'"
+  page=$(man_page "$prefix/share/man/man1/bluectl-read.1.gz")
+  grep -q "bluectl read \[--adapter" <<< "$page" && grep -q "141" <<< "$page" \
+    && pass "Scripts/install --prefix: man -l of its bluectl-read(1)" || fail "Scripts/install --prefix: man -l: $(head -5 <<< "$page")"
+  grep -q "^ExecStart=$prefix/bin/bluectl subscribe" "$prefix/lib/systemd/system/bluectl-subscribe@.service" \
+    && pass "Scripts/install --prefix: the unit runs PREFIX/bin/bluectl" || fail "Scripts/install --prefix: unit ExecStart"
+else
+  cat "$root.install.log"; fail "Scripts/install --prefix $prefix"
+fi
+rm -f "$root.install.log"
+status=0
+msg=$(timeout 10 "$REPO/Scripts/install" --prefix 2>&1) || status=$?
+[ $status = 64 ] && [ "$(wc -l <<< "$msg")" = 1 ] && pass "Scripts/install --prefix without DIR: exit 64, $msg" \
+  || fail "Scripts/install --prefix without DIR: exit $status, '$msg'"
 exit $failed
