@@ -3,8 +3,8 @@
 # root (its own dpkg database, dependencies not checked: that root has no
 # other packages; the host has them), then checks what a user gets:
 #   the installed bluectl runs (--version is the package's version, help works);
-#   man shows bluectl(1) and a subcommand's page, with the exit codes, the
-#   examples and the JSON fields;
+#   man shows bluectl(1) and a subcommand's page, with the exit codes (its
+#   EXIT STATUS lists bluectl's), the examples and the JSON fields;
 #   the completion scripts parse (bash -n, zsh -n, fish -n: Scripts/deps
 #   installs zsh and fish, and a missing one fails);
 #   the systemd unit runs /usr/bin/bluectl, and systemd-analyze accepts it;
@@ -43,6 +43,9 @@ grep -q "bluectl-read" <<< "$page" && grep -q "bluectl read \[--adapter" <<< "$p
   && pass "man bluectl-read: its name and synopsis" || fail "man bluectl-read: $(head -8 <<< "$page")"
 grep -q "^JSON OUTPUT" <<< "$page" && grep -q "^ *bluectl read AA:BB:CC:DD:EE:FF battery_level$" <<< "$page" \
   && pass "man bluectl-read: its examples and where the JSON fields are" || fail "man bluectl-read: no examples or JSON OUTPUT"
+exits=$(sed -n '/^EXIT STATUS/,/^[A-Z]/p' <<< "$page")
+grep -q "141[[:space:]]*stdout's reader went away" <<< "$exits" && grep -q "^[[:space:]]*64[[:space:]]*bad usage" <<< "$exits" && ! grep -q "exits 0 on success" <<< "$exits" \
+  && pass "man bluectl-read: EXIT STATUS lists bluectl's exit codes (141 included)" || fail "man bluectl-read: EXIT STATUS: $exits"
 page=$(man_page "$root/usr/share/man/man1/bluectl.1.gz")
 json=$(sed -n '/^JSON OUTPUT/,/^EXIT STATUS/p' <<< "$page"); missing=
 for field in manufacturer_data ibeacon was_connected gatt_services; do grep -qw "$field" <<< "$json" || missing+=" $field"; done
