@@ -60,8 +60,11 @@ bash -n "$root/usr/share/bash-completion/completions/bluectl" && pass "bash comp
 # shellcheck disable=SC1091
 (source "$root/usr/share/bash-completion/completions/bluectl" && complete -p bluectl > /dev/null) \
   && pass "bash completion registers for bluectl" || fail "bash completion does not register"
-if command -v zsh > /dev/null; then zsh -n "$root/usr/share/zsh/vendor-completions/_bluectl" && pass "zsh completion parses" || fail "zsh -n"; fi
-if command -v fish > /dev/null; then fish -n "$root/usr/share/fish/vendor_completions.d/bluectl.fish" && pass "fish completion parses" || fail "fish -n"; fi
+# Scripts/deps installs zsh and fish: without one, its check would not run
+if ! command -v zsh > /dev/null; then fail "no zsh to check the zsh completion (Scripts/deps installs it)"
+elif zsh -n "$root/usr/share/zsh/vendor-completions/_bluectl"; then pass "zsh completion parses"; else fail "zsh -n"; fi
+if ! command -v fish > /dev/null; then fail "no fish to check the fish completion (Scripts/deps installs it)"
+elif fish -n "$root/usr/share/fish/vendor_completions.d/bluectl.fish"; then pass "fish completion parses"; else fail "fish -n"; fi
 
 unit=$root/lib/systemd/system/bluectl-subscribe@.service
 grep -q "^ExecStart=/usr/bin/bluectl subscribe" "$unit" && pass "unit runs /usr/bin/bluectl" || fail "unit ExecStart: $(grep ExecStart "$unit")"
