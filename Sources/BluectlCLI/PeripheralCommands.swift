@@ -6,7 +6,11 @@ import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation   // Thread (stdin's reader)
+#if canImport(FoundationEssentials)
+import FoundationEssentials   // not Foundation: it would link ICU's data into the binary (the .deb grows from 4 to 15 MB)
+#else
+import Foundation
+#endif
 
 /// `bluectl serve SPEC.json`: serve a GATT database until Ctrl-C.
 struct ServeCommand: AsyncParsableCommand {
@@ -402,18 +406,18 @@ struct ServerEventRecord: OutputRecord {
             }
             var manufacturer = JSONLine()
             for id in advertised.manufacturerData.keys.sorted() {
-                manufacturer.add(String(format: "0x%04x", id), ByteFormats.hex(advertised.manufacturerData[id]!))
+                manufacturer.add(DeviceRecord.hex16(id), ByteFormats.hex(advertised.manufacturerData[id]!))
             }
             sink.field("manufacturer_data", advertised.manufacturerData.isEmpty ? nil : .object(manufacturer),
                        text: advertised.manufacturerData.isEmpty ? nil : .labelled("manufacturer", advertised.manufacturerData.keys.sorted()
-                           .map { String(format: "0x%04x=", $0) + ByteFormats.hex(advertised.manufacturerData[$0]!) }.joined(separator: ",")))
+                           .map { DeviceRecord.hex16($0) + "=" + ByteFormats.hex(advertised.manufacturerData[$0]!) }.joined(separator: ",")))
             var serviceData = JSONLine()
             for uuid in advertised.serviceData.keys.sorted() { serviceData.add(uuid.uuidString, ByteFormats.hex(advertised.serviceData[uuid]!)) }
             sink.field("service_data", advertised.serviceData.isEmpty ? nil : .object(serviceData),
                        text: advertised.serviceData.isEmpty ? nil : .labelled("service data", advertised.serviceData.keys.sorted()
                            .map { "\($0.label)=" + ByteFormats.hex(advertised.serviceData[$0]!) }.joined(separator: ",")))
             sink.field("appearance", advertised.appearance.map { .int(Int($0)) },
-                       text: advertised.appearance.map { .labelled("appearance", String(format: "0x%04x", $0)) })
+                       text: advertised.appearance.map { .labelled("appearance", DeviceRecord.hex16($0)) })
             sink.field("tx_power", advertised.includesTxPower ? .bool(true) : nil, text: .flag("tx-power", advertised.includesTxPower))
             sink.json("connectable", .bool(advertised.isConnectable))
             sink.json("discoverable", .bool(advertised.isDiscoverable))
@@ -444,15 +448,14 @@ struct StandardInputLines: AsyncSequence {
     func makeAsyncIterator() -> AsyncIterator {
         let (stream, continuation) = AsyncStream<String>.makeStream()
         let room = DispatchSemaphore(value: buffered)
-        let thread = Thread {
+        // a serial queue of its own is overcommitting: its blocking reads get a thread of their own
+        DispatchQueue(label: "bluectl-stdin").async {
             while let line = readLine(strippingNewline: true) {
                 room.wait()
                 if case .terminated = continuation.yield(line) { return }
             }
             continuation.finish()
         }
-        thread.name = "bluectl-stdin"
-        thread.start()
         return AsyncIterator(base: stream.makeAsyncIterator(), room: room)
     }
 }

@@ -2,7 +2,8 @@
 # Installs the package Scripts/package built with `dpkg -i` into a throwaway
 # root (its own dpkg database, dependencies not checked: that root has no
 # other packages; the host has them), then checks what a user gets:
-#   the installed bluectl runs (--version is the package's version, help works);
+#   the installed bluectl runs (--version is the package's version, help works),
+#   and is not 40 MB larger for Foundation's ICU data;
 #   man shows bluectl(1) and a subcommand's page, with the exit codes (its
 #   EXIT STATUS lists bluectl's), the examples and the JSON fields;
 #   the completion scripts parse (bash -n, zsh -n, fish -n: Scripts/deps
@@ -31,6 +32,10 @@ status=$(dpkg --root="$root" -s bluectl | sed -n 's/^Status: //p')
 
 bin=$root/usr/bin/bluectl
 version=$(dpkg-deb -f "$deb" Version)
+# the Swift runtime is linked in, Foundation's ICU data is not (it would be
+# 40 MB more: FoundationEssentials, not Foundation, in the sources)
+size=$(dpkg-deb -f "$deb" Installed-Size)
+[ "$size" -lt 30000 ] && pass "installed size $size KB" || fail "installed size $size KB (does a source import Foundation instead of FoundationEssentials?)"
 [ "$("$bin" --version)" = "$version" ] && pass "bluectl --version = $version" || fail "bluectl --version printed '$("$bin" --version 2>&1)', expected $version"
 "$bin" help read | grep -q "USAGE: bluectl read" && pass "bluectl help read" || fail "bluectl help read"
 
