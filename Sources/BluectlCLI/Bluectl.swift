@@ -54,6 +54,10 @@ public struct Bluectl: AsyncParsableCommand {
             terminate(ExitStatus(error).rawValue)
         } catch {
             let code = exitCode(for: error)
+            if let help = helpText(for: error, columns: HelpLayout.columns()) {
+                print(help)
+                exit(withError: nil)
+            }
             if code == .success || error is CleanExit {
                 exit(withError: error)
             }
@@ -65,6 +69,22 @@ public struct Bluectl: AsyncParsableCommand {
 }
 
 extension Bluectl {
+    /// The subcommand called `name` (or by that alias).
+    static func subcommand(named name: String) -> ParsableCommand.Type? {
+        configuration.subcommands.first { $0._commandName == name || $0.configuration.aliases.contains(name) }
+    }
+
+    /// What `bluectl SUB --help` and `bluectl help SUB` print: ArgumentParser's
+    /// help for SUB laid out as bluectl's (HelpLayout: its examples last).
+    /// nil for any other clean exit (--version, the root's help).
+    static func helpText(for error: Error, columns: Int) -> String? {
+        guard exitCode(for: error) == .success,
+              let usage = message(for: error).split(separator: "\n").first(where: { $0.hasPrefix("USAGE: bluectl ") }),
+              let name = usage.split(separator: " ").dropFirst(2).first, let sub = subcommand(named: String(name))
+        else { return nil }
+        return HelpLayout.examplesLast(helpMessage(for: sub, columns: columns), columns: columns)
+    }
+
     /// `bluectl SUB …` parsed by the subcommand's type alone. Parsing from the
     /// root reflects over every subcommand's options (and looks for a completion
     /// script request among them): over half of a one-shot `read`'s
@@ -74,8 +94,7 @@ extension Bluectl {
     static func parseSubcommandDirectly(_ arguments: [String]) async -> (any ParsableCommand)? {
         // help goes through the root, so its usage line names the tool ("bluectl scan …")
         guard let name = arguments.first, !arguments.contains(where: { ["-h", "--help", "help"].contains($0) }),
-              let subcommand = configuration.subcommands.first(where: { $0._commandName == name || $0.configuration.aliases.contains(name) })
-                as? AsyncParsableCommand.Type
+              let subcommand = subcommand(named: name) as? AsyncParsableCommand.Type
         else { return nil }
         return try? await subcommand.asyncParseAsRoot(Array(arguments.dropFirst()))
     }

@@ -6,7 +6,11 @@ import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation   // Thread (stdin's reader), Data(contentsOf:)
+#if canImport(FoundationEssentials)
+import FoundationEssentials   // not Foundation: it would link ICU's data into the binary (the .deb grows from 4 to 15 MB)
+#else
+import Foundation
+#endif
 
 /// `bluectl serve SPEC.json`: serve a GATT database until Ctrl-C.
 struct ServeCommand: AsyncParsableCommand {
@@ -14,11 +18,14 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Serve a GATT database described by a JSON file (the peripheral role), until Ctrl-C.",
         discussion: """
-            SPEC: {"services":[{"uuid":"heart_rate","primary":true,"characteristics":[{"uuid":"2a37",\
-            "flags":["notify"],"value":"0040","descriptors":[{"uuid":"2901","flags":["read"],"value":"6872"}]}]}]}
-            (UUIDs as hex or SIG names, values as hex, flags as BlueZ names them: read, write, \
-            write-without-response, notify, indicate, encrypt-read, …; docs/peripheral.md). A bad SPEC \
-            is refused with its JSON path before anything is registered (exit 65).
+            SPEC is a JSON file (docs/peripheral.md describes it in full), e.g.
+              {"services": [{"uuid": "heart_rate", "primary": true,
+                "characteristics": [{"uuid": "2a37", "flags": ["notify"],
+                  "value": "0040", "descriptors": [{"uuid": "2901",
+                    "flags": ["read"], "value": "6872"}]}]}]}
+            UUIDs are hex or SIG names, values hex, flags as BlueZ names them: read, write, \
+            write-without-response, notify, indicate, encrypt-read, …. A bad SPEC is refused with \
+            its JSON path before anything is registered (exit 65).
 
             Reads are answered from the current value; each write replaces it and is printed, as are \
             reads, subscriptions and confirmed indications. Each line on stdin, \
@@ -73,10 +80,10 @@ struct ServeCommand: AsyncParsableCommand {
     /// The SPEC file's services; exit 64 when it cannot be read, 65 when it is not a valid SPEC.
     static func readSpec(_ path: String) throws -> [MutableService] {
         let bytes: [UInt8]
-        do {
-            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-        } catch {
-            throw CLIFailure(.usage, "cannot read SPEC \(TextSafety.escapedForMessage(path)): \(error.localizedDescription)")
+        switch WriteCommand.readFile(path) {   // strerror's words, as for write's --file
+        case .success(let read): bytes = read
+        case .failure(let reason):
+            throw CLIFailure(.usage, "cannot read SPEC \(TextSafety.escapedForMessage(path)): \(reason.text)")
         }
         do {
             return try ServeSpec.parse(bytes)
@@ -159,7 +166,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             Examples:
               bluectl advertise --name my-sensor --service heart_rate
               bluectl advertise --manufacturer 0xffff=01020304 --tx-power --duration 30
-              bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507 --json
+              bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -399,18 +406,18 @@ struct ServerEventRecord: OutputRecord {
             }
             var manufacturer = JSONLine()
             for id in advertised.manufacturerData.keys.sorted() {
-                manufacturer.add(String(format: "0x%04x", id), ByteFormats.hex(advertised.manufacturerData[id]!))
+                manufacturer.add(DeviceRecord.hex16(id), ByteFormats.hex(advertised.manufacturerData[id]!))
             }
             sink.field("manufacturer_data", advertised.manufacturerData.isEmpty ? nil : .object(manufacturer),
                        text: advertised.manufacturerData.isEmpty ? nil : .labelled("manufacturer", advertised.manufacturerData.keys.sorted()
-                           .map { String(format: "0x%04x=", $0) + ByteFormats.hex(advertised.manufacturerData[$0]!) }.joined(separator: ",")))
+                           .map { DeviceRecord.hex16($0) + "=" + ByteFormats.hex(advertised.manufacturerData[$0]!) }.joined(separator: ",")))
             var serviceData = JSONLine()
             for uuid in advertised.serviceData.keys.sorted() { serviceData.add(uuid.uuidString, ByteFormats.hex(advertised.serviceData[uuid]!)) }
             sink.field("service_data", advertised.serviceData.isEmpty ? nil : .object(serviceData),
                        text: advertised.serviceData.isEmpty ? nil : .labelled("service data", advertised.serviceData.keys.sorted()
                            .map { "\($0.label)=" + ByteFormats.hex(advertised.serviceData[$0]!) }.joined(separator: ",")))
             sink.field("appearance", advertised.appearance.map { .int(Int($0)) },
-                       text: advertised.appearance.map { .labelled("appearance", String(format: "0x%04x", $0)) })
+                       text: advertised.appearance.map { .labelled("appearance", DeviceRecord.hex16($0)) })
             sink.field("tx_power", advertised.includesTxPower ? .bool(true) : nil, text: .flag("tx-power", advertised.includesTxPower))
             sink.json("connectable", .bool(advertised.isConnectable))
             sink.json("discoverable", .bool(advertised.isDiscoverable))
@@ -441,15 +448,14 @@ struct StandardInputLines: AsyncSequence {
     func makeAsyncIterator() -> AsyncIterator {
         let (stream, continuation) = AsyncStream<String>.makeStream()
         let room = DispatchSemaphore(value: buffered)
-        let thread = Thread {
+        // a serial queue of its own is overcommitting: its blocking reads get a thread of their own
+        DispatchQueue(label: "bluectl-stdin").async {
             while let line = readLine(strippingNewline: true) {
                 room.wait()
                 if case .terminated = continuation.yield(line) { return }
             }
             continuation.finish()
         }
-        thread.name = "bluectl-stdin"
-        thread.start()
         return AsyncIterator(base: stream.makeAsyncIterator(), room: room)
     }
 }

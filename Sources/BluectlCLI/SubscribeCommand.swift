@@ -30,8 +30,8 @@ struct SubscribeCommand: AsyncParsableCommand {
 
             Examples:
               bluectl subscribe AA:BB:CC:DD:EE:FF heart_rate_measurement --count 10
-              bluectl subscribe AA:BB:CC:DD:EE:01,AA:BB:CC:DD:EE:02 heart_rate_measurement --json | jq .decoded.bpm
-              bluectl subscribe AA:BB:CC:DD:EE:FF 2a37 --reconnect --restore-id hr --json >> hr.jsonl
+              bluectl subscribe HR-1,HR-2 heart_rate_measurement --json | jq .decoded.bpm
+              bluectl subscribe AA:BB:CC:DD:EE:FF 2a37 --reconnect --restore-id hr --json
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions

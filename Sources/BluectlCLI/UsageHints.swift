@@ -1,17 +1,48 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// What bluectl does to ArgumentParser's usage errors, so that every error
 /// line reads the same whoever found the problem: bluectl's own wording
 /// (lower-case start, `invalid --count "abc": expected …`, what the user
-/// typed in double quotes), and a suggestion for a mistyped subcommand.
+/// typed in double quotes, a positional named in capitals: DEVICE), and a
+/// suggestion for a mistyped subcommand or option, said one way:
+/// `unknown subcommand "scna"; did you mean "scan"?`.
 enum UsageHints {
-    /// `message` in bluectl's style; when the first argument is no
-    /// subcommand but one or two edits from one, ArgumentParser's own
-    /// wording for a mistyped option is added for it: "Did you mean "scan"?".
+    /// `message` (ArgumentParser's first line) in bluectl's style. A first
+    /// argument that is no subcommand is said to be one, whatever the parser
+    /// made of it; an unknown option found among the arguments is named
+    /// before a missing argument (`read -x`: the -x, not the DEVICE).
     static func styled(_ message: String, arguments: [String]) -> String {
-        var line = message.first.map { $0.lowercased() + message.dropFirst() } ?? message
-        if let suggestion = subcommandSuggestion(arguments), !line.contains("Did you mean") {
-            line += ". Did you mean '\(suggestion)'?"
+        if let first = arguments.first, !first.hasPrefix("-"), first != "help",
+           Bluectl.subcommand(named: first) == nil {
+            return unknownSubcommand(first)
         }
-        return doubleQuoted(invalidValue(line) ?? line)
+        if message.hasPrefix("Missing expected argument") || message.hasPrefix("Unknown option"),
+           let unknown = unknownOption(in: arguments) {
+            return unknown
+        }
+        var line = message.first.map { $0.lowercased() + message.dropFirst() } ?? message
+        line = line.replacing(". Did you mean ", with: "; did you mean ")
+        return doubleQuoted(invalidValue(line) ?? placeholdersInCapitals(line))
+    }
+
+    /// `unknown subcommand "NAME"`, with the nearest subcommand when there is one.
+    static func unknownSubcommand(_ name: String) -> String {
+        let subcommands = Bluectl.configuration.subcommands.map { $0._commandName } + ["help"]
+        return "unknown subcommand \"\(TextSafety.escapedForMessage(name))\"" + suggestion(closest(to: name, among: subcommands))
+    }
+
+    private static func suggestion(_ candidate: String?) -> String {
+        candidate.map { "; did you mean \"\($0)\"?" } ?? ""
+    }
+
+    /// ArgumentParser's '<device>' as bluectl names it: DEVICE.
+    static func placeholdersInCapitals(_ line: String) -> String {
+        line.replacing(/'<([a-z][a-z0-9-]*)>'/) { $0.output.1.uppercased() }
     }
 
     /// ArgumentParser's "the value 'abc' is invalid for '--count <N>'" (and
@@ -30,6 +61,7 @@ enum UsageHints {
         let choices = ". Please provide one of "
         if rest.hasPrefix(choices) {
             rest = ": expected " + rest.dropFirst(choices.count).replacing("'", with: "")
+            if !rest.contains(",") { rest = rest.replacing(" and ", with: " or ") }   // "on or off", not "on and off"
             if rest.hasSuffix(".") { rest.removeLast() }
         }
         return "invalid \(name) \"\(value)\"" + rest
@@ -57,18 +89,64 @@ enum UsageHints {
 
     /// `bluectl help NAME` for a NAME that is no subcommand: ArgumentParser
     /// shows the root's help and exits 0; bluectl says so, as a usage error,
-    /// with a suggestion (`unknown subcommand "scna". Did you mean "scan"?`).
+    /// in the words `bluectl NAME` gets (`unknown subcommand "scna"; did you mean "scan"?`).
     static func unknownHelpTopic(_ arguments: [String]) -> String? {
         guard arguments.first == "help", arguments.count > 1, !arguments[1].hasPrefix("-"), arguments[1] != "help",
-              !Bluectl.configuration.subcommands.contains(where: { $0._commandName == arguments[1] })
+              Bluectl.subcommand(named: arguments[1]) == nil
         else { return nil }
-        return styled("unknown subcommand '\(arguments[1])'", arguments: Array(arguments.dropFirst()))
+        return unknownSubcommand(arguments[1])
     }
 
-    static func subcommandSuggestion(_ arguments: [String]) -> String? {
-        let subcommands = Bluectl.configuration.subcommands.map { $0._commandName } + ["help"]
-        guard let first = arguments.first, !first.hasPrefix("-"), !subcommands.contains(first) else { return nil }
-        return closest(to: first, among: subcommands)
+    /// The first option among `arguments` that their command (the subcommand
+    /// they name, or the root) does not have, as bluectl says it, with the
+    /// nearest of its long options: `unknown option "--versoin"; did you mean "--version"?`.
+    /// Values of options that take one are skipped (`--rssi -70`), as is everything after `--`.
+    static func unknownOption(in arguments: [String]) -> String? {
+        var rest = arguments[...]
+        var command: ParsableCommand.Type = Bluectl.self
+        if let index = arguments.firstIndex(where: { !$0.hasPrefix("-") }), let sub = Bluectl.subcommand(named: arguments[index]) {
+            command = sub
+            rest = arguments[(index + 1)...]
+        }
+        let options = OptionNames(command)
+        var skipValue = false
+        for word in rest {
+            if word == "--" { break }
+            if skipValue { skipValue = false; continue }
+            guard word.hasPrefix("-"), word.count > 1, Double(word) == nil else { continue }
+            let name = word.hasPrefix("--") ? String(word.prefix { $0 != "=" }) : word
+            if let takesValue = options.takesValue[name] {
+                skipValue = takesValue && !word.contains("=")
+                continue
+            }
+            // -abc: short flags together
+            if !word.hasPrefix("--"), word.count > 2, word.dropFirst().allSatisfy({ options.takesValue["-\($0)"] != nil }) { continue }
+            let near = name.hasPrefix("--") ? closest(to: name, among: options.takesValue.keys.filter { $0.hasPrefix("--") }.sorted()) : nil
+            return "unknown option \"\(TextSafety.escapedForMessage(name))\"" + suggestion(near)
+        }
+        return nil
+    }
+
+    /// A command's option names ("--adapter", "-h") and whether each takes a
+    /// value, from ArgumentParser's description of it (its --experimental-dump-help).
+    struct OptionNames {
+        var takesValue: [String: Bool] = [:]
+
+        private struct Dump: Decodable {
+            struct Command: Decodable { var arguments: [Argument]? }
+            struct Argument: Decodable { var kind: String; var names: [Name]? }
+            struct Name: Decodable { var kind: String; var name: String }
+            var command: Command
+        }
+
+        init(_ command: ParsableCommand.Type) {
+            guard let dump = try? JSONDecoder().decode(Dump.self, from: Data(command._dumpHelp().utf8)) else { return }
+            for argument in dump.command.arguments ?? [] where argument.kind != "positional" {
+                for name in argument.names ?? [] {
+                    takesValue[(name.kind == "long" ? "--" : "-") + name.name] = argument.kind == "option"
+                }
+            }
+        }
     }
 
     /// The one candidate at the smallest edit distance, when that is 1 or 2 (none if tied).

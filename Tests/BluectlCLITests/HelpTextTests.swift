@@ -35,4 +35,55 @@ struct HelpTextTests {
             }
         }
     }
+
+    /// What `bluectl NAME --help` and `bluectl help NAME` print (at 80 columns).
+    static func printedHelp(_ arguments: [String]) throws -> String {
+        do {
+            var command = try Bluectl.parseAsRoot(arguments)
+            try command.run()   // `help NAME`
+        } catch {
+            if let text = Bluectl.helpText(for: error, columns: 80) { return text }
+            throw error
+        }
+        return ""
+    }
+
+    @Test("SUB --help and help SUB end with SUB's examples, after OPTIONS")
+    func examplesLast() throws {
+        for command in Self.subcommands {
+            let name = command._commandName
+            for arguments in [[name, "--help"], ["help", name]] {
+                let help = try Self.printedHelp(arguments)
+                let lines = help.split(separator: "\n", omittingEmptySubsequences: false)
+                let tail = lines.split(separator: "", omittingEmptySubsequences: true).last ?? []
+                #expect(tail.first == "Examples:" && (3...4).contains(tail.count), "\(arguments): \(tail)")
+                #expect(tail.dropFirst().allSatisfy { $0.hasPrefix("  ") && $0.contains("bluectl \(name)") }, "\(arguments): \(tail)")
+                #expect(lines.filter { $0 == "Examples:" }.count == 1 && help.contains("OPTIONS:"), "\(arguments)")
+            }
+        }
+    }
+
+    @Test("no help line is wider than 80 columns, and no example wraps (78 at most, with its indent)")
+    func width() throws {
+        for command in Self.subcommands {
+            let name = command._commandName
+            let help = try Self.printedHelp([name, "--help"])
+            for line in help.split(separator: "\n") {
+                #expect(line.count <= 80, "\(name): \(line.count) columns: \(line)")
+            }
+            let discussion = command.configuration.discussion
+            let examples = discussion.split(separator: "\n").drop { $0 != "Examples:" }.dropFirst()
+            for line in examples { #expect(line.count <= 78, "\(name): \(line)") }
+        }
+    }
+
+    @Test("serve's example SPEC, as its help shows it, is a SPEC serve accepts")
+    func serveSpecExample() throws {
+        let lines = ServeCommand.configuration.discussion.split(separator: "\n")
+        let start = try #require(lines.firstIndex { $0.hasPrefix("  {") })
+        let end = try #require(lines[start...].firstIndex { !$0.hasPrefix("  ") })
+        let spec = lines[start..<end].joined(separator: " ")
+        let services = try ServeSpec.parse(Array(spec.utf8))
+        #expect(services.count == 1)
+    }
 }

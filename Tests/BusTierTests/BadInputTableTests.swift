@@ -47,10 +47,16 @@ private let tooLongWithResponse = String(repeating: "00", count: 513)
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
     // one style for the argument parser's lines too, and a did-you-mean for a mistyped subcommand or option
-    BadInput(args: ["help", "scna"], code: 64, message: "bluectl: unknown subcommand \"scna\". Did you mean \"scan\"?"),
-    BadInput(args: ["scna"], code: 64, message: "bluectl: unexpected argument \"scna\". Did you mean \"scan\"?"),
-    BadInput(args: ["reed", D, "2a19"], code: 64, message: "unexpected arguments: \"reed\", \"\(D)\", \"2a19\". Did you mean \"read\"?"),
-    BadInput(args: ["scan", "--timout", "3"], code: 64, message: "bluectl: unknown option \"--timout\". Did you mean \"--timeout\"?"),
+    BadInput(args: ["help", "scna"], code: 64, message: "bluectl: unknown subcommand \"scna\"; did you mean \"scan\"?"),
+    BadInput(args: ["scna"], code: 64, message: "bluectl: unknown subcommand \"scna\"; did you mean \"scan\"?"),
+    BadInput(args: ["reed", D, "2a19"], code: 64, message: "bluectl: unknown subcommand \"reed\"; did you mean \"read\"?"),
+    BadInput(args: ["scan", "--timout", "3"], code: 64, message: "bluectl: unknown option \"--timout\"; did you mean \"--timeout\"?"),
+    BadInput(args: ["--versoin"], code: 64, message: "bluectl: unknown option \"--versoin\"; did you mean \"--version\"?"),
+    // the bad option is named, not the argument the parser missed because of it
+    BadInput(args: ["read", "-x"], code: 64, message: "bluectl: unknown option \"-x\""),
+    BadInput(args: ["read", D], code: 64, message: "bluectl: missing expected argument CHARACTERISTIC"),
+    BadInput(args: ["adapter", "--power", "maybe"], code: 64, message: "bluectl: invalid --power \"maybe\": expected on or off"),
+    BadInput(args: ["serve", "/nonexistent.json"], code: 64, message: "bluectl: cannot read SPEC /nonexistent.json: No such file or directory"),
     // info and disconnect neither connect nor pair: they do not offer what only that needs
     BadInput(args: ["info", D, "--retries", "3"], code: 64, message: "bluectl: unknown option \"--retries\""),
     BadInput(args: ["info", D, "--agent", "none"], code: 64, message: "bluectl: unknown option \"--agent\""),

@@ -2,12 +2,16 @@
 # Installs the package Scripts/package built with `dpkg -i` into a throwaway
 # root (its own dpkg database, dependencies not checked: that root has no
 # other packages; the host has them), then checks what a user gets:
-#   the installed bluectl runs (--version is the package's version, help works);
-#   man shows bluectl(1) and a subcommand's page, with the exit codes, the
-#   examples and the JSON fields;
-#   the completion scripts parse (bash -n; zsh -n and fish -n when present);
+#   the installed bluectl runs (--version is the package's version, help works),
+#   and is not 40 MB larger for Foundation's ICU data;
+#   man shows bluectl(1) and a subcommand's page, with the exit codes (its
+#   EXIT STATUS lists bluectl's), the examples and the JSON fields;
+#   the completion scripts parse (bash -n, zsh -n, fish -n: Scripts/deps
+#   installs zsh and fish, and a missing one fails);
 #   the systemd unit runs /usr/bin/bluectl, and systemd-analyze accepts it;
-#   dpkg -r removes every file it installed.
+#   dpkg -r removes every file it installed;
+#   Scripts/install --prefix DIR installs the same binary and pages into a
+#   temporary prefix (without the packaging tools), and refuses a missing DIR.
 # usage: Tests/Package/check.sh [DEB]   (default: the one in .build-package/)
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -28,6 +32,10 @@ status=$(dpkg --root="$root" -s bluectl | sed -n 's/^Status: //p')
 
 bin=$root/usr/bin/bluectl
 version=$(dpkg-deb -f "$deb" Version)
+# the Swift runtime is linked in, Foundation's ICU data is not (it would be
+# 40 MB more: FoundationEssentials, not Foundation, in the sources)
+size=$(dpkg-deb -f "$deb" Installed-Size)
+[ "$size" -lt 30000 ] && pass "installed size $size KB" || fail "installed size $size KB (does a source import Foundation instead of FoundationEssentials?)"
 [ "$("$bin" --version)" = "$version" ] && pass "bluectl --version = $version" || fail "bluectl --version printed '$("$bin" --version 2>&1)', expected $version"
 "$bin" help read | grep -q "USAGE: bluectl read" && pass "bluectl help read" || fail "bluectl help read"
 
@@ -40,6 +48,9 @@ grep -q "bluectl-read" <<< "$page" && grep -q "bluectl read \[--adapter" <<< "$p
   && pass "man bluectl-read: its name and synopsis" || fail "man bluectl-read: $(head -8 <<< "$page")"
 grep -q "^JSON OUTPUT" <<< "$page" && grep -q "^ *bluectl read AA:BB:CC:DD:EE:FF battery_level$" <<< "$page" \
   && pass "man bluectl-read: its examples and where the JSON fields are" || fail "man bluectl-read: no examples or JSON OUTPUT"
+exits=$(sed -n '/^EXIT STATUS/,/^[A-Z]/p' <<< "$page")
+grep -q "141[[:space:]]*stdout's reader went away" <<< "$exits" && grep -q "^[[:space:]]*64[[:space:]]*bad usage" <<< "$exits" && ! grep -q "exits 0 on success" <<< "$exits" \
+  && pass "man bluectl-read: EXIT STATUS lists bluectl's exit codes (141 included)" || fail "man bluectl-read: EXIT STATUS: $exits"
 page=$(man_page "$root/usr/share/man/man1/bluectl.1.gz")
 json=$(sed -n '/^JSON OUTPUT/,/^EXIT STATUS/p' <<< "$page"); missing=
 for field in manufacturer_data ibeacon was_connected gatt_services; do grep -qw "$field" <<< "$json" || missing+=" $field"; done
@@ -54,8 +65,11 @@ bash -n "$root/usr/share/bash-completion/completions/bluectl" && pass "bash comp
 # shellcheck disable=SC1091
 (source "$root/usr/share/bash-completion/completions/bluectl" && complete -p bluectl > /dev/null) \
   && pass "bash completion registers for bluectl" || fail "bash completion does not register"
-if command -v zsh > /dev/null; then zsh -n "$root/usr/share/zsh/vendor-completions/_bluectl" && pass "zsh completion parses" || fail "zsh -n"; fi
-if command -v fish > /dev/null; then fish -n "$root/usr/share/fish/vendor_completions.d/bluectl.fish" && pass "fish completion parses" || fail "fish -n"; fi
+# Scripts/deps installs zsh and fish: without one, its check would not run
+if ! command -v zsh > /dev/null; then fail "no zsh to check the zsh completion (Scripts/deps installs it)"
+elif zsh -n "$root/usr/share/zsh/vendor-completions/_bluectl"; then pass "zsh completion parses"; else fail "zsh -n"; fi
+if ! command -v fish > /dev/null; then fail "no fish to check the fish completion (Scripts/deps installs it)"
+elif fish -n "$root/usr/share/fish/vendor_completions.d/bluectl.fish"; then pass "fish completion parses"; else fail "fish -n"; fi
 
 unit=$root/lib/systemd/system/bluectl-subscribe@.service
 grep -q "^ExecStart=/usr/bin/bluectl subscribe" "$unit" && pass "unit runs /usr/bin/bluectl" || fail "unit ExecStart: $(grep ExecStart "$unit")"
@@ -71,4 +85,23 @@ dpkg --root="$root" --log=/dev/null --force-depends --force-script-chrootless -r
 left=$(cd "$root" && find . -path ./var -prune -o -type f -print | { grep -v '^\./bluectl-subscribe@test.service$' || true; } | wc -l)
 [ "$left" = 0 ] && pass "dpkg -r removed all $files files" || fail "dpkg -r left $left files"
 rm -f "$root.install.log"
+
+# Scripts/install: the same files under a prefix, from the binary the package was built from
+prefix=$root/prefix
+if "$REPO/Scripts/install" --prefix "$prefix" --no-build > "$root.install.log" 2>&1; then
+  [ "$("$prefix/bin/bluectl" --version)" = "$version" ] && pass "Scripts/install --prefix: bluectl --version = $version" \
+    || fail "Scripts/install --prefix: bluectl --version printed '$("$prefix/bin/bluectl" --version 2>&1)'"
+  page=$(man_page "$prefix/share/man/man1/bluectl-read.1.gz")
+  grep -q "bluectl read \[--adapter" <<< "$page" && grep -q "141" <<< "$page" \
+    && pass "Scripts/install --prefix: man -l of its bluectl-read(1)" || fail "Scripts/install --prefix: man -l: $(head -5 <<< "$page")"
+  grep -q "^ExecStart=$prefix/bin/bluectl subscribe" "$prefix/lib/systemd/system/bluectl-subscribe@.service" \
+    && pass "Scripts/install --prefix: the unit runs PREFIX/bin/bluectl" || fail "Scripts/install --prefix: unit ExecStart"
+else
+  cat "$root.install.log"; fail "Scripts/install --prefix $prefix"
+fi
+rm -f "$root.install.log"
+status=0
+msg=$(timeout 10 "$REPO/Scripts/install" --prefix 2>&1) || status=$?
+[ $status = 64 ] && [ "$(wc -l <<< "$msg")" = 1 ] && pass "Scripts/install --prefix without DIR: exit 64, $msg" \
+  || fail "Scripts/install --prefix without DIR: exit $status, '$msg'"
 exit $failed
