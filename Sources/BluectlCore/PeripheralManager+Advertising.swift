@@ -212,9 +212,7 @@ extension PeripheralManager {
     func unregisterAdvertisement(_ path: ObjectPath) async {
         let known = loop.sync { [self] in server.value.advertisements.removeValue(forKey: path) != nil }
         guard known else { return }
-        _ = try? await connection.callMethod(
-            destination: BlueZ.service, path: adapter.path, interface: Self.advertisingManager,
-            member: "UnregisterAdvertisement", arguments: [.objectPath(path)], timeout: central.callTimeout)
+        try? await register("UnregisterAdvertisement", path)
         connection.unexport(path)
     }
 

@@ -144,9 +144,7 @@ public final class PeripheralManager: Sendable {
 
     /// Stops serving `service` (CBPeripheralManager.remove).
     public func remove(_ service: PublishedService) async {
-        _ = try? await connection.callMethod(
-            destination: BlueZ.service, path: adapter.path, interface: "org.bluez.GattManager1",
-            member: "UnregisterApplication", arguments: [.objectPath(service.root)], timeout: central.callTimeout)
+        try? await register("UnregisterApplication", service.root)
         loop.sync { [self] in unexport(service) }
     }
 
@@ -457,14 +455,22 @@ public final class PeripheralManager: Sendable {
 
     /// bluetoothd forgets every registration when it stops (or crashes);
     /// when it is back with the adapter, register everything again.
+    ///
+    /// An advertisement also goes silent when its adapter is powered off and
+    /// on again: bluetoothd 5.66 keeps it registered (ActiveInstances stays)
+    /// but in the lab no central hears it any more; so at power-on the
+    /// advertisements are registered anew.
     private func watchBluetoothd() {
         var wasRunning = true
         var adapterPresent = true
+        var wasPowered = adapter.powered
         let adapterPath = adapter.path
         server.value.observation = central.mirror.observe(start: { _ in }, onChange: { [weak self] _, tree, running in
             guard let self, !server.value.stopped else { return }
-            let present = running && tree.properties(adapterPath, BlueZ.adapterInterface) != nil
-            defer { wasRunning = running; adapterPresent = present }
+            let properties = running ? tree.properties(adapterPath, BlueZ.adapterInterface) : nil
+            let present = properties != nil
+            let powered = properties?["Powered"]?.bool ?? false
+            defer { wasRunning = running; adapterPresent = present; wasPowered = powered }
             if !running, wasRunning {
                 continuation.yield(.bluetoothdStopped)
                 // its subscriptions died with it (no StopNotify will come): end them here
@@ -475,12 +481,20 @@ public final class PeripheralManager: Sendable {
                 let services = server.value.services.keys.sorted().compactMap { server.value.services[$0] }
                 let ads = server.value.advertisements
                 Task { await self.registerAgain(services, ads) }
+            } else if present, adapterPresent, powered, !wasPowered, !server.value.advertisements.isEmpty {
+                let ads = server.value.advertisements
+                Task { await self.registerAgain([], ads, anew: true) }
             }
         }, onBusLost: { [weak self] in self?.continuation.finish() })
     }
 
-    private func registerAgain(_ services: [PublishedService], _ ads: [ObjectPath: AdvertisementData]) async {
+    /// Registers `services` and `ads` with bluetoothd again (`anew`: the
+    /// advertisements are unregistered first, bluetoothd still holds them).
+    private func registerAgain(_ services: [PublishedService], _ ads: [ObjectPath: AdvertisementData], anew: Bool = false) async {
         var failures: [String] = []
+        if anew {
+            for path in ads.keys.sorted() { try? await register("UnregisterAdvertisement", path) }
+        }
         let registrations = services.map { ("RegisterApplication", $0.root, "service \($0.uuid.label)") }
             + ads.keys.sorted().map { ("RegisterAdvertisement", $0, "advertisement") }
         for (member, path, what) in registrations {
@@ -493,12 +507,13 @@ public final class PeripheralManager: Sendable {
         continuation.yield(.restored(failures: failures))
     }
 
-    /// `GattManager1.RegisterApplication` or `LEAdvertisingManager1.RegisterAdvertisement` of `path` on the adapter.
+    /// `GattManager1.(Un)RegisterApplication` or `LEAdvertisingManager1.(Un)RegisterAdvertisement` of `path` on the adapter.
     func register(_ member: String, _ path: ObjectPath) async throws {
-        let interface = member == "RegisterApplication" ? "org.bluez.GattManager1" : Self.advertisingManager
+        let interface = member.hasSuffix("Application") ? "org.bluez.GattManager1" : Self.advertisingManager
+        let options: [DBusValue] = member.hasPrefix("Register") ? [.stringVariantDictionary([:])] : []
         _ = try await connection.callMethod(
             destination: BlueZ.service, path: adapter.path, interface: interface, member: member,
-            arguments: [.objectPath(path), .stringVariantDictionary([:])], timeout: central.callTimeout)
+            arguments: [.objectPath(path)] + options, timeout: central.callTimeout)
     }
 
     // MARK: - D-Bus helpers
@@ -619,7 +634,9 @@ public enum PeripheralEvent: Sendable {
     /// bluetoothd stopped or crashed: the services and advertisements are
     /// registered again when it is back (`restored`).
     case bluetoothdStopped
-    /// bluetoothd is back and everything was registered again, except what `failures` names.
+    /// bluetoothd is back (or the adapter was powered on again) and what it
+    /// had forgotten (or silenced: the advertisements) was registered again,
+    /// except what `failures` names.
     case restored(failures: [String])
 }
 

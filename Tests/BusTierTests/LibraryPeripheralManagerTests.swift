@@ -50,7 +50,7 @@ struct LibraryPeripheralManagerTests {
         }
     }
 
-    @Test("bluetoothd restarts: the manager says so, ends the subscriptions that died with it, and registers the service and advertisement again")
+    @Test("bluetoothd restarts: the manager says so, ends the subscriptions that died with it, and registers the service and advertisement again; a power cycle registers the advertisement anew")
     func registersAgainAfterRestart() async throws {
         try await withPrivateBus { bus in
             let manager = try await PeripheralManager.open(adapter: "hci0", busAddress: bus.address)
@@ -75,6 +75,13 @@ struct LibraryPeripheralManagerTests {
                   case .array(let ads)? = try await bus.mock("RegisteredAdvertisements").first else { Issue.record("no answer"); return }
             #expect(apps.count == 1 && ads.count == 1, "\(apps) \(ads)")
             #expect(manager.isAdvertising(ad))
+            // the adapter powered off and on: the advertisement is registered anew (bluetoothd 5.66 silences it)
+            try await bus.setPowered("hci0", false)
+            try await bus.setPowered("hci0", true)
+            guard case .restored(let again)? = await events.next() else { Issue.record("not registered anew at power-on"); return }
+            #expect(again.isEmpty, "\(again)")
+            guard case .array(let adsAfter)? = try await bus.mock("RegisteredAdvertisements").first else { Issue.record("no answer"); return }
+            #expect(adsAfter.count == 1, "\(adsAfter)")
             await manager.stop()
             #expect(try await bus.mock("RegisteredAdvertisements") == [.array([])])
         }
