@@ -80,28 +80,35 @@ func run(_ manager: PeripheralManager) async throws {
     }
 }
 
-signal(SIGINT, SIG_IGN)
-let manager: PeripheralManager
-do {
-    manager = try await PeripheralManager.open(adapter: adapterName)
-} catch {
-    writeLine("PeripheralExample: \(error)", to: 2)
-    exit(1)
-}
-let work = Task { try await run(manager) }
-let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-interrupt.setEventHandler { @Sendable in work.cancel() }   // runs on a dispatch queue, not the main actor
-interrupt.resume()
-if let seconds {
-    Task {
-        try await Task.sleep(for: .seconds(seconds))
-        work.cancel()
+/// Serves until Ctrl-C or SECONDS; the exit status. The manager lives only
+/// in here, so it is gone before the process exits.
+func serveUntilStopped() async -> Int32 {
+    let manager: PeripheralManager
+    do {
+        manager = try await PeripheralManager.open(adapter: adapterName)
+    } catch {
+        writeLine("PeripheralExample: \(error)", to: 2)
+        return 1
     }
+    let work = Task { try await run(manager) }
+    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+    interrupt.setEventHandler { @Sendable in work.cancel() }   // runs on a dispatch queue, not the main actor
+    interrupt.resume()
+    defer { interrupt.cancel() }
+    if let seconds {
+        Task {
+            try await Task.sleep(for: .seconds(seconds))
+            work.cancel()
+        }
+    }
+    let outcome = await work.result
+    await manager.stop()
+    if case .failure(let error) = outcome, !(error is CancellationError) {
+        writeLine("PeripheralExample: \(error)", to: 2)
+        return 1
+    }
+    return work.isCancelled && seconds == nil ? 130 : 0
 }
-let outcome = await work.result
-await manager.stop()
-if case .failure(let error) = outcome, !(error is CancellationError) {
-    writeLine("PeripheralExample: \(error)", to: 2)
-    exit(1)
-}
-exit(work.isCancelled && seconds == nil ? 130 : 0)
+
+signal(SIGINT, SIG_IGN)
+exit(await serveUntilStopped())

@@ -1380,7 +1380,10 @@ check(len(c) == 1 and 'type' not in c[0], 'the ATT Write Request of c1c2 printed
 c_serve_bluetoothd_segv() {
   need_server
   reg_watch_start
+  # the central's scan first: btvirt reports an advertisement when it is switched on (scan_start)
+  scan_start bluectl-segv
   serve_start "$REPO/Tests/Lab/heart-rate.json" --adapter "$SERVER" --advertise --name bluectl-segv --json
+  scan_wait
   bl read "$SRV" 2a38 --json "${DEV_OPTS[@]}"
   expect_rc 0
   bluetoothd_segv 150 || fail "bluetoothd was not restarted"
