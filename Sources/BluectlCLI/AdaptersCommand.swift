@@ -94,7 +94,7 @@ struct AdapterCommand: AsyncParsableCommand {
     func validate() throws {
         try AdapterChoice.check(name)
         if let alias {
-            if alias.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{FFFD}" }) {
+            if TextSafety.hasControlCharacters(alias) || alias.unicodeScalars.contains("\u{FFFD}") {
                 throw ValidationError("invalid --alias \"\(TextSafety.escapedForMessage(alias))\": control characters or invalid UTF-8")
             }
             if alias.utf8.count > maxDeviceNameBytes {

@@ -103,7 +103,7 @@ func checkDeviceText(_ text: String) throws {
     if text.unicodeScalars.contains("\u{FFFD}") {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": not valid UTF-8, so not a name BlueZ could report")
     }
-    if text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+    if TextSafety.hasControlCharacters(text) {
         throw CLIFailure(.usage, "invalid DEVICE \"\(shown)\": holds control characters, so not a name BlueZ could report")
     }
     if text.utf8.count > maxDeviceNameBytes {

@@ -309,7 +309,7 @@ func withPeripheralManager(_ adapterOptions: AdapterOptions, requestDeadline: Do
 /// Refuses a name no advertisement can carry: control characters, or longer than a scan response holds.
 func checkAdvertisedName(_ name: String) throws {
     if name.isEmpty { throw ValidationError("invalid --name \"\": empty") }
-    if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+    if TextSafety.hasControlCharacters(name) {
         throw ValidationError("invalid --name \"\(TextSafety.escapedForMessage(name))\": holds control characters")
     }
     if name.utf8.count > 29 {
@@ -404,18 +404,13 @@ struct ServerEventRecord: OutputRecord {
                 sink.field("service_uuids", advertised.serviceUUIDs.isEmpty ? nil : .strings(advertised.serviceUUIDs.map(\.uuidString)),
                            text: advertised.serviceUUIDs.isEmpty ? nil : .labelled("services", advertised.serviceUUIDs.map(\.label).joined(separator: ",")))
             }
-            var manufacturer = JSONLine()
-            for id in advertised.manufacturerData.keys.sorted() {
-                manufacturer.add(DeviceRecord.hex16(id), ByteFormats.hex(advertised.manufacturerData[id]!))
-            }
-            sink.field("manufacturer_data", advertised.manufacturerData.isEmpty ? nil : .object(manufacturer),
-                       text: advertised.manufacturerData.isEmpty ? nil : .labelled("manufacturer", advertised.manufacturerData.keys.sorted()
-                           .map { DeviceRecord.hex16($0) + "=" + ByteFormats.hex(advertised.manufacturerData[$0]!) }.joined(separator: ",")))
-            var serviceData = JSONLine()
-            for uuid in advertised.serviceData.keys.sorted() { serviceData.add(uuid.uuidString, ByteFormats.hex(advertised.serviceData[uuid]!)) }
-            sink.field("service_data", advertised.serviceData.isEmpty ? nil : .object(serviceData),
-                       text: advertised.serviceData.isEmpty ? nil : .labelled("service data", advertised.serviceData.keys.sorted()
-                           .map { "\($0.label)=" + ByteFormats.hex(advertised.serviceData[$0]!) }.joined(separator: ",")))
+            // the JSON objects as scan's DeviceRecord writes them (hexObject, hex16), sorted once
+            let manufacturer = advertised.manufacturerData.sorted { $0.key < $1.key }.map { (DeviceRecord.hex16($0.key), $0.value) }
+            sink.field("manufacturer_data", manufacturer.isEmpty ? nil : .object(DeviceRecord.hexObject(manufacturer)),
+                       text: manufacturer.isEmpty ? nil : .labelled("manufacturer", manufacturer.map { $0.0 + "=" + ByteFormats.hex($0.1) }.joined(separator: ",")))
+            let serviceData = advertised.serviceData.sorted { $0.key < $1.key }
+            sink.field("service_data", serviceData.isEmpty ? nil : .object(DeviceRecord.hexObject(serviceData.map { ($0.key.uuidString, $0.value) })),
+                       text: serviceData.isEmpty ? nil : .labelled("service data", serviceData.map { "\($0.key.label)=" + ByteFormats.hex($0.value) }.joined(separator: ",")))
             sink.field("appearance", advertised.appearance.map { .int(Int($0)) },
                        text: advertised.appearance.map { .labelled("appearance", DeviceRecord.hex16($0)) })
             sink.field("tx_power", advertised.includesTxPower ? .bool(true) : nil, text: .flag("tx-power", advertised.includesTxPower))

@@ -77,6 +77,12 @@ public enum TextSafety {
     }
 
     /// Whether `scalar` is escaped rather than shown (the backslash aside).
+    /// Whether `s` holds a control character (C0, DEL, C1): text a name given on
+    /// the command line must not carry (DEVICE, --alias, --name).
+    static func hasControlCharacters(_ s: String) -> Bool {
+        s.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
     static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         let v = scalar.value
         if v < 0x7F { return v < 0x20 }
