@@ -82,12 +82,6 @@ public enum GattFlag: String, Sendable, Hashable, CaseIterable, Comparable {
         !flags.isDisjoint(with: [.notify, .indicate, .encryptNotify, .encryptIndicate, .encryptAuthenticatedNotify,
                                  .encryptAuthenticatedIndicate, .secureNotify, .secureIndicate])
     }
-
-    /// Whether subscribers get indications (confirmed) rather than notifications.
-    static func indicates(_ flags: Set<GattFlag>) -> Bool {
-        !flags.isDisjoint(with: [.indicate, .encryptIndicate, .encryptAuthenticatedIndicate, .secureIndicate])
-            && flags.isDisjoint(with: [.notify, .encryptNotify, .encryptAuthenticatedNotify, .secureNotify])
-    }
 }
 
 /// A descriptor to serve (CBMutableDescriptor). The Client Characteristic
