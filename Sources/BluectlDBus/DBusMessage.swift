@@ -1,5 +1,10 @@
 import CBluectlShim
 import CDBus
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A D-Bus message as a plain value: header fields and decoded arguments.
 ///
@@ -278,17 +283,44 @@ enum MessageCodec {
         message.member = dbus_message_get_member(raw).map { String(cString: $0) }
         message.errorName = dbus_message_get_error_name(raw).map { String(cString: $0) }
         message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
-        var iter = DBusMessageIter()
-        if dbus_message_iter_init(raw, &iter) != 0 {
-            var arguments: [DBusValue] = []
-            repeat {
-                arguments.append(try read(&iter))
-            } while dbus_message_iter_next(&iter) != 0
-            message.arguments = arguments
-        }
+        message.arguments = try body(raw)
         return message
     }
 
+    /// The body's values: read by `WireDecoder`, but for bodies with Unix
+    /// file descriptors, which only libdbus's iterator hands out.
+    static func body(_ raw: OpaquePointer) throws(DBusError) -> [DBusValue] {
+        guard let signature = dbus_message_get_signature(raw) else { return try bodyThroughIterator(raw) }
+        let signatureBytes = UnsafeRawBufferPointer(start: signature, count: strlen(signature))
+        if signatureBytes.contains(UInt8(ascii: "h")) { return try bodyThroughIterator(raw) }
+        return try bodyFromMarshalledForm(raw, signature: signatureBytes)
+    }
+
+    /// The body through libdbus's iterator, a call per value.
+    static func bodyThroughIterator(_ raw: OpaquePointer) throws(DBusError) -> [DBusValue] {
+        var iter = DBusMessageIter()
+        guard dbus_message_iter_init(raw, &iter) != 0 else { return [] }
+        var arguments: [DBusValue] = []
+        repeat {
+            arguments.append(try read(&iter))
+        } while dbus_message_iter_next(&iter) != 0
+        return arguments
+    }
+
+    /// The body read by `WireDecoder` from libdbus's marshalled copy of the
+    /// message (one allocation and copy, instead of a call per value).
+    static func bodyFromMarshalledForm(_ raw: OpaquePointer, signature: UnsafeRawBufferPointer) throws(DBusError) -> [DBusValue] {
+        if signature.isEmpty { return [] }
+        var buffer: UnsafeMutablePointer<CChar>? = nil
+        var length: Int32 = 0
+        guard dbus_message_marshal(raw, &buffer, &length) != 0, let buffer else {
+            throw .unexpectedReply("libdbus could not hand out the message's bytes")
+        }
+        defer { dbus_free(buffer) }
+        return try WireDecoder.body(ofMarshalled: UnsafeRawBufferPointer(start: buffer, count: Int(length)), signature: signature)
+    }
+
+    /// One value through libdbus's iterator (bodies with Unix file descriptors).
     static func read(_ iter: inout DBusMessageIter) throws(DBusError) -> DBusValue {
         let type = dbus_message_iter_get_arg_type(&iter)
         var basic = DBusBasicValue()
@@ -417,6 +449,11 @@ enum MessageCodec {
 
     /// Parses wire-format bytes with libdbus's own (validating) demarshaller.
     static func demarshal(_ bytes: [UInt8]) throws(DBusError) -> DBusMessage {
+        try decode(demarshalRaw(bytes).pointer)
+    }
+
+    /// libdbus's message of wire-format bytes (validated), not yet decoded.
+    static func demarshalRaw(_ bytes: [UInt8]) throws(DBusError) -> RawMessage {
         var error = DBusError_C()
         dbus_error_init(&error)
         let raw: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
@@ -429,8 +466,7 @@ enum MessageCodec {
             dbus_error_free(&error)
             throw .unexpectedReply(reason)
         }
-        let owned = RawMessage(taking: raw)
-        return try decode(owned.pointer)
+        return RawMessage(taking: raw)
     }
 }
 

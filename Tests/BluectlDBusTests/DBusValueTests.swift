@@ -207,3 +207,54 @@ struct DBusValueLayoutTests {
         #expect(MemoryLayout<DBusValue>.stride == 24)
     }
 }
+
+/// `WireDecoder` reads bodies from libdbus's marshalled bytes; libdbus's
+/// iterator is the reference it must agree with, value for value.
+@Suite struct WireDecoderTests {
+    @Test(arguments: 0..<DBusValueRoundTripTests.samples.count)
+    func agreesWithLibdbusIterator(index: Int) throws {
+        let value = DBusValueRoundTripTests.samples[index].1
+        let message = DBusMessage.signal(path: DBusValueRoundTripTests.device, interface: "org.freedesktop.DBus.Properties",
+                                         member: "PropertiesChanged", arguments: [.byte(1), value, .string("after"), value])
+        let raw = try MessageCodec.demarshalRaw(MessageCodec.marshal(message))
+        let throughIterator = try MessageCodec.bodyThroughIterator(raw.pointer)
+        #expect(throughIterator == message.arguments)
+        #expect(try MessageCodec.body(raw.pointer) == throughIterator)
+    }
+
+    /// libdbus marshals in the machine's order (little-endian here); a
+    /// big-endian peer's body, by hand: q, u, (ys), ay, as the spec aligns them.
+    @Test func readsBigEndianBodies() throws {
+        let body: [UInt8] = [
+            0x01, 0x02, 0, 0,              // q 0x0102, padding to 4
+            0x01, 0x02, 0x03, 0x04,        // u 0x01020304
+            0x09, 0, 0, 0,                 // struct at 8: y 9, padding to 4
+            0, 0, 0, 2, 0x68, 0x69, 0,     // s "hi"
+            0,                             // padding to 4
+            0, 0, 0, 3, 0xaa, 0xbb, 0xcc,  // ay, 3 bytes
+        ]
+        let values = try body.withUnsafeBytes { bytes in
+            var decoder = WireDecoder(body: bytes, bigEndian: true)
+            return try Array("qu(ys)ay".utf8).withUnsafeBytes { try decoder.values(signature: $0) }
+        }
+        #expect(values == [.uint16(0x0102), .uint32(0x0102_0304), .structure([.byte(9), .string("hi")]), .bytes([0xaa, 0xbb, 0xcc])])
+    }
+
+    /// Bytes that do not fit their signature are an error, never a read past the end.
+    @Test(arguments: [
+        ("u", [UInt8]([1, 2])),                      // body ends inside a value
+        ("ay", [0xff, 0, 0, 0, 1]),                  // array longer than the body
+        ("s", [5, 0, 0, 0, 0x61]),                   // string longer than the body
+        ("a", [0, 0, 0, 0]),                         // signature ends inside a type
+        ("(y", [1]),                                 // structure without its end
+        ("v", [1, 0x7a, 0, 0]),                      // a variant of an unknown type
+    ])
+    func refusesBodiesThatDoNotFit(signature: String, body: [UInt8]) {
+        #expect(throws: DBusError.self) {
+            try body.withUnsafeBytes { bytes in
+                var decoder = WireDecoder(body: bytes, bigEndian: false)
+                return try Array(signature.utf8).withUnsafeBytes { try decoder.values(signature: $0) }
+            }
+        }
+    }
+}
