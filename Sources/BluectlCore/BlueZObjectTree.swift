@@ -98,21 +98,24 @@ package struct BlueZObjectTree: Sendable, Equatable {
     /// with InterfacesAdded first).
     package mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
         guard arguments.count == 3, let interface = arguments[0].string,
-              let changedValue = arguments[1].stringKeyedDictionary,
+              let entries = arguments[1].dictionaryEntries, let changed = PropertyMap(entries: entries),
               let invalidated = arguments[2].stringArray else { return nil }
-        guard objects[path]?[interface] != nil else { return nil }
-        let changed = PropertyMap(changedValue)
-        objects[path]![interface]!.merge(changed)
-        for key in invalidated { objects[path]![interface]!.removeValue(forKey: key) }
+        // In place: one lookup of the path, and the properties are not copied.
+        let applied: Void? = objects[path]?.modifyValue(forKey: interface) { properties in
+            properties.merge(changed)
+            for key in invalidated { properties.removeValue(forKey: key) }
+        }
+        guard applied != nil else { return nil }  // an object or interface BlueZ has not announced
         return .propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)
     }
 
     private static func interfaces(_ value: DBusValue) -> InterfaceMap? {
-        guard let byName = value.stringKeyedDictionary else { return nil }
+        guard let byName = value.dictionaryEntries else { return nil }
         var result = InterfaceMap(minimumCapacity: byName.count)
-        for (name, propertiesValue) in byName {
-            guard let properties = propertiesValue.stringKeyedDictionary else { continue }
-            result[name] = PropertyMap(properties)
+        for entry in byName {
+            guard case .string(let name) = entry.key else { return nil }
+            guard let entries = entry.value.dictionaryEntries, let properties = PropertyMap(entries: entries) else { continue }
+            result[name] = properties
         }
         return result
     }

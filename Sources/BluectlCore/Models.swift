@@ -123,37 +123,76 @@ public struct DeviceInfo: Sendable, Equatable {
 
     /// Reads `Device1` properties; values of the wrong type count as absent,
     /// entries that cannot be understood are skipped.
+    ///
+    /// One pass over the properties (a scan builds one per advertisement):
+    /// looking each field up by name searched the map twenty times.
     package init(path: ObjectPath, properties p: PropertyMap) {
         self.path = path
-        adapter = p["Adapter"]?.objectPath ?? path.parent
-        address = p["Address"]?.string.flatMap { BluetoothAddress($0) } ?? Self.addressFromPath(path)
-        addressType = p["AddressType"]?.string.flatMap(AddressType.init(rawValue:))
-        name = p["Name"]?.string
-        alias = p["Alias"]?.string
-        rssi = p["RSSI"]?.integer.flatMap { $0 == Self.rssiNotAvailable ? nil : $0 }
-        txPower = p["TxPower"]?.integer
-        serviceUUIDs = (p["UUIDs"]?.stringArray ?? []).compactMap { try? BluetoothUUID($0) }
-        var manufacturer: [UInt16: [UInt8]] = [:]
-        for entry in p["ManufacturerData"]?.dictionaryEntries ?? [] {
-            guard case .uint16(let company) = entry.key, let data = entry.value.bytes else { continue }
-            manufacturer[company] = data
+        serviceUUIDs = []
+        manufacturerData = [:]
+        serviceData = [:]
+        (connected, paired, bonded, trusted, blocked, servicesResolved) = (false, false, false, false, false, false)
+        var address: BluetoothAddress?
+        for (key, value) in p {
+            guard let property = Property(key) else { continue }
+            switch property {
+            case .adapter: adapter = value.objectPath
+            case .address: address = value.string.flatMap { BluetoothAddress($0) }
+            case .addressType: addressType = value.string.flatMap(AddressType.init(rawValue:))
+            case .name: name = value.string
+            case .alias: alias = value.string
+            case .rssi: rssi = value.integer.flatMap { $0 == Self.rssiNotAvailable ? nil : $0 }
+            case .txPower: txPower = value.integer
+            case .uuids: serviceUUIDs = (value.stringArray ?? []).compactMap { try? BluetoothUUID($0) }
+            case .manufacturerData:
+                for entry in value.dictionaryEntries ?? [] {
+                    guard case .uint16(let company) = entry.key, let data = entry.value.bytes else { continue }
+                    manufacturerData[company] = data
+                }
+            case .serviceData:
+                for entry in value.dictionaryEntries ?? [] {
+                    guard let key = entry.key.string, let uuid = try? BluetoothUUID(key), let data = entry.value.bytes else { continue }
+                    serviceData[uuid] = data
+                }
+            case .advertisingFlags: advertisingFlags = value.bytes
+            case .appearance: appearance = value.integer
+            case .icon: icon = value.string
+            case .connected: connected = value.bool ?? false
+            case .paired: paired = value.bool ?? false
+            case .bonded: bonded = value.bool ?? false
+            case .trusted: trusted = value.bool ?? false
+            case .blocked: blocked = value.bool ?? false
+            case .servicesResolved: servicesResolved = value.bool ?? false
+            }
         }
-        manufacturerData = manufacturer
-        var service: [BluetoothUUID: [UInt8]] = [:]
-        for entry in p["ServiceData"]?.dictionaryEntries ?? [] {
-            guard let key = entry.key.string, let uuid = try? BluetoothUUID(key), let data = entry.value.bytes else { continue }
-            service[uuid] = data
+        if adapter == nil { adapter = path.parent }
+        self.address = address ?? Self.addressFromPath(path)
+    }
+
+    /// The `Device1` properties read into a `DeviceInfo`.
+    private enum Property {
+        case adapter, address, addressType, name, alias, rssi, txPower, uuids, manufacturerData, serviceData
+        case advertisingFlags, appearance, icon, connected, paired, bonded, trusted, blocked, servicesResolved
+
+        /// Told apart by length first: most names differ in length, and
+        /// that costs no string comparison.
+        init?(_ name: String) {
+            let found: Property? = switch name.utf8.count {
+            case 4: name == "Name" ? .name : name == "RSSI" ? .rssi : name == "Icon" ? .icon : nil
+            case 5: name == "Alias" ? .alias : name == "UUIDs" ? .uuids : nil
+            case 6: name == "Paired" ? .paired : name == "Bonded" ? .bonded : nil
+            case 7: name == "Adapter" ? .adapter : name == "Address" ? .address : name == "TxPower" ? .txPower
+                : name == "Trusted" ? .trusted : name == "Blocked" ? .blocked : nil
+            case 9: name == "Connected" ? .connected : nil
+            case 10: name == "Appearance" ? .appearance : nil
+            case 11: name == "AddressType" ? .addressType : name == "ServiceData" ? .serviceData : nil
+            case 16: name == "ManufacturerData" ? .manufacturerData : name == "AdvertisingFlags" ? .advertisingFlags
+                : name == "ServicesResolved" ? .servicesResolved : nil
+            default: nil
+            }
+            guard let found else { return nil }
+            self = found
         }
-        serviceData = service
-        advertisingFlags = p["AdvertisingFlags"]?.bytes
-        appearance = p["Appearance"]?.integer
-        icon = p["Icon"]?.string
-        connected = p["Connected"]?.bool ?? false
-        paired = p["Paired"]?.bool ?? false
-        bonded = p["Bonded"]?.bool ?? false
-        trusted = p["Trusted"]?.bool ?? false
-        blocked = p["Blocked"]?.bool ?? false
-        servicesResolved = p["ServicesResolved"]?.bool ?? false
     }
 
     /// The RSSI value (127) by which HCI advertising reports say "not available"; never a reading.

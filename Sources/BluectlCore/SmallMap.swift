@@ -61,6 +61,14 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
         a.utf8.count == b.utf8.count && a == b
     }
 
+    /// Changes the value of `key` in place (nil, and nothing runs, when
+    /// there is none): a get and a set would copy the value first, and a
+    /// property map's storage with it.
+    package mutating func modifyValue<Result>(forKey key: String, _ body: (inout Value) -> Result) -> Result? {
+        guard let i = entries.firstIndex(where: { Self.same($0.key, key) }) else { return nil }
+        return body(&entries[i].value)
+    }
+
     package mutating func merge(_ other: SmallMap) {
         for entry in other.entries { self[entry.key] = entry.value }
     }
@@ -88,6 +96,20 @@ extension SmallMap<DBusValue> {
         self.init(minimumCapacity: properties.count)
         for (key, value) in properties {  // keys are unique: no search
             entries.append(Entry(key: SmallMapNames.shared(key), value: value.unwrapped))
+        }
+    }
+}
+
+extension SmallMap<DBusValue> {
+    /// From the entries of an `a{sv}` as they came off the bus, variants
+    /// unwrapped (a key repeated keeps its last value); nil when a key is
+    /// not a string. No `Dictionary` in between: each key would be hashed
+    /// for nothing.
+    package init?(entries: [DBusDictEntry]) {
+        self.init(minimumCapacity: entries.count)
+        for entry in entries {
+            guard case .string(let key) = entry.key else { return nil }
+            self[key] = entry.value.unwrapped
         }
     }
 }
