@@ -28,7 +28,7 @@ struct DeviceRecord: OutputRecord {
                    text: serviceData.flatMap { uuid, bytes in
                        Self.entry(label: "data", key: uuid.shortString, bytes: bytes, beacon: BeaconDecoding.beacon(service: uuid, data: bytes))
                    })
-        sink.field("flags", device.advertisingFlags.map { .string(ByteFormats.hex($0)) },
+        sink.field("flags", device.advertisingFlags.map { .hex($0) },
                    text: device.advertisingFlags.map { .detail("flags", ByteFormats.hex($0)) })
         sink.field("appearance", device.appearance.map { .int($0) }, text: device.appearance.map { .detail("appearance", String($0)) })
         sink.json("beacon", Self.beaconObject(device))  // the text shows each beacon in place of its data, above
@@ -60,7 +60,7 @@ struct DeviceRecord: OutputRecord {
     /// {"key": "hex", …}
     static func hexObject(_ entries: [(String, [UInt8])]) -> JSONLine {
         var object = JSONLine()
-        for (key, bytes) in entries { object.add(key, ByteFormats.hex(bytes)) }
+        for (key, bytes) in entries { object.add(key, hex: bytes) }
         return object
     }
 

@@ -10,8 +10,11 @@ import BluectlCore
 /// `\uXXXX` (astral ones as surrogate pairs). The output is valid JSON whatever the strings
 /// hold. Non-finite doubles are written as `null`. Keys are not checked for duplicates.
 public struct JSONLine: Sendable {
-    /// The members so far, comma-separated, without the braces.
-    private var body = ""
+    /// The members so far, comma-separated, without the braces, as UTF-8:
+    /// appending bytes costs a fraction of appending to a `String` (which
+    /// re-checks its encoding and flags on every append), and a scan renders
+    /// a line per advertisement.
+    private var body: [UInt8] = []
 
     public init() {}
 
@@ -41,43 +44,62 @@ public struct JSONLine: Sendable {
 
     public mutating func add(_ key: String, _ value: Int) {
         addKey(key)
-        body += String(value)
+        Self.appendInt(value, to: &body)
     }
 
     public mutating func add(_ key: String, _ value: Bool) {
         addKey(key)
-        body += value ? "true" : "false"
+        Self.appendASCII(value ? "true" : "false", to: &body)
     }
 
     /// NaN and infinities are written as `null`.
     public mutating func add(_ key: String, _ value: Double) {
         addKey(key)
-        Self.appendDouble(value, to: &body)
+        guard value.isFinite else {
+            Self.appendASCII("null", to: &body)
+            return
+        }
+        // Swift's shortest round-trip form ("0.1", "1.0", "-0.0", "1e-05", "1e+20") is valid JSON.
+        body.append(contentsOf: value.description.utf8)
+    }
+
+    /// Bytes as a string of lowercase hex digits (`ByteFormats.hex`), written in place.
+    public mutating func add(_ key: String, hex bytes: [UInt8]) {
+        addKey(key)
+        body.append(0x22)
+        let digits: StaticString = "0123456789abcdef"
+        digits.withUTF8Buffer { d in
+            for b in bytes {
+                body.append(d[Int(b >> 4)])
+                body.append(d[Int(b & 0x0F)])
+            }
+        }
+        body.append(0x22)
     }
 
     public mutating func addNull(_ key: String) {
         addKey(key)
-        body += "null"
+        Self.appendASCII("null", to: &body)
     }
 
     public mutating func add(_ key: String, strings: [String]) {
         addKey(key)
-        body += "["
+        body.append(0x5B)
         for (i, s) in strings.enumerated() {
-            if i > 0 { body += "," }
+            if i > 0 { body.append(0x2C) }
             Self.appendString(s, to: &body)
         }
-        body += "]"
+        body.append(0x5D)
     }
 
     public mutating func add(_ key: String, ints: [Int]) {
         addKey(key)
-        body += "["
+        body.append(0x5B)
         for (i, v) in ints.enumerated() {
-            if i > 0 { body += "," }
-            body += String(v)
+            if i > 0 { body.append(0x2C) }
+            Self.appendInt(v, to: &body)
         }
-        body += "]"
+        body.append(0x5D)
     }
 
     public mutating func add(_ key: String, object: JSONLine) {
@@ -87,12 +109,12 @@ public struct JSONLine: Sendable {
 
     public mutating func add(_ key: String, objects: [JSONLine]) {
         addKey(key)
-        body += "["
+        body.append(0x5B)
         for (i, o) in objects.enumerated() {
-            if i > 0 { body += "," }
+            if i > 0 { body.append(0x2C) }
             o.render(into: &body)
         }
-        body += "]"
+        body.append(0x5D)
     }
 
     /// An object of decoded fields (a characteristic's value, a beacon), in their order.
@@ -114,53 +136,72 @@ public struct JSONLine: Sendable {
 
     /// The object on one line, without a line break: `{"a":1,"b":"x"}`.
     public func render() -> String {
-        var out = ""
-        out.reserveCapacity(body.utf8.count + 2)
+        String(decoding: renderedBytes(newline: false), as: UTF8.self)
+    }
+
+    /// The object as UTF-8, with a line break when `newline`: what an
+    /// output queue takes without another copy into a `String`.
+    public func renderedBytes(newline: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(body.count + 3)
         render(into: &out)
+        if newline { out.append(0x0A) }
         return out
     }
 
     // MARK: - Internals
 
-    private func render(into out: inout String) {
-        out += "{"
-        out += body
-        out += "}"
+    private func render(into out: inout [UInt8]) {
+        out.append(0x7B)
+        out.append(contentsOf: body)
+        out.append(0x7D)
     }
 
     private mutating func addKey(_ key: String) {
-        if !body.isEmpty { body += "," }
+        if !body.isEmpty { body.append(0x2C) }
         Self.appendString(key, to: &body)
-        body += ":"
+        body.append(0x3A)
     }
 
-    static func appendDouble(_ value: Double, to out: inout String) {
-        guard value.isFinite else {
-            out += "null"
-            return
+    private static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
+        text.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    /// Decimal digits without a `String` in between.
+    private static func appendInt(_ value: Int, to out: inout [UInt8]) {
+        if value < 0 { out.append(0x2D) }
+        var magnitude = value.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var i = buffer.count
+            repeat {
+                i -= 1
+                buffer[i] = 0x30 + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: buffer[i...])
         }
-        // Swift's shortest round-trip form ("0.1", "1.0", "-0.0", "1e-05", "1e+20") is valid JSON.
-        out += value.description
     }
 
     /// `s` as a JSON string, quotes included.
-    static func appendString(_ s: String, to out: inout String) {
-        out += "\""
+    static func appendString(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
         // Fast path: nothing to escape (the common case for names and hex).
         var text = s
         let plain = text.withUTF8 { bytes in  // a contiguous scan: the generic UTF8View walk was 5 % of a scan's CPU
-            bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
+            if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
+                out.append(contentsOf: bytes)
+                return true
+            }
+            return false
         }
         if plain {
-            out += s
-            out += "\""
+            out.append(0x22)
             return
         }
-        let scalars = s.unicodeScalars
-        var runStart = scalars.startIndex
-        var i = scalars.startIndex
-        while i < scalars.endIndex {
-            let scalar = scalars[i]
+        for scalar in s.unicodeScalars {
             let escape: String? = switch scalar.value {
             case 0x22: "\\\""
             case 0x5C: "\\\\"
@@ -172,16 +213,13 @@ public struct JSONLine: Sendable {
             case 0x20..<0x7F: nil
             default: TextSafety.needsEscape(scalar) ? unicodeEscape(scalar) : nil
             }
-            let next = scalars.index(after: i)
             if let escape {
-                if runStart < i { out += Substring(scalars[runStart..<i]) }
-                out += escape
-                runStart = next
+                out.append(contentsOf: escape.utf8)
+            } else if let encoded = UTF8.encode(scalar) {
+                out.append(contentsOf: encoded)
             }
-            i = next
         }
-        if runStart < scalars.endIndex { out += Substring(scalars[runStart...]) }
-        out += "\""
+        out.append(0x22)
     }
 
     /// `\uXXXX`, or a surrogate pair of them beyond the BMP.

@@ -10,6 +10,8 @@ enum JSONValue: Sendable {
     case strings([String])
     case ints([Int])
     case object(JSONLine)
+    /// Bytes as lowercase hex digits, written without an intermediate string.
+    case hex([UInt8])
 }
 
 extension JSONLine {
@@ -22,6 +24,7 @@ extension JSONLine {
         case .strings(let list): add(key, strings: list)
         case .ints(let list): add(key, ints: list)
         case .object(let object): add(key, object: object)
+        case .hex(let bytes): add(key, hex: bytes)
         }
     }
 }
@@ -139,8 +142,11 @@ extension OutputRecord {
 
     /// The line with its line break, as bytes for `OutputQueue.enqueue` (an
     /// event line built where the queue asks for it).
-    func lineBytes(json: Bool) -> [UInt8] {
-        Array(((line(json: json) ?? "") + "\n").utf8)
+    func lineBytes(json: Bool, capacity: Int = 0) -> [UInt8] {
+        guard json else { return Array(((textParts.line() ?? "") + "\n").utf8) }
+        var sink = JSONSink(capacity: capacity)
+        describe(into: &sink)
+        return sink.line.renderedBytes(newline: true)
     }
 
     /// The JSON object, to nest or extend.
