@@ -170,11 +170,6 @@ struct ScanCommand: AsyncParsableCommand {
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
-            // The live loop keeps its own time and count; otherwise the scan ends by itself.
-            let session = try await central.startScan(
-                adapter: adapter, options: sessionOptions,
-                duration: liveAgeOut == nil ? timeout.map { .seconds($0) } : nil,
-                limit: liveAgeOut == nil ? count : nil)
             // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
             let queue = OutputQueue(capacity: 100_000) { dropped in
                 let record = EventRecord(event: "dropped", fields: [("count", .int(dropped))],
@@ -182,6 +177,24 @@ struct ScanCommand: AsyncParsableCommand {
                 return record.lineBytes(json: json)
             }
             if let restored { queue.line(restored) }
+            // A line per event is rendered and queued where BlueZ's change is applied
+            // (the central's loop), with no hand-over per event; the live table takes
+            // the stream. stdout closing ends the scan (once the session exists).
+            let started = Locked<ScanSession?>(nil)
+            let adapterName = adapter.name
+            let printLine: ScanSession.DiscoverySink = { discovery in
+                let record = DeviceRecord(device: discovery.device, adapter: adapterName, event: discovery.kind.rawValue)
+                guard queue.enqueue(record.lineBytes(json: json, capacity: 320)) == .closed else { return }
+                let session: ScanSession? = started.withLock { $0 }
+                session?.cancel()
+            }
+            // The live loop keeps its own time and count; otherwise the scan ends by itself.
+            let session = try await central.startScan(
+                adapter: adapter, options: sessionOptions,
+                duration: liveAgeOut == nil ? timeout.map { .seconds($0) } : nil,
+                limit: liveAgeOut == nil ? count : nil, onDiscovery: liveAgeOut == nil ? printLine : nil)
+            started.withLock { $0 = session }
+            if queue.readerGone { session.cancel() }
             let outcome: Result<Void, any Error>
             if let liveAgeOut {
                 // The live loop ends at --timeout itself: it must restore the terminal
@@ -196,10 +209,7 @@ struct ScanCommand: AsyncParsableCommand {
                 }
             } else {
                 do {
-                    for try await discovery in session.discoveries {
-                        let record = DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue)
-                        guard queue.line(record.line(json: json, capacity: 320) ?? "") != .closed else { break }  // stdout closed: stop quietly
-                    }
+                    for try await _ in session.discoveries {}  // only ends or fails: printLine has the events
                     outcome = .success(())
                 } catch {
                     outcome = .failure(error)

@@ -151,8 +151,17 @@ public final class CentralManager: Sendable {
     /// `duration`, or once `limit` distinct devices were reported (each of
     /// these also sends StopDiscovery; BlueZ also ends the session if this
     /// process leaves the bus).
+    ///
+    /// With `onDiscovery`, each result is handed to it instead, on the
+    /// thread it is found on (the central's event loop), and `discoveries`
+    /// only ends or fails: no hand-over to another thread per
+    /// advertisement, which is most of a busy scan's cost. `onDiscovery`
+    /// must be quick and must not block: the loop (every call, signal and
+    /// timer of the central) waits for it. It may call `cancel()` of the
+    /// returned session.
     public func startScan(adapter: AdapterInfo, options: ScanOptions, duration: Duration? = nil,
-                          limit: Int? = nil) async throws(BluetoothError) -> ScanSession {
+                          limit: Int? = nil,
+                          onDiscovery: ScanSession.DiscoverySink? = nil) async throws(BluetoothError) -> ScanSession {
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
@@ -169,8 +178,9 @@ public final class CentralManager: Sendable {
                                 loop: mirror.loop)
         let adapterPath = adapter.path
         let adapterName = adapter.name
+        let deliver: ScanSession.DiscoverySink = onDiscovery ?? { continuation.yield($0) }
         let report: @Sendable (Discovery) -> Void = { discovery in
-            continuation.yield(discovery)
+            deliver(discovery)
             if tracker.value.reachedLimit(after: discovery) { end.stop() }
         }
         let observation = mirror.observeFromAnywhere(start: { tree in
@@ -295,13 +305,17 @@ final class ScanEnd: Sendable {
 
 /// A running discovery session.
 public struct ScanSession: Sendable {
+    /// Takes each result on the central's event loop (see
+    /// `CentralManager.startScan(adapter:options:duration:limit:onDiscovery:)`).
+    public typealias DiscoverySink = @Sendable (Discovery) -> Void
+
     /// The central that started the scan.
     public let central: CentralManager
     /// The adapter scanning.
     public let adapter: AdapterInfo
     /// Each device found, then each change of its advertisement when
     /// duplicates are asked for. Ends when the scan is stopped (see
-    /// `CentralManager.startScan(adapter:options:duration:limit:)`); fails when
+    /// `CentralManager.startScan(adapter:options:duration:limit:onDiscovery:)`); fails when
     /// bluetoothd stops, the adapter goes or the bus connection is lost.
     public let discoveries: AsyncThrowingStream<Discovery, any Error>
     let end: ScanEnd
@@ -311,5 +325,11 @@ public struct ScanSession: Sendable {
     /// its limit or its consumer's cancellation); returns when BlueZ answered.
     public func stop() async throws(BluetoothError) {
         if let failure = await end.stop().value { throw failure }
+    }
+
+    /// Stops the scan as `stop()` does, without waiting: for where waiting
+    /// is not allowed, such as an `onDiscovery` sink (the loop itself).
+    public func cancel() {
+        end.stopSoon()
     }
 }
