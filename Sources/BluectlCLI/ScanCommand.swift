@@ -114,6 +114,11 @@ struct ScanCommand: AsyncParsableCommand {
         return record.line(json: json) ?? ""
     }
 
+    /// One discovery's line, JSON or text, as `run` queues it (measured by Benchmarks/).
+    static func line(_ discovery: Discovery, adapter: String, json: Bool) -> String {
+        DeviceRecord(device: discovery.device, adapter: adapter, event: discovery.kind.rawValue).line(json: json, capacity: 320) ?? ""
+    }
+
     func services() throws -> [BluetoothUUID] {
         try serviceTexts.map { text in
             do {
@@ -197,8 +202,7 @@ struct ScanCommand: AsyncParsableCommand {
             } else {
                 do {
                     for try await discovery in session.discoveries {
-                        let record = DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue)
-                        guard queue.line(record.line(json: json, capacity: 320) ?? "") != .closed else { break }  // stdout closed: stop quietly
+                        guard queue.line(Self.line(discovery, adapter: adapter.name, json: json)) != .closed else { break }  // stdout closed: stop quietly
                     }
                     outcome = .success(())
                 } catch {
