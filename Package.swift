@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "BluectlCore", targets: ["BluectlCore"]),
         // For the fuzz package (Fuzz/), which reaches it by product; not a promise.
         .library(name: "BluectlDBus", targets: ["BluectlDBus"]),
+        // For the benchmarks package (Benchmarks/), which reaches it by product; not a promise.
+        .library(name: "BluectlCLI", targets: ["BluectlCLI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

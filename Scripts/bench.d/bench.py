@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bluectl benchmarks (see Scripts/bench). Prints figures; asserts nothing timed."""
-import json, os, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
+import csv, json, os, re, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 BIN = sys.argv[1]  # empty: the lab part lets Scripts/lab build bluectl
 WHAT = " ".join(sys.argv[2:]).split()
@@ -225,6 +225,80 @@ def _cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# ------------------------------------------------------------------ micro
+MICRO_SCRATCH = os.path.join(REPO, ".build-micro")
+# -enable-testing: the cases reach internal API through @testable import (Benchmarks/Package.swift)
+MICRO_FLAGS = ["--package-path", os.path.join(REPO, "Benchmarks"), "--scratch-path", MICRO_SCRATCH,
+               "-Xswiftc", "-enable-testing"]
+MICRO_ITERATIONS = 2000  # per callgrind run
+
+
+def micro(only=""):
+    """The hot paths of Benchmarks/ (decoding, the mirror, rendering), each
+    measured twice: under package-benchmark (wall clock p50/p90, mallocs
+    through its malloc interposer, 1,000 operations a measurement) and under
+    callgrind (instructions per operation: HotPathCount runs MICRO_ITERATIONS
+    operations after a warm-up, and only those are collected). `only`: a
+    regex of benchmark names (BENCH_MICRO)."""
+    if not shutil.which("valgrind"):
+        subprocess.run(_as_root(["apt-get", "install", "-y", "-q", "valgrind"]), check=True)
+    subprocess.run(["swift", "build", "-c", "release"] + MICRO_FLAGS, check=True, stdout=sys.stderr)
+    count = os.path.join(MICRO_SCRATCH, "release", "HotPathCount")
+    cases = [line.split("\t", 1) for line in
+             subprocess.run([count, "--list"], capture_output=True, text=True, check=True).stdout.splitlines()]
+    if only:
+        cases = [c for c in cases if re.fullmatch(only, c[0])]
+        if not cases:
+            sys.exit(f"bench: no micro-benchmark matches {only!r}")
+    # package-benchmark: one run of the HotPaths target, results as InfluxDB CSV on stdout
+    args = ["swift", "package"] + MICRO_FLAGS + ["benchmark", "--no-progress", "--format", "influx", "--path", "stdout"]
+    if only:
+        args += ["--filter", only]
+    run = subprocess.run(args, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
+        sys.exit(f"bench: swift package benchmark failed (status {run.returncode})")
+    stats = {}  # (name, metric) -> {percentile: value per measurement}
+    for row in csv.reader(l for l in run.stdout.splitlines() if l.startswith("HotPaths,")):
+        metric, name, pct, value = row[6], row[8], float(row[9]), int(row[10])
+        stats.setdefault((name, metric), {})[pct] = value
+    per_measurement = 1000  # scalingFactor .kilo (Benchmarks/Benchmarks/HotPaths/HotPaths.swift)
+    # callgrind: a copy without debug info (valgrind 3.19 cannot read Swift 6.3's DWARF 5)
+    work = tempfile.mkdtemp(prefix="bluectl-micro-")
+    try:
+        binary = os.path.join(work, "HotPathCount")
+        subprocess.run(["strip", "--strip-debug", "-o", binary, count], check=True)
+        instructions = {}
+        for name, _ in cases:
+            out = os.path.join(work, f"callgrind.{name}")
+            subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                            "--toggle-collect=bluectl_bench_measure", f"--callgrind-out-file={out}",
+                            binary, name, str(MICRO_ITERATIONS)],
+                           env=dict(os.environ, SWIFT_DETERMINISTIC_HASHING="1"), check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(out) as f:
+                totals = [int(l.split()[1]) for l in f if l.startswith("totals:")]
+            instructions[name] = totals[0] / MICRO_ITERATIONS if totals else None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def p(name, metric, pct):
+        v = stats.get((name, metric), {}).get(pct)
+        return None if v is None else v / per_measurement
+
+    print("Per operation; time and mallocs from package-benchmark (p50, p90 of its measurements of 1,000 "
+          f"operations), instructions from callgrind ({MICRO_ITERATIONS:,} operations after 100 uncounted)\n")
+    print("| benchmark | one operation | instructions | mallocs | time p50 | time p90 | operations/s (p50) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, about in cases:
+        ir, mallocs = instructions.get(name), p(name, "Malloc(total)", 50.0)
+        t50, t90 = p(name, "Time(wallclock)", 50.0), p(name, "Time(wallclock)", 90.0)
+        print(f"| `{name}` | {about} | {f'{ir:,.0f}' if ir else '?'} | "
+              f"{f'{mallocs:.1f}' if mallocs is not None else '?'} | "
+              f"{_fmt(t50 / 1000 if t50 else None, 'µs', 2)} | {_fmt(t90 / 1000 if t90 else None, 'µs', 2)} | "
+              f"{f'{1e9 / t50:,.0f}' if t50 else '?'} |")
+
+
 # ------------------------------------------------------------------ lab
 LAB_DIR = os.path.join(REPO, ".lab")
 CBIN = os.path.join(LAB_DIR, "bench-bin")
@@ -432,6 +506,8 @@ for item in WHAT:
         e = os.environ
         lab(reads=int(e.get("BENCH_READS", "12")), notify=e.get("BENCH_NOTIFY", "3000"),
             reps=int(e.get("BENCH_REPS", "3")), big=int(e.get("BENCH_BIG", "10000")), only=e.get("BENCH_ONLY", ""))
+    elif item == "micro":
+        micro(only=os.environ.get("BENCH_MICRO", ""))
     else:
         {"startup": startup, "scan": scan, "code": code}[item]()
 if FAILED_TARGETS:

@@ -143,7 +143,11 @@ extension OutputRecord {
     /// The line with its line break, as bytes for `OutputQueue.enqueue` (an
     /// event line built where the queue asks for it).
     func lineBytes(json: Bool, capacity: Int = 0) -> [UInt8] {
-        guard json else { return Array(((textParts.line() ?? "") + "\n").utf8) }
+        guard json else {
+            var bytes = Array((textParts.line() ?? "").utf8)
+            bytes.append(0x0A)
+            return bytes
+        }
         var sink = JSONSink(capacity: capacity)
         describe(into: &sink)
         return sink.line.renderedBytes(newline: true)

@@ -31,9 +31,15 @@ struct SubscribeOutput: Sendable {
     /// Queues one value; `.closed` when the reader went away.
     func value(_ bytes: [UInt8], characteristic: GattCharacteristic) -> OutputQueue.Outcome {
         if format == .raw { return queue.enqueue(bytes) }
+        return queue.enqueue(line(bytes, characteristic: characteristic))
+    }
+
+    /// One value's line with its line break, JSON or text (raw values go out
+    /// as they are, `value`); measured by Benchmarks/.
+    func line(_ bytes: [UInt8], characteristic: GattCharacteristic) -> [UInt8] {
         let record = ValueRecord(time: ValueText.timestamp(), device: device, characteristic: characteristic.uuid,
                                  bytes: bytes, format: format, namesCharacteristic: true, namesDevice: namesDevice)
-        return queue.line(record.line(json: format == .json) ?? "")
+        return record.lineBytes(json: format == .json)
     }
 
     /// Queues an event line (`EventRecord`). With raw output the stream has no
