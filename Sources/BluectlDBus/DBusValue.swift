@@ -51,7 +51,7 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
     }
 
     static func isValid(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
+        let bytes = text.utf8  // walked in place: a copy into an array was an allocation per path decoded
         guard let first = bytes.first, first == UInt8(ascii: "/") else { return false }
         if bytes.count == 1 { return true }
         guard bytes.last != UInt8(ascii: "/") else { return false }
