@@ -74,9 +74,16 @@ public final class DBusConnection: Sendable {
         var handler: ReplyHandler
     }
 
-    private struct Subscription {
-        var filter: SignalFilter
-        var handler: SignalHandler
+    /// A class: every signal is checked against every subscription, and
+    /// copying a filter's strings for each check cost more than the check.
+    private final class Subscription {
+        let filter: SignalFilter
+        let handler: SignalHandler
+
+        init(filter: SignalFilter, handler: @escaping SignalHandler) {
+            self.filter = filter
+            self.handler = handler
+        }
     }
 
     /// Everything the loop keeps for the connection.
@@ -524,9 +531,8 @@ public final class DBusConnection: Sendable {
         let owners = tables.value.owners
         // A copy: a handler may subscribe or unsubscribe.
         for subscription in tables.value.subscriptions.values {
-            let filter = subscription.filter
-            guard filter.matches(message) else { continue }
-            if let sender = filter.sender {
+            guard subscription.filter.matches(message) else { continue }
+            if let sender = subscription.filter.sender {
                 let expected: String? = sender.hasPrefix(":") ? sender : (owners[sender] ?? nil)
                 guard let expected, message.sender == expected else { continue }
             }

@@ -279,12 +279,34 @@ enum MessageCodec {
         message.sender = dbus_message_get_sender(raw).map { String(cString: $0) }
         message.destination = dbus_message_get_destination(raw).map { String(cString: $0) }
         message.path = dbus_message_get_path(raw).flatMap { ObjectPath(String(cString: $0)) }
-        message.interface = dbus_message_get_interface(raw).map { String(cString: $0) }
-        message.member = dbus_message_get_member(raw).map { String(cString: $0) }
+        message.interface = dbus_message_get_interface(raw).map(headerName)
+        message.member = dbus_message_get_member(raw).map(headerName)
         message.errorName = dbus_message_get_error_name(raw).map { String(cString: $0) }
         message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
         message.arguments = try body(raw)
         return message
+    }
+
+    /// The names of D-Bus's own signals that arrive by the thousand (every
+    /// property change, every object added): shared literals, where a string
+    /// made from each message's copy would be an allocation and a free.
+    /// (Names of 15 bytes or fewer are stored inline: no allocation to save.)
+    private static let signalNames: [String] = [
+        "org.freedesktop.DBus.Properties", "PropertiesChanged",
+        "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
+        "org.freedesktop.DBus", "NameOwnerChanged",
+    ]
+
+    /// An interface or member name of the header: one of `signalNames`, or a new string.
+    private static func headerName(_ cString: UnsafePointer<CChar>) -> String {
+        let length = strlen(cString)
+        for name in signalNames where name.utf8.count == length {
+            let same = name.utf8.withContiguousStorageIfAvailable { bytes in
+                bytes.baseAddress.map { memcmp($0, cString, length) == 0 } ?? false
+            }
+            if same == true { return name }
+        }
+        return String(cString: cString)
     }
 
     /// The body's values: read by `WireDecoder`, but for bodies with Unix
