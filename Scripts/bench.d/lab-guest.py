@@ -548,9 +548,9 @@ def bench_notify():
             for rep in range(NOTIFY_REPS):
                 plan += [(c, n, rep) for c in notify_consumers(n) if consumer_stage(c) == stage]
         if BIG and stage == "start":
-            # the long run: bluectl and the python3-dbus StartNotify reference
+            # the long run: bluectl and its references, the C client and python3-dbus (StartNotify)
             plan += [(c, BIG, 0) for c in notify_consumers(BIG) if c[0] in (
-                "bluectl subscribe --format raw", "python3-dbus StartNotify")]
+                "bluectl subscribe --format raw", "C libdbus StartNotify (notify.c)", "python3-dbus StartNotify")]
         if stage == "start":
             plan.append(("diagnose", None, None))
     plan = [(c, n, rep) for c, n, rep in plan if c == "diagnose" and not CONSUMERS.pattern or c != "diagnose"
