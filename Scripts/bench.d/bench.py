@@ -286,7 +286,8 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
             "--timeout", os.environ.get("BENCH_LAB_TIMEOUT", "2400"), "--out", out,
             os.path.join(REPO, "Scripts", "bench.d", "lab-guest.py"), "--reads", str(reads), "--notify", notify,
             "--notify-reps", str(reps), "--big", str(big), "--cbin", os.path.relpath(CBIN, REPO),
-            "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO)]
+            "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO),
+            "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5")]
     if only:
         args += ["--only", only]
     if os.environ.get("BENCH_CONSUMERS"):
@@ -389,6 +390,7 @@ def lab_report(res, out):
                 if ratio else "? (no figure for bluectl or busctl)"), ratio is not None and ratio <= 1.2))
             if b["n"] < b["of"]:
                 L.append(target(f"read: bluectl failed {b['of'] - b['n']} of {b['of']} runs (target: none)", False))
+        L.extend(read_breakdown_report(res.get("read_breakdown"), rows))
     if res.get("notify"):
         L.append("")
         L.append("Notifications: periph.py's stream, a burst of N sequence-numbered 20-byte values as fast as "
@@ -461,6 +463,50 @@ def lab_report(res, out):
     for note in res.get("notes", []):
         L.append(f"- {note}")
     return "\n".join(L) + "\n"
+
+
+BREAKDOWN_TOOLS = (("bluectl read", "bluectl"), ("busctl call", "busctl"), ("C libdbus (readvalue.c)", "C client"))
+
+
+def read_breakdown_report(bd, untraced=None):
+    """The stages of a one-shot read under strace (lab-guest.py read_breakdown), medians."""
+    if not bd:
+        return []
+    L = ["", f"Where a one-shot read's time goes: {bd['runs']} runs of each under strace -f "
+         f"({'only the marker syscalls stop the process: --seccomp-bpf' if bd.get('seccomp_bpf') else 'every syscall stops it'}; "
+         "the tools interleaved, after a warm-up), split by syscalls and the D-Bus messages they carry; median ms "
+         "per stage (a tool that does not pass a marker has its stage merged into the next):", ""]
+    tools = [(name, short, [r for r in bd["tools"].get(name, []) if "error" not in r]) for name, short in BREAKDOWN_TOOLS
+             if name in bd["tools"]]
+    L.append("| stage | " + " | ".join(short for _, short, _ in tools) + " |")
+    L.append("|---|" + "---|" * len(tools))
+
+    def med(rs, key):
+        xs = [r[key] for r in rs if r.get(key) is not None]
+        return statistics.median(xs) * 1000 if xs else None
+    for key, what in bd["stages"]:
+        L.append(f"| {what} | " + " | ".join(_fmt(med(rs, key), "", 1) for _, _, rs in tools) + " |")
+    L.append("| **execve → socket() (start-up and parsing, together)** | " + " | ".join(
+        _fmt(statistics.median([((r["start"] or 0) + r["parse"]) * 1000 for r in rs]) if rs else None, "", 1)
+        for _, _, rs in tools) + " |")
+    L.append("| **to the value, traced** | " + " | ".join(_fmt(med(rs, "to_value"), "", 1) for _, _, rs in tools) + " |")
+    if untraced:
+        L.append("| (to the value untraced: the table above) | " + " | ".join(
+            _fmt(untraced[name]["val"] * 1000 if untraced.get(name) and untraced[name]["val"] else None, "", 1)
+            for name, _, _ in tools) + " |")
+    errors = {short: len(bd["tools"].get(name, [])) - len(rs) for name, short, rs in tools}
+    if any(errors.values()):
+        L.append("")
+        L.append("Runs without every marker (left out): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v))
+    b = dict((short, rs) for _, short, rs in tools).get("bluectl")
+    if b:
+        hello, matches = med(b, "hello"), med(b, "matches")
+        calls = b[0].get("calls", [])
+        L.append("")
+        L.append(f"bluectl's bus connection, split: auth + Hello {_fmt(hello, 'ms', 1)}, then match rules and "
+                 f"name-owner look-ups {_fmt(matches, 'ms', 1)}; its calls in order (first run, ms after execve): "
+                 + ", ".join(f"{m} {ts * 1000:.0f}" for ts, m in calls))
+    return L
 
 
 for item in WHAT:

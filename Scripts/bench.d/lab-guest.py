@@ -10,8 +10,12 @@ bluectl and its peers side by side against the same bluetoothd:
 Writes $LAB_OUT/bench.json (read by Scripts/bench.d/bench.py on the host) and the
 consumers' output under $LAB_OUT/bench/.
 
+  reads also get a breakdown: a few runs of bluectl, busctl and the C client under
+  strace, split into stages by syscalls (read_breakdown)
+
 usage: lab-guest.py [--reads N] [--notify N[,N...]] [--notify-reps R] [--big N]
-                    [--cbin DIR] [--venv PYTHON] [--only reads|notify] [--consumers REGEX]
+                    [--cbin DIR] [--venv PYTHON] [--only reads,notify] [--consumers REGEX]
+                    [--breakdown RUNS]
 Tools missing in this environment become rows marked "not available".
 """
 import json
@@ -57,7 +61,9 @@ NOTIFY_REPS = int(opt("--notify-reps", "2"))
 BIG = int(opt("--big", "0"))
 CBIN = os.path.join(REPO, opt("--cbin", ".lab/bench-bin"))
 VENV_PY = os.path.join(REPO, opt("--venv", ".lab/venv-bleak/bin/python"))
-ONLY = opt("--only", "")
+ONLY = opt("--only", "")  # comma-separated parts: reads, notify (default: both)
+PARTS = set(ONLY.split(",")) if ONLY else {"reads", "notify"}
+BREAKDOWN_RUNS = int(opt("--breakdown", "5"))  # one-shot reads under strace per tool; 0: none
 CONSUMERS = re.compile(opt("--consumers", ""), re.I)  # only notification consumers whose name matches
 BTCTL = shutil.which("bluetoothctl")
 STDBUF = shutil.which("stdbuf")
@@ -69,7 +75,13 @@ def log(*a):
 
 
 bus = dbus.SystemBus()
-DEV_PATH = "/org/bluez/%s/dev_%s" % (CENTRAL, PERIPH_ADDR.replace(":", "_"))
+
+
+def dev_path(addr):
+    return "/org/bluez/%s/dev_%s" % (CENTRAL, addr.replace(":", "_"))
+
+
+DEV_PATH = dev_path(PERIPH_ADDR)
 RESULTS = {"env": {}, "reads": [], "notify": [], "notes": [], "reconnects": 0}
 
 
@@ -91,11 +103,11 @@ def wait(cond, timeout, what, step=0.1, quiet=False):
     return False
 
 
-def chr_paths():
+def chr_paths(device=DEV_PATH):
     objs = dbus.Interface(bus.get_object(BLUEZ, "/"), "org.freedesktop.DBus.ObjectManager").GetManagedObjects()
     found = {}
     for path, ifaces in objs.items():
-        if str(path).startswith(DEV_PATH + "/") and CHR_IF in ifaces:
+        if str(path).startswith(device + "/") and CHR_IF in ifaces:
             found[str(ifaces[CHR_IF]["UUID"]).lower()] = str(path)
     return found
 
@@ -103,8 +115,8 @@ def chr_paths():
 PATHS = {}
 
 
-def connected():
-    return bool(prop(DEV_PATH, DEV_IF, "Connected", False)) and bool(prop(DEV_PATH, DEV_IF, "ServicesResolved", False))
+def connected(device=DEV_PATH):
+    return bool(prop(device, DEV_IF, "Connected", False)) and bool(prop(device, DEV_IF, "ServicesResolved", False))
 
 
 def ensure_connected(first=False):
@@ -189,14 +201,14 @@ def run_read(argv):
     return res
 
 
-def read_tools():
+def read_tools(notes=True):
     tools = []
     dev = PERIPH_ADDR
     if BLUECTL:
         tools.append(("bluectl read", lambda: [BLUECTL, "read", dev, "2a19", "--adapter", CENTRAL], {}))
     if os.access(os.path.join(CBIN, "readvalue"), os.X_OK):
         tools.append(("C libdbus (readvalue.c)", lambda: [os.path.join(CBIN, "readvalue"), PATHS[BATTERY]], {}))
-    else:
+    elif notes:
         RESULTS["notes"].append("C libdbus read: not available (%s/readvalue missing)" % CBIN)
     if BUSCTL:
         tools.append(("busctl call", lambda: [BUSCTL, "call", BLUEZ, PATHS[BATTERY], CHR_IF, "ReadValue", "a{sv}", "0"], {}))
@@ -204,14 +216,14 @@ def read_tools():
     if BLUECTL:  # breakdown of bluectl's time (not peers): process start-up alone, then + bus + object tree
         tools.append(("(bluectl --version)", lambda: [BLUECTL, "--version"], {}))
         tools.append(("(bluectl adapters)", lambda: [BLUECTL, "adapters"], {}))
-    RESULTS["notes"].append(
+    notes and RESULTS["notes"].append(
         "bluetoothctl read: not measurable on a device that is already connected to the second adapter: "
         "bluetoothctl 5.66 tracks GATT objects only of its default controller's devices (the first adapter, hci0 "
         "here; a later `select` does not add those already there) and select-attribute needs a device it saw connect")
     if os.access(VENV_PY, os.X_OK):
         tools.append(("Bleak (D-Bus path)", lambda: [VENV_PY, os.path.join(PEERS, "bleak_read.py"), dev, DEV_PATH,
                                                       BATTERY], {"bleak": True}))
-    else:
+    elif notes:
         RESULTS["notes"].append("Bleak: not available (%s missing)" % VENV_PY)
     return tools
 
@@ -296,6 +308,223 @@ def diagnose_read():
             time.sleep(1.0)
             m.terminate()
             m.wait()
+
+
+# ------------------------------------------------------------------ read breakdown (strace)
+STRACE_CALLS = "execve,clone,clone3,socket,connect,sendmsg,sendto,write,writev,recvmsg,recvfrom,read,exit_group"
+STRACE_LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
+STRACE_HEX = re.compile(r'"((?:\\x[0-9a-f]{2})*)"')
+STRACE_RET = re.compile(r"\)\s+=\s+(-?\d+)(?:\s+\w+\s+\([^)]*\))?\s*(?:<(\d+\.\d+)>)?\s*$")
+STAGES = [  # (key, what; from the first marker to the second)
+    ("start", "process start + runtime init: execve → the first thread (Swift: the async main's executor)"),
+    ("parse", "argument parsing and set-up: → socket() of the bus connection"),
+    ("bus", "bus connection: socket() → the first call to BlueZ (auth, Hello, match rules, name owner)"),
+    ("objects", "GetManagedObjects: sent → ReadValue sent (reply, decoding, the mirror, finding the characteristic)"),
+    ("readvalue", "ReadValue: sent → its reply read (bluetoothd's ATT read and round trip)"),
+    ("output", "output: reply read → value written to stdout (decoding, formatting)"),
+    ("exit", "exit: value written → process gone (not in the time to the value)"),
+]
+
+
+def strace_events(path):
+    """strace -f -ttt -T -xx lines as (start, end, pid, syscall, args, ret); an
+    <unfinished ...> call is joined with its <... resumed> line."""
+    events, pending, exits = [], {}, {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = STRACE_LINE.match(line.rstrip("\n"))
+            if not m:
+                continue
+            pid, ts, body = int(m.group(1)), float(m.group(2)), m.group(3)
+            if body.startswith("+++ exited"):
+                exits[pid] = ts
+                continue
+            if body.startswith("---"):
+                continue
+            if body.startswith("<..."):
+                rm = re.match(r"<\.\.\. (\w+) resumed>(.*)$", body)
+                if not rm or pid not in pending:
+                    continue
+                name, start, args = pending.pop(pid)
+                args += rm.group(2)
+                end = ts
+            else:
+                nm = re.match(r"(\w+)\((.*)$", body)
+                if not nm:
+                    continue
+                name, args = nm.group(1), nm.group(2)
+                if args.endswith("<unfinished ...>"):
+                    pending[pid] = (name, ts, args[:-len("<unfinished ...>")])
+                    continue
+                start = end = ts
+            rm = STRACE_RET.search(args)
+            ret = int(rm.group(1)) if rm else None
+            if rm and rm.group(2) and start == end:
+                end = start + float(rm.group(2))
+            events.append((start, end, pid, name, args, ret))
+    events.sort()
+    return events, exits
+
+
+class DBusStream:
+    """One direction of a bus connection as strace shows it (-xx -s: each buffer
+    in hex, cut at -s bytes): the auth lines, then messages back to back, each
+    told apart by its header (type, serial, reply serial, member)."""
+    def __init__(self):
+        self.buf, self.skip, self.text = b"", 0, True
+
+    def feed(self, data, length):
+        """Adds what one call moved (`length` bytes, `data` as captured); returns
+        the headers of the messages that begin in it."""
+        self.buf += data + b"\0" * max(0, length - len(data))  # a cut-off tail: only a body is ever that long
+        found = []
+        while True:
+            if self.skip:
+                n = min(self.skip, len(self.buf))
+                self.buf, self.skip = self.buf[n:], self.skip - n
+                if self.skip:
+                    return found
+            if self.text:
+                self.buf = self.buf.lstrip(b"\0")
+                if len(self.buf) < 2:
+                    return found
+                if self.buf[:1] in (b"l", b"B") and 1 <= self.buf[1] <= 4:  # not BEGIN: a message type
+                    self.text = False
+                else:
+                    nl = self.buf.find(b"\r\n")  # AUTH EXTERNAL, OK <guid>, NEGOTIATE_UNIX_FD, BEGIN, ...
+                    if nl < 0:
+                        return found
+                    self.buf = self.buf[nl + 2:]
+                    continue
+            if len(self.buf) < 16:
+                return found
+            e = "<" if self.buf[:1] == b"l" else ">"
+            body, serial, flen = struct.unpack_from(e + "III", self.buf, 4)
+            if len(self.buf) < 16 + flen:
+                return found
+            fields, p = {}, 16
+            try:
+                while p < 16 + flen:
+                    p = (p + 7) & ~7
+                    code, siglen = self.buf[p], self.buf[p + 1]
+                    sig = self.buf[p + 2:p + 2 + siglen]
+                    p += 3 + siglen
+                    if sig in (b"s", b"o"):
+                        p = (p + 3) & ~3
+                        n = struct.unpack_from(e + "I", self.buf, p)[0]
+                        fields[code] = self.buf[p + 4:p + 4 + n].decode("utf-8", "replace")
+                        p += 5 + n
+                    elif sig == b"u":
+                        p = (p + 3) & ~3
+                        fields[code] = struct.unpack_from(e + "I", self.buf, p)[0]
+                        p += 4
+                    elif sig == b"g":
+                        p += self.buf[p] + 2
+                    else:
+                        break
+            except (IndexError, struct.error):
+                pass
+            found.append((self.buf[1], serial, fields.get(5), fields.get(3)))
+            self.skip = ((16 + flen + 7) & ~7) + body
+
+
+def strace_stages(path):
+    """Stage boundaries of one traced one-shot read (see STAGES): the markers are
+    syscalls and the D-Bus messages they carry (the ReadValue call's serial, and the
+    reply that names it), so they hold for bluectl and for its peers alike (a marker
+    a tool does not pass, e.g. no threads or no GetManagedObjects, merges its stage
+    into the next)."""
+    events, exits = strace_events(path)
+    if not events or events[0][3] != "execve":
+        return None
+    main = events[0][2]
+    t = {"exec": events[0][0]}
+    bus_fd, sends, rv_serial = None, [], None
+    out, into = DBusStream(), DBusStream()
+    for start, end, pid, name, args, ret in events:
+        fd = re.match(r"(\d+),", args)
+        fd = int(fd.group(1)) if fd else None
+        if name in ("clone", "clone3") and "first_thread" not in t:
+            t["first_thread"] = start
+        elif name == "socket" and "AF_UNIX" in args and "SOCK_STREAM" in args and bus_fd is None and ret is not None \
+                and ret >= 0:
+            t["socket"], bus_fd = start, ret
+        elif bus_fd is None or fd != bus_fd:
+            if name in ("write", "writev") and fd == 1 and "reply" in t and "stdout" not in t:
+                t["stdout"] = start
+        elif not ret or ret < 0:
+            continue
+        elif name in ("sendmsg", "sendto", "write", "writev"):
+            data = b"".join(bytes.fromhex(h.replace("\\x", "")) for h in STRACE_HEX.findall(args))
+            for typ, serial, _, member in out.feed(data, ret):
+                if typ == 1 and member:
+                    sends.append((start, member))
+                    t.setdefault("sent_" + member, start)
+                    if member == "ReadValue" and rv_serial is None:
+                        rv_serial = serial
+        elif name in ("recvmsg", "recvfrom", "read"):
+            data = b"".join(bytes.fromhex(h.replace("\\x", "")) for h in STRACE_HEX.findall(args))
+            for typ, _, reply_to, _ in into.feed(data, ret):
+                if typ in (2, 3) and rv_serial is not None and reply_to == rv_serial and "reply" not in t:
+                    t["reply"] = end
+    t["gone"] = exits.get(main) or max(e[1] for e in events)
+    if not all(k in t for k in ("socket", "sent_ReadValue", "reply", "stdout")):
+        return {"error": "markers missing: %s" % sorted(t)}
+    first_call = min(v for k, v in t.items() if k.startswith("sent_") and k[5:] not in (
+        "Hello", "AddMatch", "GetNameOwner", "NameHasOwner", "StartServiceByName"))
+    thread = t.get("first_thread") if t.get("first_thread", 1e99) < t["socket"] else None
+    bounds = [("start", t["exec"], thread or t["exec"]),
+              ("parse", thread or t["exec"], t["socket"]),
+              ("bus", t["socket"], first_call),
+              ("objects", first_call, t["sent_ReadValue"]),
+              ("readvalue", t["sent_ReadValue"], t["reply"]),
+              ("output", t["reply"], t["stdout"]),
+              ("exit", t["stdout"], t["gone"])]
+    res = {k: round(b - a, 6) for k, a, b in bounds}
+    if thread is None:
+        res["start"] = None  # no thread before the bus: start-up and parsing are one stage ("parse")
+    if first_call == t["sent_ReadValue"]:
+        res["objects"] = None  # no GetManagedObjects
+    res["to_value"] = round(t["stdout"] - t["exec"], 6)
+    res["threaded"] = thread is not None
+    res["calls"] = [(round(ts - t["exec"], 4), m) for ts, m in sends]
+    if t.get("sent_AddMatch") and t.get("sent_Hello"):
+        res["hello"] = round(t["sent_AddMatch"] - t["socket"], 6)  # auth + Hello (+ its reply)
+        res["matches"] = round(first_call - t["sent_AddMatch"], 6)
+    return res
+
+
+def read_breakdown(runs):
+    """Not counted in the table: `runs` one-shot reads of each tool under
+    strace -f -ttt (only the marker syscalls stop the process: --seccomp-bpf),
+    split into STAGES by syscalls; the tools interleaved."""
+    strace = shutil.which("strace")
+    if not (strace and BLUECTL and runs):
+        RESULTS["notes"].append("read breakdown: not made (%s)" % ("no strace in the guest" if not strace else
+                                                                  "no bluectl" if not BLUECTL else "0 runs"))
+        return
+    ensure_connected()
+    tools = [t for t in read_tools(notes=False) if t[0] in ("bluectl read", "busctl call", "C libdbus (readvalue.c)")]
+    # only the marker syscalls stop the process where strace can filter in the kernel
+    seccomp = ["--seccomp-bpf"] if sh([strace, "-f", "--seccomp-bpf", "-e", "trace=exit_group", "-o", os.devnull,
+                                       "true"]).returncode == 0 else []
+    out = {"stages": STAGES, "runs": runs, "seccomp_bpf": bool(seccomp), "tools": {name: [] for name, _, _ in tools}}
+    RESULTS["read_breakdown"] = out
+    for rnd in range(runs + 1):  # a warm-up round, not counted
+        for name, argv, _ in tools:
+            ensure_connected()
+            trace = os.path.join(WORK, "strace-read-%s-%d.txt" % (re.sub(r"[^a-z0-9]+", "-", name.lower()), rnd))
+            r = sh([strace, "-f", "-ttt", "-T", "-xx", "-s", "4096"] + seccomp + ["-e", "trace=" + STRACE_CALLS,
+                                                                               "-o", trace] + argv())
+            st = strace_stages(trace) if os.path.exists(trace) else None
+            if rnd == 0:
+                continue
+            if st is None or "error" in st or r.returncode != 0:
+                st = dict(st or {}, error=(st or {}).get("error") or "rc %d: %s" % (r.returncode, r.stderr[-300:]))
+            out["tools"][name].append(st)
+            log("breakdown %-24s %s" % (name, " ".join("%s %.1fms" % (k, st[k] * 1000) for k, _ in STAGES
+                                                  if st.get(k) is not None)
+                                        if "error" not in st else st["error"]))
 
 
 # ------------------------------------------------------------------ notifications
@@ -553,8 +782,8 @@ def bench_notify():
                 "bluectl subscribe --format raw", "C libdbus StartNotify (notify.c)", "python3-dbus StartNotify")]
         if stage == "start":
             plan.append(("diagnose", None, None))
-    plan = [(c, n, rep) for c, n, rep in plan if c == "diagnose" and not CONSUMERS.pattern or c != "diagnose"
-            and CONSUMERS.search(c[0])]
+    plan = [(c, n, rep) for c, n, rep in plan if isinstance(c, str) and not CONSUMERS.pattern
+            or not isinstance(c, str) and CONSUMERS.search(c[0])]
     dropped = set()
     for consumer, n, rep in plan:
         if consumer == "diagnose":
@@ -599,10 +828,11 @@ def main():
     ensure_connected(first=True)
     log("characteristics: %s" % PATHS)
     try:
-        if ONLY in ("", "reads"):
+        if "reads" in PARTS:
             bench_reads()
             diagnose_read()
-        if ONLY in ("", "notify"):
+            read_breakdown(BREAKDOWN_RUNS)
+        if "notify" in PARTS:
             bench_notify()
     finally:
         RESULTS["elapsed_s"] = time.monotonic() - T0
