@@ -287,7 +287,8 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
             os.path.join(REPO, "Scripts", "bench.d", "lab-guest.py"), "--reads", str(reads), "--notify", notify,
             "--notify-reps", str(reps), "--big", str(big), "--cbin", os.path.relpath(CBIN, REPO),
             "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO),
-            "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5")]
+            "--devices", os.environ.get("BENCH_DEVICES", "1000"), "--devices-ms", os.environ.get("BENCH_DEVICES_MS", "2"),
+            "--devices-reps", str(reps), "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5")]
     if only:
         args += ["--only", only]
     if os.environ.get("BENCH_CONSUMERS"):
@@ -460,6 +461,7 @@ def lab_report(res, out):
                     "(no other consumer)") + f", lost {a['lost']} in {a['runs']} runs (AcquireNotify peers lost: "
                     f"{losses}), CPU/value {_fmt(a['cpu'], 'µs', 0)} (target: the fastest, ≥ 1.00)",
                     ar is None or ar >= 1))
+    L.extend(devices_report(res.get("devices")))
     for note in res.get("notes", []):
         L.append(f"- {note}")
     return "\n".join(L) + "\n"
@@ -506,6 +508,65 @@ def read_breakdown_report(bd, untraced=None):
         L.append(f"bluectl's bus connection, split: auth + Hello {_fmt(hello, 'ms', 1)}, then match rules and "
                  f"name-owner look-ups {_fmt(matches, 'ms', 1)}; its calls in order (first run, ms after execve): "
                  + ", ".join(f"{m} {ts * 1000:.0f}" for ts, m in calls))
+    return L
+
+
+def devices_report(dv):
+    """Two peripherals at once (lab-guest.py bench_devices): the table and the targets."""
+    if not dv:
+        return []
+    L = [""]
+    if dv.get("error"):
+        return L + [target(f"devices: not measured ({dv['error']})", False)]
+    n, addrs = dv["n"], dv.get("addresses", {})
+    L.append(f"Two devices at once: hci0 ({addrs.get('hci0')}, bluetoothd's GATT server) and hci2 "
+             f"({addrs.get('hci2')}, periph.py's ATT server) each stream {n:,} numbered values paced at one per "
+             f"{dv['ms']} ms; {dv['reps']} rounds of: bluectl on each alone, bluectl on both in one process "
+             f"(`subscribe A,B --json`), python3-dbus with one StartNotify consumer process per device, both at once. "
+             f"Rate per device between its first and last value as the harness sees them arrive (polled every "
+             f"20 ms, alike for every tool); CPU of the consumer process(es) from the trigger to their exit:")
+    _table_head(L, ["run", "device", "runs", "received (worst)", "lost (all runs)", "out of order",
+                    "rate median (min–max)", "CPU/value (all its processes)"])
+    groups = _group(dv["runs"], lambda r: (r["tool"], tuple(r["devices"])))
+    summary = {}
+    for (tool, keys), runs in groups.items():
+        good = [r for r in runs if "error" not in r]
+        cpus = [r["cpu_per_value_us"] for r in good if r.get("cpu_per_value_us")]
+        cpu = statistics.median(cpus) if cpus else None
+        label = f"{tool}, {' + '.join(keys)}" + (" at once" if len(keys) > 1 else " alone")
+        for i, k in enumerate(keys):
+            per = [r["per_device"][k] for r in good]
+            rates = [d["rate"] for d in per if d.get("rate")]
+            lost = sum(d["missing"] + d["corrupt"] for d in per) + n * (len(runs) - len(good))
+            ooo = sum(d["out_of_order"] for d in per)
+            worst = min((d["valid"] for d in per), default=0)
+            s = summary[(tool, keys, k)] = {"rate": statistics.median(rates) if rates else None, "lost": lost,
+                                            "ooo": ooo, "cpu": cpu, "runs": len(runs)}
+            errs = "; ".join(r["error"] for r in runs if "error" in r)
+            L.append(f"| {label if i == 0 else ''} | {k} | {len(runs)} | {worst:,}/{n:,} | {lost} | {ooo} | "
+                     + (f"{s['rate']:,.0f}/s ({min(rates):,.0f}–{max(rates):,.0f})" if rates else "–")
+                     + f" | {_fmt(cpu, 'µs', 0) if i == 0 else ''} |" + (f" {errs}" if errs and i == 0 else ""))
+    L.append("")
+    bl, py = "bluectl subscribe --json", "python3-dbus StartNotify"
+    both = ("hci0", "hci2")
+    for k in both:
+        b, p = summary.get((bl, both, k)), summary.get((py, both, k))
+        rr = b["rate"] / p["rate"] if b and p and b["rate"] and p["rate"] else None
+        L.append(target(f"devices N={n:,}: {k} with both streaming: bluectl " + (
+            f"{b['rate']:,.0f}/s = {rr:.2f} × python3-dbus's {p['rate']:,.0f}/s (one process per device; "
+            f"target ≥ 0.95)" if rr is not None else "rate ? (no figure for bluectl or python3-dbus)"),
+            rr is not None and rr >= 0.95))
+        if b and (b["lost"] or b["ooo"]):
+            L.append(target(f"devices N={n:,}: {k} with both streaming: bluectl lost {b['lost']}, {b['ooo']} out of "
+                            f"order (target: 0)", False))
+    one = [summary.get((bl, (k,), k), {}).get("cpu") for k in both]
+    two = summary.get((bl, both, "hci0"), {}).get("cpu")
+    mean = sum(one) / 2 if all(one) else None
+    ratio = two / mean if two and mean else None
+    L.append(target(f"devices N={n:,}: bluectl CPU/value with two devices " + (
+        f"{two / 1000:.2f} ms = {ratio:.2f} × with one ({mean / 1000:.2f} ms: the mean of hci0 alone "
+        f"{one[0] / 1000:.2f} ms and hci2 alone {one[1] / 1000:.2f} ms; target ≤ 1.00)" if ratio is not None
+        else "? (no figure with one or with two devices)"), ratio is not None and ratio <= 1))
     return L
 
 

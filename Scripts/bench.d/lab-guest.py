@@ -10,12 +10,15 @@ bluectl and its peers side by side against the same bluetoothd:
 Writes $LAB_OUT/bench.json (read by Scripts/bench.d/bench.py on the host) and the
 consumers' output under $LAB_OUT/bench/.
 
+  devices  two peripherals streaming paced bursts at once (hci0, hci2): bluectl on
+           each alone and on both in one process, python3-dbus with one StartNotify
+           consumer per device: per device loss, order, rate; CPU per value
   reads also get a breakdown: a few runs of bluectl, busctl and the C client under
   strace, split into stages by syscalls (read_breakdown)
 
 usage: lab-guest.py [--reads N] [--notify N[,N...]] [--notify-reps R] [--big N]
-                    [--cbin DIR] [--venv PYTHON] [--only reads,notify] [--consumers REGEX]
-                    [--breakdown RUNS]
+                    [--cbin DIR] [--venv PYTHON] [--only reads,notify,devices] [--consumers REGEX]
+                    [--devices N] [--devices-ms MS] [--devices-reps R] [--breakdown RUNS]
 Tools missing in this environment become rows marked "not available".
 """
 import json
@@ -61,8 +64,11 @@ NOTIFY_REPS = int(opt("--notify-reps", "2"))
 BIG = int(opt("--big", "0"))
 CBIN = os.path.join(REPO, opt("--cbin", ".lab/bench-bin"))
 VENV_PY = os.path.join(REPO, opt("--venv", ".lab/venv-bleak/bin/python"))
-ONLY = opt("--only", "")  # comma-separated parts: reads, notify (default: both)
-PARTS = set(ONLY.split(",")) if ONLY else {"reads", "notify"}
+ONLY = opt("--only", "")  # comma-separated parts: reads, notify, devices (default: all three)
+PARTS = set(ONLY.split(",")) if ONLY else {"reads", "notify", "devices"}
+DEVICES_N = int(opt("--devices", "1000"))  # values per device in the two-device runs; 0: none
+DEVICES_MS = int(opt("--devices-ms", "2"))  # their pace: one value every MS ms on each device
+DEVICES_REPS = int(opt("--devices-reps", "3"))
 BREAKDOWN_RUNS = int(opt("--breakdown", "5"))  # one-shot reads under strace per tool; 0: none
 CONSUMERS = re.compile(opt("--consumers", ""), re.I)  # only notification consumers whose name matches
 BTCTL = shutil.which("bluetoothctl")
@@ -782,12 +788,17 @@ def bench_notify():
                 "bluectl subscribe --format raw", "C libdbus StartNotify (notify.c)", "python3-dbus StartNotify")]
         if stage == "start":
             plan.append(("diagnose", None, None))
+            if "devices" in PARTS:  # before AcquireNotify: bluetoothd 5.66 has crashed after those runs here
+                plan.append(("devices", None, None))
     plan = [(c, n, rep) for c, n, rep in plan if isinstance(c, str) and not CONSUMERS.pattern
             or not isinstance(c, str) and CONSUMERS.search(c[0])]
     dropped = set()
     for consumer, n, rep in plan:
         if consumer == "diagnose":
             diagnose_subscribe()
+            continue
+        if consumer == "devices":
+            bench_devices()
             continue
         name, argv, parse, ready, btctl = consumer
         if name in dropped:
@@ -805,6 +816,204 @@ def bench_notify():
             "(BlueZ keeps the service objects across the disconnect, so they are never announced again)")
     if not RESULTS["env"].get("notify_via"):
         RESULTS["notes"].append("bluectl --notify-via acquire: not available (bluectl subscribe --help lists no --notify-via)")
+
+
+# ------------------------------------------------------------------ several devices at once
+def connect_device(path, addr):
+    if connected(path):
+        return True
+    if BLUECTL:  # finds the device first when the central has not seen it yet (hci2's, in a fresh boot)
+        r = sh([BLUECTL, "connect", addr, "--adapter", CENTRAL, "--timeout", "60"], timeout=90)
+        log("bluectl connect %s: exit %d %s" % (addr, r.returncode, r.stderr.strip()[-200:]))
+        if wait(lambda: connected(path), 30, "%s: Connected + ServicesResolved" % path):
+            return True
+    for attempt in range(3):
+        try:
+            dbus.Interface(bus.get_object(BLUEZ, path), DEV_IF).Connect(timeout=60)
+        except dbus.exceptions.DBusException as e:
+            log("Connect %s: %s" % (path, e.get_dbus_name()))
+        if wait(lambda: connected(path), 30, "%s: Connected + ServicesResolved" % path):
+            return True
+    return False
+
+
+def demux_json(addr_key, single):
+    """bluectl --json lines: each value to the device the line names."""
+    def parse(lines, into):
+        for line in lines:
+            if b'"value"' not in line:
+                continue
+            rec = json.loads(line)
+            key = addr_key.get(rec.get("device"), single)
+            if key:
+                into.setdefault(key, []).append(bytes.fromhex(rec["value"]))
+    return parse
+
+
+def demux_hex(key):
+    def parse(lines, into):
+        for line in lines:
+            if line.strip():
+                into.setdefault(key, []).append(bytes.fromhex(line.decode().strip()))
+    return parse
+
+
+def run_devices(tool, keys, devs, n, ms, rep):
+    """One run of `tool` on the devices `keys` at once, each streaming a burst of n
+    values paced at one every ms ms: bluectl is one `subscribe A,B --json`,
+    python3-dbus one py_notify.py (StartNotify) per device. Per device: loss and
+    order, rate between its first and last value (as this harness sees them
+    arrive, polled every 20 ms, for every tool alike); the consumers' CPU from
+    the trigger to their exit."""
+    res = {"tool": tool, "devices": keys, "n": n, "ms": ms, "rep": rep}
+    for k in keys:
+        if not connect_device(devs[k]["path"], devs[k]["addr"]):
+            res["error"] = "cannot connect %s" % devs[k]["addr"]
+            return res
+        if not wait(lambda k=k: not prop(devs[k]["stream"], CHR_IF, "Notifying", False), 30,
+                    "%s stream idle" % k, quiet=True):
+            RESULTS["notes"].append("devices %s %s: stream still notifying from the previous run" % (tool, k))
+    label = "%s-%s-%d" % (tool.split()[0], "+".join(keys), rep)
+    procs = []  # (argv, out path, parse)
+    if tool.startswith("bluectl"):
+        addr_key = {devs[k]["addr"]: k for k in keys}
+        procs.append(([BLUECTL, "subscribe", ",".join(devs[k]["addr"] for k in keys), STREAM, "--adapter", CENTRAL,
+                       "--count", str(n), "--json"], os.path.join(WORK, "devices-%s.out" % label),
+                      demux_json(addr_key, keys[0] if len(keys) == 1 else None)))
+    else:
+        for k in keys:
+            procs.append(([PY, os.path.join(PEERS, "py_notify.py"), "start", devs[k]["stream"], str(n)],
+                          os.path.join(WORK, "devices-%s-%s.out" % (label, k)), demux_hex(k)))
+    running = []
+    for argv, path, parse in procs:
+        out = open(path, "wb")
+        p = subprocess.Popen(argv, stdout=out, stderr=open(path[:-4] + ".err", "wb"), stdin=subprocess.DEVNULL)
+        running.append({"p": p, "out": out, "path": path, "parse": parse, "pos": 0, "rest": b"", "exit": None})
+    ok = all(wait(lambda k=k: bool(prop(devs[k]["stream"], CHR_IF, "Notifying", False))
+                  or any(r["p"].poll() is not None for r in running), 60, "%s %s: Notifying" % (tool, k), 0.05)
+             for k in keys)
+    if not ok or any(r["p"].poll() is not None for r in running):
+        res["error"] = "subscription never active (exits %s)" % [r["p"].poll() for r in running]
+        for r in running:
+            if r["p"].poll() is None:
+                r["p"].kill()
+            r["p"].wait()
+            r["out"].close()
+        log("devices %s %s: %s" % (tool, keys, res["error"]))
+        return res
+    for r in running:
+        r["cpu0"] = proc_cpu(r["p"].pid)
+    values, first, last = {}, {}, {}
+    t_trig = time.perf_counter()
+    for k in keys:
+        dbus.Interface(bus.get_object(BLUEZ, devs[k]["control"]), CHR_IF).WriteValue(
+            dbus.Array(struct.pack("<II", n, ms), signature="y"), {}, timeout=30)
+
+    def poll(now):
+        for r in running:
+            with open(r["path"], "rb") as f:
+                f.seek(r["pos"])
+                chunk = f.read()
+            if not chunk:
+                continue
+            r["pos"] += len(chunk)
+            data = r["rest"] + chunk
+            lines = data.split(b"\n")
+            r["rest"] = lines.pop()
+            before = {k: len(v) for k, v in values.items()}
+            r["parse"](lines, values)
+            for k, v in values.items():
+                if len(v) != before.get(k, 0):
+                    first.setdefault(k, now)
+                    last[k] = now
+    t_change = None
+    while True:
+        time.sleep(0.02)
+        now = time.perf_counter()
+        for r in running:
+            if r["exit"] is None:
+                wpid, status, ru = os.wait4(r["p"].pid, os.WNOHANG)
+                if wpid:
+                    r["exit"] = (os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime)
+                    r["p"].returncode = r["exit"][0]
+        seen = sum(len(v) for v in values.values())
+        poll(now)
+        if sum(len(v) for v in values.values()) != seen:
+            t_change = now
+        if all(r["exit"] for r in running):
+            poll(time.perf_counter())
+            break
+        if t_change is None and now - t_trig > 30 or t_change is not None and now - t_change > 4:
+            break
+    cpu = 0.0
+    for r in running:
+        if r["exit"]:
+            cpu += r["exit"][1] - r["cpu0"]
+            r["rc"] = r["exit"][0]
+        else:
+            cpu += (proc_cpu(r["p"].pid) or r["cpu0"]) - r["cpu0"]
+            r["p"].send_signal(signal.SIGINT)
+            try:
+                r["p"].wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                r["p"].kill()
+                r["p"].wait()
+            r["rc"] = "stopped by bench (%s)" % r["p"].returncode
+        r["out"].close()
+    res["rc"] = [r["rc"] for r in running]
+    res["per_device"] = {}
+    total = 0
+    for k in keys:
+        d = check_values(values.get(k, []), n)
+        span = (last[k] - first[k]) if k in first else None
+        d["rate"] = (d["valid"] - 1) / span if span else None
+        d["addr"] = devs[k]["addr"]
+        res["per_device"][k] = d
+        total += d["valid"]
+    res["cpu_s"] = cpu
+    res["cpu_per_value_us"] = cpu / total * 1e6 if total else None
+    log("devices %-14s %-10s rep %d: %s; cpu %.2fs = %s us/value" % (
+        tool, "+".join(keys), rep, "; ".join("%s %d/%d missing %d ooo %d %s/s" % (
+            k, d["valid"], n, d["missing"], d["out_of_order"], "%.0f" % d["rate"] if d["rate"] else "?")
+            for k, d in res["per_device"].items()), cpu, "%.0f" % res["cpu_per_value_us"] if total else "?"))
+    return res
+
+
+def bench_devices():
+    """Two lab peripherals streaming at once (hci0: bluetoothd's GATT server; hci2:
+    periph.py's own ATT server), the bursts paced (unpaced, hci2 outruns bluetoothd
+    5.66, which then drops values before any client sees them): bluectl on each
+    device alone, then on both at once (one process), then python3-dbus, one
+    StartNotify consumer per device, both at once; DEVICES_REPS rounds in turn."""
+    addr2 = ENV.get("PERIPH2_ADDR")
+    if not (BLUECTL and addr2 and DEVICES_N):
+        RESULTS["notes"].append("devices: not run (%s)" % ("no bluectl" if not BLUECTL else "no PERIPH2_ADDR"
+                                                            if not addr2 else "--devices 0"))
+        return
+    devs = {"hci0": {"addr": PERIPH_ADDR, "path": DEV_PATH}, "hci2": {"addr": addr2, "path": dev_path(addr2)}}
+    out = RESULTS["devices"] = {"n": DEVICES_N, "ms": DEVICES_MS, "reps": DEVICES_REPS, "runs": [],
+                                "addresses": {k: d["addr"] for k, d in devs.items()}}
+    for k, d in devs.items():
+        if not connect_device(d["path"], d["addr"]):
+            out["error"] = "cannot connect %s" % d["addr"]
+            return
+        paths = chr_paths(d["path"])
+        if STREAM not in paths or CONTROL not in paths:
+            out["error"] = "%s: no stream/control characteristic (%s)" % (d["addr"], sorted(paths))
+            return
+        d["stream"], d["control"] = paths[STREAM], paths[CONTROL]
+    try:
+        for rep in range(DEVICES_REPS):
+            for tool, keys in (("bluectl subscribe --json", ["hci0"]), ("bluectl subscribe --json", ["hci2"]),
+                               ("bluectl subscribe --json", ["hci0", "hci2"]),
+                               ("python3-dbus StartNotify", ["hci0", "hci2"])):
+                out["runs"].append(run_devices(tool, keys, devs, DEVICES_N, DEVICES_MS, rep))
+    finally:
+        # the rest of the boot as before: one device connected
+        try:
+            dbus.Interface(bus.get_object(BLUEZ, devs["hci2"]["path"]), DEV_IF).Disconnect(timeout=30)
+        except dbus.exceptions.DBusException as e:
+            log("Disconnect %s: %s" % (addr2, e.get_dbus_name()))
 
 
 def main():
@@ -833,7 +1042,9 @@ def main():
             diagnose_read()
             read_breakdown(BREAKDOWN_RUNS)
         if "notify" in PARTS:
-            bench_notify()
+            bench_notify()  # runs the devices part too, after the StartNotify consumers
+        elif "devices" in PARTS:
+            bench_devices()
     finally:
         RESULTS["elapsed_s"] = time.monotonic() - T0
         with open(os.path.join(OUT, "bench.json"), "w") as f:
