@@ -500,14 +500,16 @@ def read_breakdown_report(bd, untraced=None):
     if any(errors.values()):
         L.append("")
         L.append("Runs without every marker (left out): " + ", ".join(f"{k} {v}" for k, v in errors.items() if v))
+    L.append("| (bus connection: socket() → Hello sent: connect, auth) | "
+             + " | ".join(_fmt(med(rs, "auth"), "", 1) for _, _, rs in tools) + " |")
     b = dict((short, rs) for _, short, rs in tools).get("bluectl")
     if b:
-        hello, matches = med(b, "hello"), med(b, "matches")
         calls = b[0].get("calls", [])
         L.append("")
-        L.append(f"bluectl's bus connection, split: auth + Hello {_fmt(hello, 'ms', 1)}, then match rules and "
-                 f"name-owner look-ups {_fmt(matches, 'ms', 1)}; its calls in order (first run, ms after execve): "
-                 + ", ".join(f"{m} {ts * 1000:.0f}" for ts, m in calls))
+        L.append(f"bluectl's bus connection, split: connect + auth {_fmt(med(b, 'auth'), 'ms', 1)}, Hello → the "
+                 f"first match rule {_fmt(med(b, 'hello'), 'ms', 1)}, match rules and name-owner look-up → "
+                 f"GetManagedObjects {_fmt(med(b, 'matches'), 'ms', 1)}; its calls in order (first run, ms after "
+                 "execve): " + ", ".join(f"{m} {ts * 1000:.0f}" for ts, m in calls))
     return L
 
 
