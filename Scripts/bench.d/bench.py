@@ -462,7 +462,7 @@ def lab_report(res, out):
                 losses = ", ".join(f"{t} {s['lost']}" for (t, m), s in summary.items()
                                    if m == n and "Acquire" in t and "acquire" not in t) or "no peer"
                 L.append(target(f"notify N={n:,}: bluectl --notify-via acquire rate {a['rate']:,.0f}/s = " + (
-                    f"{_x(ar, 1)} × the next fastest consumer's, {top[0]} {top[1]['rate']:,.0f}/s" if top else
+                    f"{_x(ar, 1)} × the fastest other consumer's, {top[0]} {top[1]['rate']:,.0f}/s" if top else
                     "(no other consumer)") + f", lost {a['lost']} in {a['runs']} runs (AcquireNotify peers lost: "
                     f"{losses}), CPU/value {_fmt(a['cpu'], 'µs', 0)} (target: the fastest, ≥ 1.00)",
                     ar is None or ar >= 1))
