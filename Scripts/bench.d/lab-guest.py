@@ -638,8 +638,20 @@ def btctl_setup(p, out_path):
     return None
 
 
+def stream_found():
+    global PATHS
+    PATHS = chr_paths()
+    return STREAM in PATHS and CONTROL in PATHS
+
+
 def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""):
     ensure_connected()
+    # after bluetoothd restarts (it segfaults after Bleak's AcquireNotify runs) the device can be
+    # connected again before its GATT objects are back
+    if STREAM not in PATHS and not wait(stream_found, 60, "the stream's object before %s" % name, 1):
+        log("%s N=%d: no stream characteristic (%s)" % (name, n, sorted(PATHS)))
+        return {"tool": name, "n": n, "argv": " ".join(argv), "error": "no stream characteristic on the device "
+                "(bluetoothd restarted?)"}
     if not wait(stream_idle, 30, "stream not notifying before %s" % name):
         RESULTS["notes"].append("%s: stream still notifying from the previous consumer" % name)
     out_path = os.path.join(WORK, "notify-%s-%d%s.out" % (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), n, tag))
