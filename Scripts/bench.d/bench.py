@@ -68,6 +68,7 @@ class PrivateBus:
         for p in (self.standin, self.daemon):
             p.kill()
             p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def peak_rss_kib(pid):
@@ -121,8 +122,9 @@ def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
     print(target(f"scan: bluectl CPU/event {cpu_mine:.1f} µs = " + (
         f"{_x(ratio, 0.5)} × Bleak's {cpu_bleak:.1f} µs (median of {runs} runs each; target ≤ 0.5)" if ratio
         else "? (no Bleak figure)"), ratio is not None and ratio <= 0.5))
-    print(target(f"scan: bluectl received {[r['count'] for r in mine]} of {expected:,} events in its {runs} runs "
-                 f"(target: every one)", delivered))
+    kept = [os.path.relpath(r["kept"], REPO) for r in mine if r.get("kept")]
+    print(target(f"scan: bluectl printed {[r['count'] for r in mine]} events of the {expected:,} in its {runs} runs "
+                 f"(target: exactly those in each run{'; kept: ' + ', '.join(kept) if kept else ''})", delivered))
     print(target(f"scan: bluectl peak RSS {rss:.1f} MB (highest of {runs} runs; target ≤ 30 MB)", rss <= 30))
 
 
@@ -152,6 +154,10 @@ def _scan_run(cmd, devices, updates):
             time.sleep(0.02)
         r = {"count": last_count, "elapsed": max(last_change - start, 1e-3),
              "cpu": _cpu(scanner.pid) - cpu0, "rss_kb": peak_rss_kib(scanner.pid)}
+        if last_count != expected:  # kept to be looked at: which events are missing or extra
+            os.makedirs(os.path.join(LAB_DIR, "bench"), exist_ok=True)
+            r["kept"] = os.path.join(LAB_DIR, "bench", time.strftime("scan-%Y%m%d-%H%M%S-") + f"{last_count}.lines")
+            shutil.copy(out_path, r["kept"])
         scanner.send_signal(signal.SIGINT)
         try:
             scanner.wait(timeout=10)
