@@ -68,13 +68,12 @@ package final class BlueZMirror: Sendable {
         // The owner as tracked when this runs: a change handled meanwhile is in it.
         loop.execute { [self] in state.value.owner = connection.owner(of: BlueZ.service) }
         connection.onDisconnect { [self] in busLost() }
-        let objectManager = SignalFilter(sender: BlueZ.service, interface: BlueZ.objectManager, path: .root)
-        _ = try await connection.subscribe(objectManager, timeout: callTimeout) { [self] message in
-            apply(message)
-        }
-        let properties = SignalFilter(
-            sender: BlueZ.service, interface: BlueZ.properties, member: "PropertiesChanged", pathNamespace: BlueZ.root)
-        _ = try await connection.subscribe(properties, timeout: callTimeout) { [self] message in
+        // One match rule for every signal of bluetoothd's (its ObjectManager's
+        // at "/" and its objects' PropertiesChanged; `apply` ignores the rest):
+        // one round trip to the bus daemon, not one per kind, before a
+        // one-shot command can look at the tree.
+        let bluetoothd = SignalFilter(sender: BlueZ.service)
+        _ = try await connection.subscribe(bluetoothd, timeout: callTimeout) { [self] message in
             apply(message)
         }
         guard owner != nil else { throw BluetoothError.bluetoothdNotRunning }
@@ -121,13 +120,16 @@ package final class BlueZMirror: Sendable {
 
     private func apply(_ message: DBusMessage) {
         mutate { tree in
-            switch message.member {
-            case "InterfacesAdded": return tree.apply(interfacesAdded: message.arguments)
-            case "InterfacesRemoved": return tree.apply(interfacesRemoved: message.arguments)
-            case "PropertiesChanged":
-                guard let path = message.path else { return nil }
+            switch (message.interface, message.member) {
+            case (BlueZ.objectManager?, "InterfacesAdded"?) where message.path == .root:
+                return tree.apply(interfacesAdded: message.arguments)
+            case (BlueZ.objectManager?, "InterfacesRemoved"?) where message.path == .root:
+                return tree.apply(interfacesRemoved: message.arguments)
+            case (BlueZ.properties?, "PropertiesChanged"?):
+                guard let path = message.path, path.isDescendant(of: BlueZ.root) else { return nil }
                 return tree.apply(propertiesChangedAt: path, arguments: message.arguments)
-            default: return nil
+            default:
+                return nil
             }
         }
     }

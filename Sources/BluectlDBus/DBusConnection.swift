@@ -318,9 +318,15 @@ public final class DBusConnection: Sendable {
         }
         if let known = await loop.submit({ [self] in tables.value.owners[name] }) { return known }
         let rule = "type='signal',sender='\(Self.busName)',interface='\(Self.busName)',member='NameOwnerChanged',arg0='\(name)'"
-        try await busCall("AddMatch", [.string(rule)], timeout: timeout)
-        // The reply handler runs on the loop in bus order: a
-        // NameOwnerChanged that came before the reply is older than it.
+        // AddMatch and GetNameOwner go out together, one round trip instead of
+        // two: the bus daemon handles a connection's messages in order, so the
+        // rule is in place before the owner is looked up. The reply handler
+        // runs on the loop in bus order: a NameOwnerChanged that came before
+        // the reply is older than it.
+        let matched = HandOff<Void>()
+        call(.methodCall(destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
+                         interface: Self.busName, member: "AddMatch", arguments: [.string(rule)]),
+             timeout: timeout) { result in _ = matched.settle(result.map { _ in () }.mapError { $0 }) }
         let owner = HandOff<String?>()
         let message = DBusMessage.methodCall(
             destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
@@ -338,6 +344,7 @@ public final class DBusConnection: Sendable {
                 owner.settle(.failure(error))
             }
         }
+        try await matched.wait()
         return try await owner.wait()
     }
 

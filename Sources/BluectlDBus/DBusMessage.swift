@@ -459,19 +459,27 @@ enum MessageCodec {
     /// The message in D-Bus wire format, as libdbus marshals it.
     static func marshal(_ message: DBusMessage, serial: UInt32 = 1) throws(DBusError) -> [UInt8] {
         let raw = try encode(message)
-        dbus_message_set_serial(raw.pointer, serial)
-        var buffer: UnsafeMutablePointer<CChar>? = nil
-        var length: Int32 = 0
-        guard dbus_message_marshal(raw.pointer, &buffer, &length) != 0, let buffer else {
-            throw .invalidArgument("libdbus could not marshal the message")
+        // The message must outlive the calls given its pointer: Swift may release
+        // `raw` right after its last use, the load of `pointer`.
+        return try withExtendedLifetime(raw) { () throws(DBusError) -> [UInt8] in
+            dbus_message_set_serial(raw.pointer, serial)
+            var buffer: UnsafeMutablePointer<CChar>? = nil
+            var length: Int32 = 0
+            guard dbus_message_marshal(raw.pointer, &buffer, &length) != 0, let buffer else {
+                throw .invalidArgument("libdbus could not marshal the message")
+            }
+            defer { dbus_free(buffer) }
+            return Array(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
         }
-        defer { dbus_free(buffer) }
-        return Array(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
     }
 
     /// Parses wire-format bytes with libdbus's own (validating) demarshaller.
     static func demarshal(_ bytes: [UInt8]) throws(DBusError) -> DBusMessage {
-        try decode(demarshalRaw(bytes).pointer)
+        let raw = try demarshalRaw(bytes)
+        // Alive until decoded (a temporary's lifetime may end at the load of
+        // `pointer`: the message was freed under decode, and the tests that
+        // marshal in parallel then read each other's reused messages).
+        return try withExtendedLifetime(raw) { () throws(DBusError) -> DBusMessage in try decode(raw.pointer) }
     }
 
     /// libdbus's message of wire-format bytes (validated), not yet decoded.

@@ -28,8 +28,10 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Whether `self` is `other` or lies below it in the tree.
     public func isDescendant(of other: ObjectPath) -> Bool {
         if other.rawValue == "/" { return true }
-        if rawValue == other.rawValue { return true }
-        return rawValue.hasPrefix(other.rawValue + "/")
+        // Without building `other + "/"`: the mirror asks this of every change.
+        let mine = rawValue.utf8, theirs = other.rawValue.utf8
+        guard mine.count >= theirs.count, mine.starts(with: theirs) else { return false }
+        return mine.count == theirs.count || mine[mine.index(mine.startIndex, offsetBy: theirs.count)] == UInt8(ascii: "/")
     }
 
     /// The path one level up; `nil` for the root.

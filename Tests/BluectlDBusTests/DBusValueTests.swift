@@ -75,7 +75,7 @@ import Testing
             destination: nil, path: .root, interface: nil, member: "Fd",
             arguments: [.unixFD(DBusUnixFD(borrowing: fds[0]))])
         let raw = try MessageCodec.encode(message)
-        let decoded = try MessageCodec.decode(raw.pointer)
+        let decoded = try withExtendedLifetime(raw) { try MessageCodec.decode(raw.pointer) }
         guard case .unixFD(let fd) = decoded.arguments.first else {
             Issue.record("expected a unix fd, got \(decoded.arguments)")
             return
@@ -217,9 +217,11 @@ struct DBusValueLayoutTests {
         let message = DBusMessage.signal(path: DBusValueRoundTripTests.device, interface: "org.freedesktop.DBus.Properties",
                                          member: "PropertiesChanged", arguments: [.byte(1), value, .string("after"), value])
         let raw = try MessageCodec.demarshalRaw(MessageCodec.marshal(message))
-        let throughIterator = try MessageCodec.bodyThroughIterator(raw.pointer)
-        #expect(throughIterator == message.arguments)
-        #expect(try MessageCodec.body(raw.pointer) == throughIterator)
+        try withExtendedLifetime(raw) {
+            let throughIterator = try MessageCodec.bodyThroughIterator(raw.pointer)
+            #expect(throughIterator == message.arguments)
+            #expect(try MessageCodec.body(raw.pointer) == throughIterator)
+        }
     }
 
     /// libdbus marshals in the machine's order (little-endian here); a
