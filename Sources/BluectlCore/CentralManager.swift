@@ -179,7 +179,16 @@ public final class CentralManager: Sendable {
         let adapterPath = adapter.path
         let adapterName = adapter.name
         let deliver: ScanSession.DiscoverySink = onDiscovery ?? { continuation.yield($0) }
+        // On the loop. Results wait until StartDiscovery succeeded (a sink
+        // must not print devices of a scan that then fails), and none is
+        // delivered once the scan ended (a sink, unlike the stream, would
+        // still take them: `--count 2` printed every device already in range).
         let report: @Sendable (Discovery) -> Void = { discovery in
+            guard !tracker.value.ended, !end.hasStopped else { return }
+            if tracker.value.held != nil {
+                tracker.value.held?.append(discovery)
+                return
+            }
             deliver(discovery)
             if tracker.value.reachedLimit(after: discovery) { end.stop() }
         }
@@ -187,16 +196,19 @@ public final class CentralManager: Sendable {
             for discovery in tracker.value.tracker.start(with: tree) { report(discovery) }
         }, onChange: { change, tree, bluetoothdRunning in
             if case .cleared = change {
+                tracker.value.ended = true
                 continuation.finish(throwing: BluetoothError.bluetoothdNotRunning)
                 return
             }
             if case .removed(let path, let interfaces) = change, path == adapterPath,
                interfaces.contains(BlueZ.adapterInterface) {
+                tracker.value.ended = true
                 continuation.finish(throwing: BluetoothError.adapterNotFound(adapterName))
                 return
             }
             if let discovery = tracker.value.tracker.handle(change, in: tree) { report(discovery) }
         }, onBusLost: {
+            tracker.value.ended = true
             continuation.finish(throwing: BluetoothError.disconnected("lost the connection to the system bus"))
         })
         continuation.onTermination = { termination in
@@ -212,8 +224,18 @@ public final class CentralManager: Sendable {
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
                 member: "StartDiscovery", timeout: callTimeout)
         } catch {
+            mirror.loop.execute {
+                tracker.value.ended = true
+                tracker.value.held = nil
+            }
             continuation.finish()
             throw BluetoothError.from(error, operation: "start discovery on \(adapter.name)")
+        }
+        // What was found meanwhile goes out first, in order, then the rest as it comes.
+        mirror.loop.execute {
+            let held = tracker.value.held ?? []
+            tracker.value.held = nil
+            for discovery in held { report(discovery) }
         }
         if let duration { end.stop(after: duration) }
         return ScanSession(central: self, adapter: adapter, discoveries: discoveries, end: end)
@@ -223,6 +245,10 @@ public final class CentralManager: Sendable {
 /// A scan's tracker and its count of devices, the loop's (in a `LoopBound`).
 private struct ScanTrackerBox {
     var tracker: ScanTracker
+    /// Results found before StartDiscovery succeeded (nil once it did).
+    var held: [Discovery]? = []
+    /// Whether the scan failed (nothing more is delivered).
+    var ended = false
     private let limit: Int?
     private var reported = 0
 
@@ -288,6 +314,9 @@ final class ScanEnd: Sendable {
             return task
         }
     }
+
+    /// Whether the scan was stopped (on the loop).
+    var hasStopped: Bool { state.value.stopping != nil }
 
     /// `stop()` without waiting for the loop: from where blocking is not allowed.
     func stopSoon() {

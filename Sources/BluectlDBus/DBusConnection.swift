@@ -323,15 +323,25 @@ public final class DBusConnection: Sendable {
         // rule is in place before the owner is looked up. The reply handler
         // runs on the loop in bus order: a NameOwnerChanged that came before
         // the reply is older than it.
+        // A failed AddMatch (answered first) keeps the owner from being recorded:
+        // a name tracked without its rule would never see its owner change.
         let matched = HandOff<Void>()
+        let ruleFailure = LoopBound<DBusError?>(nil, loop: loop)
         call(.methodCall(destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
                          interface: Self.busName, member: "AddMatch", arguments: [.string(rule)]),
-             timeout: timeout) { result in _ = matched.settle(result.map { _ in () }.mapError { $0 }) }
+             timeout: timeout) { result in
+            if case .failure(let error) = result { ruleFailure.value = error }
+            _ = matched.settle(result.map { _ in () }.mapError { $0 })
+        }
         let owner = HandOff<String?>()
         let message = DBusMessage.methodCall(
             destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
             interface: Self.busName, member: "GetNameOwner", arguments: [.string(name)])
         call(message, timeout: timeout) { [self] result in
+            if let failure = ruleFailure.value {
+                owner.settle(.failure(failure))
+                return
+            }
             switch result {
             case .success(let reply):
                 let current = reply.arguments.first?.string

@@ -312,10 +312,11 @@ enum MessageCodec {
     /// The body's values: read by `WireDecoder`, but for bodies with Unix
     /// file descriptors, which only libdbus's iterator hands out.
     static func body(_ raw: OpaquePointer) throws(DBusError) -> [DBusValue] {
-        guard let signature = dbus_message_get_signature(raw) else { return try bodyThroughIterator(raw) }
-        let signatureBytes = UnsafeRawBufferPointer(start: signature, count: strlen(signature))
-        if signatureBytes.contains(UInt8(ascii: "h")) { return try bodyThroughIterator(raw) }
-        return try bodyFromMarshalledForm(raw, signature: signatureBytes)
+        // Any descriptor, at any depth (inside a variant too), takes the iterator.
+        guard dbus_message_contains_unix_fds(raw) == 0, let signature = dbus_message_get_signature(raw) else {
+            return try bodyThroughIterator(raw)
+        }
+        return try bodyFromMarshalledForm(raw, signature: UnsafeRawBufferPointer(start: signature, count: strlen(signature)))
     }
 
     /// The body through libdbus's iterator, a call per value.

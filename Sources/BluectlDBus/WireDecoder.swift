@@ -11,9 +11,9 @@
 ///
 /// The bytes were validated by libdbus, but this reader does not rely on
 /// it to stay safe: every read is bounds-checked, and anything that does
-/// not fit the signature is an error, never a trap. Bodies with Unix file
-/// descriptors (`h`) are not read here: only libdbus's iterator hands out
-/// the descriptors themselves (`MessageCodec.decode` keeps that path).
+/// not fit the signature is an error, never a trap. Messages that carry
+/// Unix file descriptors are not read here: only libdbus's iterator hands
+/// out the descriptors themselves (`MessageCodec.body` keeps that path).
 struct WireDecoder {
     private let body: UnsafeRawBufferPointer
     private let bigEndian: Bool
@@ -116,6 +116,7 @@ struct WireDecoder {
                 members.append(try value(signature, &i, depth: depth + 1))
             }
             guard i < signature.count else { throw .unexpectedReply("structure without its end") }
+            guard !members.isEmpty else { throw .unexpectedReply("empty structure") }  // would take no bytes: an array of them never ends
             i += 1
             return .structure(members)
         case UInt8(ascii: "a"):
@@ -237,7 +238,7 @@ struct WireDecoder {
     /// A string's bytes and its terminating NUL (not returned).
     private mutating func text(length: Int) throws(DBusError) -> UnsafeRawBufferPointer {
         let bytes = try take(length)
-        _ = try take(1)
+        guard try take(1)[0] == 0 else { throw .unexpectedReply("string without its NUL") }
         return bytes
     }
 

@@ -250,6 +250,8 @@ struct DBusValueLayoutTests {
         ("a", [0, 0, 0, 0]),                         // signature ends inside a type
         ("(y", [1]),                                 // structure without its end
         ("v", [1, 0x7a, 0, 0]),                      // a variant of an unknown type
+        ("s", [1, 0, 0, 0, 0x61, 0x62]),             // a string without its NUL
+        ("a()", [8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),  // empty structures: an array of them would never end
     ])
     func refusesBodiesThatDoNotFit(signature: String, body: [UInt8]) {
         #expect(throws: DBusError.self) {

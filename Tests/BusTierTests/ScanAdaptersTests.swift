@@ -12,6 +12,17 @@ import Glibc
 private let hr180d = "0000180d-0000-1000-8000-00805f9b34fb"
 private let hr180f = "0000180f-0000-1000-8000-00805f9b34fb"
 
+/// Another bus client's discovery on hci0, running (BlueZ keeps the devices
+/// it finds with an RSSI meanwhile); kill the process to end it.
+private func otherClientScanning(_ bus: PrivateBus) async throws -> ChildProcess {
+    let scanner = try bus.startPython(pythonPrelude + #"""
+    print(json.dumps(call(ADAPTER, A1, 'StartDiscovery')), flush=True)
+    pump(30)
+    """#)
+    #expect(await scanner.waitForStdout(timeout: .seconds(10)) { $0.contains("ok") }, "\(scanner.stderr)")
+    return scanner
+}
+
 /// What `scan --json` must print for the heart-rate peripheral (StandInTests.heartRate).
 private let heartRateEvent: [String: JSONValue] = [
     "event": .string("discovered"),
@@ -102,11 +113,7 @@ struct ScanAdaptersTests {
     @Test("adapters --json shows discovering=true while another client scans")
     func adaptersShowsDiscovering() async throws {
         try await withPrivateBus { bus in
-            let scanner = try bus.startPython(pythonPrelude + #"""
-            print(json.dumps(call(ADAPTER, A1, 'StartDiscovery')), flush=True)
-            pump(30)
-            """#)
-            #expect(await scanner.waitForStdout(timeout: .seconds(10)) { $0.contains("ok") }, "\(scanner.stderr)")
+            let scanner = try await otherClientScanning(bus)
             let r = try await bus.runBluectl(["adapters", "--json"])
             #expect(r.exitCode == 0, "\(r)")
             let line = try #require(try r.jsonLines().first)
@@ -418,6 +425,36 @@ struct ScanAdaptersTests {
             #expect(events.count == 2, "\(r)")
             #expect(Set(events.compactMap { $0["address"]?.string }).count == 2)
             try await expectStoppedItsOwnDiscovery(bus)
+        }
+    }
+
+    @Test("scan --count N with more devices already in range (another client scanning): exactly N lines")
+    func scanCountWithDevicesInRange() async throws {
+        try await withPrivateBus { bus in
+            for i in 1...4 {
+                try await bus.addAdvertiser("hci0", "00:11:22:33:44:0\(i)", [.name("dev\(i)"), .rssi(-50)])
+            }
+            // BlueZ holds the four with an RSSI before bluectl starts.
+            let scanner = try await otherClientScanning(bus)
+            #expect(try await bus.eventually { try await bus.runBluectl(["devices", "--json"]).stdoutLines.count == 4 })
+            let r = try await bus.runBluectl(["scan", "--json", "--count", "2", "--timeout", "3600"])
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try scanEvents(r).count == 2, "\(r)")
+            scanner.kill9()
+        }
+    }
+
+    @Test("scan whose StartDiscovery fails prints no device, even of those already in range")
+    func scanFailedStartPrintsNothing() async throws {
+        try await withPrivateBus { bus in
+            try await bus.addAdvertiser("hci0", "00:11:22:33:44:01", [.name("dev1"), .rssi(-50)])
+            let scanner = try await otherClientScanning(bus)
+            #expect(try await bus.eventually { try await bus.runBluectl(["devices", "--json"]).stdoutLines.count == 1 })
+            try await bus.injectError("/org/bluez/hci0", "StartDiscovery", "org.bluez.Error.Failed", "radio trouble")
+            let r = try await bus.runBluectl(["scan", "--json", "--timeout", "3"])
+            #expect(r.exitCode != 0, "\(r)")
+            #expect(r.stdoutLines.isEmpty, "\(r)")
+            scanner.kill9()
         }
     }
 
