@@ -129,9 +129,7 @@ protocol OutputRecord {
 extension OutputRecord {
     /// The JSON form, one line.
     func json(capacity: Int = 0) -> String {
-        var sink = JSONSink(capacity: capacity)
-        describe(into: &sink)
-        return sink.line.render()
+        jsonObject(capacity: capacity).render()
     }
 
     /// The record as one line: JSON, or its text parts joined by `separator`
@@ -148,14 +146,15 @@ extension OutputRecord {
             bytes.append(0x0A)
             return bytes
         }
-        var sink = JSONSink(capacity: capacity)
-        describe(into: &sink)
-        return sink.line.renderedBytes(newline: true)
+        return jsonObject(capacity: capacity).renderedBytes(newline: true)
     }
 
     /// The JSON object, to nest or extend.
-    var jsonObject: JSONLine {
-        var sink = JSONSink()
+    var jsonObject: JSONLine { jsonObject(capacity: 0) }
+
+    /// The JSON object, with room for `capacity` bytes reserved up front.
+    func jsonObject(capacity: Int) -> JSONLine {
+        var sink = JSONSink(capacity: capacity)
         describe(into: &sink)
         return sink.line
     }
