@@ -52,38 +52,68 @@ public enum SensorDecoders {
     /// The reading of the first format that recognises `advertisement`, or why that format's
     /// frame gives none; nil when no format recognises it. `keys` decrypts encrypted frames.
     public static func decode(_ advertisement: SensorAdvertisement, keys: SensorKeys = SensorKeys()) -> Result<SensorReading, SensorDecodingError>? {
-        for decoder in all {
+        decode(advertisement, keys: keys, with: all)
+    }
+
+    /// `decode` with these decoders, in this order.
+    package static func decode(_ advertisement: SensorAdvertisement, keys: SensorKeys,
+                               with decoders: [any SensorFormatDecoder.Type]) -> Result<SensorReading, SensorDecodingError>? {
+        for decoder in decoders {
             if let result = decoder.decode(advertisement, keys: keys) { return result }
         }
         return nil
     }
 }
 
-/// Decodes the advertisements of many devices over time: `SensorDecoders.decode`, plus the
-/// check an encrypted format needs — the counter of a device's encrypted frames must not go
-/// backwards (a lower one is reported as `counterWentBack`, not accepted). A value: one
-/// owner (a scan keeps one on its event loop).
+/// Decodes the advertisements of many devices over time: `SensorDecoders.decode`, plus what
+/// a stream of advertisements needs. A value: one owner (a scan keeps one on its event loop).
+///
+/// - The counter of a device's encrypted frames must not go backwards: a lower one is
+///   reported as `counterWentBack`, not accepted (an equal one is: a frame repeated).
+///   bthome-ble also accepts a lower counter under 100, as a device restarted; that lets
+///   anyone replay any of a device's first 100 frames at any time, so here a restarted
+///   device's counter is accepted again only after `forgetCounter(of:)`.
+/// - BlueZ keeps the latest data of each service UUID a device advertised, so a device that
+///   alternates formats (the pvvx firmware sends 0x181A, 0xFCD2 and 0xFE95 frames in turn)
+///   shows several entries at once. The entry that changed since this decoder last saw the
+///   device is decoded first; when none changed, or on a first sighting, the formats are
+///   tried in `SensorDecoders`' order.
 public struct SensorDecoder: Sendable {
     /// The keys of encrypted devices.
     public var keys: SensorKeys
     /// The highest counter accepted from each device, per format. At most one entry per
     /// device with a key (only authenticated frames carry a counter).
     private var lastCounter: [Key: UInt32] = [:]
+    /// The service data last seen of each device that advertises more than one entry (the
+    /// only ones that need it): at most one entry per such device in range.
+    private var lastServiceData: [BluetoothAddress: [BluetoothUUID: [UInt8]]] = [:]
 
     private struct Key: Hashable, Sendable {
         var address: BluetoothAddress
         var format: SensorFormat
     }
 
+    /// The formats it tries, in order.
+    private let decoders: [any SensorFormatDecoder.Type]
+
     /// A decoder that decrypts with `keys`.
     public init(keys: SensorKeys = SensorKeys()) {
-        self.keys = keys
+        self.init(keys: keys, decoders: SensorDecoders.all)
     }
 
-    /// The reading of `advertisement` (see `SensorDecoders.decode`); an encrypted frame whose
-    /// counter is lower than the last one accepted from the device fails with `counterWentBack`.
+    /// A decoder of these formats only (tests).
+    package init(keys: SensorKeys, decoders: [any SensorFormatDecoder.Type]) {
+        self.keys = keys
+        self.decoders = decoders
+    }
+
+    /// The reading of `advertisement` (see `SensorDecoders.decode`, and above for the entry
+    /// decoded first); an encrypted frame whose counter is lower than the last one accepted
+    /// from the device fails with `counterWentBack`.
     public mutating func decode(_ advertisement: SensorAdvertisement) -> Result<SensorReading, SensorDecodingError>? {
-        guard let result = SensorDecoders.decode(advertisement, keys: keys) else { return nil }
+        guard let result = changedEntry(of: advertisement) ?? SensorDecoders.decode(advertisement, keys: keys, with: decoders) else {
+            return nil
+        }
         guard case .success(let reading) = result, let counter = reading.counter else { return result }
         let key = Key(address: advertisement.address, format: reading.format)
         if let last = lastCounter[key], counter < last {
@@ -92,5 +122,26 @@ public struct SensorDecoder: Sendable {
         }
         lastCounter[key] = counter
         return result
+    }
+
+    /// Accepts the next counter of `address` whatever it is (a device known to have started
+    /// again from a lower counter, after a battery change).
+    public mutating func forgetCounter(of address: BluetoothAddress) {
+        lastCounter = lastCounter.filter { $0.key.address != address }
+    }
+
+    /// The result of the first service data entry (by UUID) that changed since the device was
+    /// last seen and that a format recognises; nil when the device has one entry, is seen for
+    /// the first time, or no changed entry is of a sensor format.
+    private mutating func changedEntry(of advertisement: SensorAdvertisement) -> Result<SensorReading, SensorDecodingError>? {
+        guard advertisement.serviceData.count > 1 else { return nil }
+        let previous = lastServiceData.updateValue(advertisement.serviceData, forKey: advertisement.address)
+        guard let previous else { return nil }
+        for (uuid, bytes) in advertisement.serviceData.sorted(by: { $0.key < $1.key }) where previous[uuid] != bytes {
+            var single = advertisement
+            single.serviceData = [uuid: bytes]
+            if let result = SensorDecoders.decode(single, keys: keys, with: decoders) { return result }
+        }
+        return nil
     }
 }
