@@ -1,0 +1,92 @@
+// `bluectl advertise --bthome NAME=VALUE [--bthome-key HEX]`: this machine as a BTHome v2
+// sensor, its values changed by JSON lines on stdin.
+
+import ArgumentParser
+import BluectlCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension AdvertiseCommand {
+    /// The frames' encoder for --bthome (nil without it), encrypting for `address` with
+    /// --bthome-key. The counter starts at the Unix time in seconds: it rises across runs
+    /// (receivers refuse one that goes back) unless a run sent more changes than seconds passed.
+    func bthomeEncoder(address: BluetoothAddress?) throws -> BTHomeEncoder? {
+        guard !bthome.isEmpty else {
+            if bthomeKey != nil { throw ValidationError("--bthome-key needs --bthome") }
+            return nil
+        }
+        if serviceData.contains(where: { (try? Self.pair($0, option: "--service-data").0).flatMap { try? parseServiceUUID($0, option: "") } == BTHome.serviceUUID }) {
+            throw ValidationError("--bthome and --service-data fcd2=… cannot be used together (both are BTHome's service data)")
+        }
+        var values: [(name: String, value: SensorValue)] = []
+        for entry in bthome {
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty else {
+                throw ValidationError("invalid --bthome \"\(TextSafety.escapedForMessage(entry))\": expected NAME=VALUE, e.g. temperature=21.5")
+            }
+            do {
+                values.append((parts[0], try BTHomeEncoder.value(parts[1], for: parts[0])))
+            } catch {
+                throw ValidationError("invalid --bthome \"\(TextSafety.escapedForMessage(entry))\": \(error)")
+            }
+        }
+        let key = try bthomeKey.map { text in
+            guard let bytes = try? ByteFormats.parseHex(text), bytes.count == 16 else {
+                throw ValidationError("invalid --bthome-key: expected 32 hex digits (16 bytes)")
+            }
+            return bytes
+        }
+        if key != nil, address == nil {
+            throw CLIFailure(.unavailable, "the adapter reports no address: an encrypted BTHome frame's nonce needs it")
+        }
+        do {
+            return try BTHomeEncoder(values, key: key, address: address, counter: UInt32(truncatingIfNeeded: time(nil)))
+        } catch {
+            throw ValidationError("invalid --bthome: \(error)")
+        }
+    }
+
+    /// Applies stdin's lines, `{"temperature":21.7,"button":"press"}`, one frame each, until
+    /// stdin ends (advertising goes on); a bad line is reported on stderr and skipped.
+    static func feedBTHome(_ manager: PeripheralManager, _ advertisement: Advertisement, data: AdvertisementData,
+                           encoder: BTHomeEncoder, json: Bool) async throws {
+        var encoder = encoder
+        var data = data
+        var number = 0
+        for await line in StandardInputLines() {
+            number += 1
+            if line.allSatisfy(\.isWhitespace) { continue }
+            do {
+                try encoder.update(try changes(line))
+                data.serviceData[BTHome.serviceUUID] = encoder.serviceData
+                try await manager.updateAdvertising(advertisement, to: data)
+            } catch {
+                Output.error("stdin line \(number): \(error)")
+                continue
+            }
+            var record = ServerEventRecord(event: "updated", adapter: manager.adapter, services: [], advertised: data)
+            record.sensor = encoder.reading
+            guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+        }
+    }
+
+    /// A stdin line's values: a JSON object of names and numbers, booleans or strings (an
+    /// event, text, hex), each read as `--bthome NAME=VALUE` reads its value.
+    static func changes(_ line: String) throws -> [(name: String, value: SensorValue)] {
+        guard let object = try? JSONInput.parse(Array(line.utf8)) as? [String: Any], !object.isEmpty else {
+            throw ValidationError("not a JSON object of BTHome names and values, e.g. {\"temperature\":21.7}")
+        }
+        return try object.sorted { $0.key < $1.key }.map { name, value in
+            let text: String
+            switch value {
+            case let number as Double:
+                text = number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+            case let flag as Bool: text = flag ? "true" : "false"
+            case let string as String: text = string
+            default: throw ValidationError("\(TextSafety.escapedForMessage(name)): expected a number, true/false or a string")
+            }
+            return (name, try BTHomeEncoder.value(text, for: name))
+        }
+    }
+}
