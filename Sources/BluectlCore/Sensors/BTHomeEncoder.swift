@@ -8,10 +8,14 @@
 ///   names a sensor say their true state: `battery_low`, `power_on`, `wet`, `gas_detected`),
 ///   or the quantity's JSON key (`temperature_c`). A second value of the same quantity is a
 ///   repeated object, named with `_2` (`temperature_2`), and so on.
-/// - Objects: of the objects for a quantity, the lowest id whose factor represents every
-///   value exactly and whose range holds it (21.5 °C: 0x02, sint16 × 0.01; 400 °C: 0x45,
-///   × 0.1); when none is exact, the finest factor whose range holds them (the value
-///   rounded to it). Objects go in ascending id order, the packet id (0x00) first.
+/// - Objects: of the objects for a quantity, the lowest id whose factor represents the value
+///   exactly and whose range holds it (21.5 °C: 0x02, sint16 × 0.01; 400 °C: 0x45, × 0.1);
+///   when none is exact, the finest factor whose range holds it (the value rounded to it).
+///   The packet id (0x00) first, then the quantities in the order of their first object's id;
+///   a repeated quantity's objects stay in the order given (their order is their meaning:
+///   `temperature`, `temperature_2`), so when its values need different objects the ids
+///   within it may descend (the spec asks for ascending ids so that older receivers can stop
+///   at a new one; these are all known ids).
 /// - Each `update` is a new frame: the packet id advances (wrapping at 255) and, when
 ///   encrypted, the counter. An event (button, dimmer) is sent in the frame of the update
 ///   that sets it, and `none` in its place afterwards; a command only in that frame.
@@ -160,23 +164,27 @@ public struct BTHomeEncoder: Sendable {
             } else {
                 throw .invalidRequest("\(name): there is no \(quantity.key) number \(occurrence - 1) to follow")
             }
-            _ = try Self.object(for: objects, values: entries.filter { $0.quantity == quantity }.map(\.value), name: name)
+            _ = try Self.object(for: objects, values: [value], name: name)
         }
     }
 
     /// The frame of the current entries.
     private func frame() throws(BluetoothError) -> [UInt8] {
-        var groups: [(object: BTHomeObject, values: [SensorValue])] = []
+        // each quantity's values in their order (a repeated quantity's order is its meaning:
+        // temperature, temperature_2), the quantities by the id of their first object
+        var groups: [[(object: BTHomeObject, value: SensorValue)]] = []
         var done = Set<SensorQuantity>()
         for entry in entries where done.insert(entry.quantity).inserted {
-            let values = entries.filter { $0.quantity == entry.quantity }.map(\.value)
             let objects = BTHomeObjects.all.filter { $0.quantity == entry.quantity && $0.encoding != .packetID }
-            groups.append((try Self.object(for: objects, values: values, name: entry.quantity.key), values))
+            var group: [(object: BTHomeObject, value: SensorValue)] = []
+            for same in entries where same.quantity == entry.quantity {
+                group.append((try Self.object(for: objects, values: [same.value], name: entry.quantity.key), same.value))
+            }
+            groups.append(group)
         }
         var payload: [UInt8] = [0x00, packetID]
-        // stable: a repeated quantity's objects keep their order
-        for (object, values) in groups.sorted(by: { $0.object.id < $1.object.id }) {
-            for value in values { payload += try Self.encode(value, as: object) }
+        for group in groups.sorted(by: { $0[0].object.id < $1[0].object.id }) {
+            for (object, value) in group { payload += try Self.encode(value, as: object) }
         }
         guard let key, let address else { return [0x40] + payload }
         let info: UInt8 = 0x41

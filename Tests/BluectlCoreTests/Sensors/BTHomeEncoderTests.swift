@@ -35,8 +35,10 @@ struct BTHomeEncoderTests {
         #expect(try frame([("voltage", .number(3))]) == "0cb80b")
         #expect(try frame([("voltage", .number(230))]) == "4afc08")
         #expect(try frame([("power", .number(-12.78))]) == "5c02fbffff")
-        // a repeated quantity: one object for all its values
-        #expect(try frame([("temperature", .number(21)), ("temperature_2", .number(400))]) == "45d200" + "45a00f")
+        // a repeated quantity: each value its object, in the order given
+        #expect(try frame([("temperature", .number(21)), ("temperature_2", .number(400))]) == "023408" + "45a00f")
+        #expect(try frame([("temperature", .number(400)), ("temperature_2", .number(21)), ("battery", .integer(9))])
+                == "0109" + "45a00f" + "023408")
         // objects in id order, whatever the order given
         #expect(try frame([("humidity", .number(40)), ("battery", .integer(97))]) == "0161" + "03a00f")
         #expect(try frame([("door", .flag(true)), ("button", .event("press")), ("dimmer", .event("rotate_left", steps: 3))])
