@@ -170,10 +170,9 @@ struct AdvertiseCommand: AsyncParsableCommand {
             counter, when encrypted) advances and bluetoothd refreshes the advertisement in place.
 
             Examples:
-              bluectl advertise --name my-sensor --service heart_rate
-              bluectl advertise --manufacturer 0xffff=01020304 --tx-power --duration 30
+              bluectl advertise --name my-sensor --service heart_rate --tx-power
               bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507
-              bluectl advertise --bthome temperature=21.5 --bthome humidity=40 --bthome-key 231d39c1d7cc1ab1aee224cd096db932
+              bluectl advertise --bthome temperature=21.5 --bthome humidity=40
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions

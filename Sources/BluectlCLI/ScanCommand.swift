@@ -21,8 +21,7 @@ struct ScanCommand: AsyncParsableCommand {
             Examples:
               bluectl scan --timeout 10
               bluectl scan --json --service heart_rate --rssi -80 --count 1
-              bluectl scan --json --duplicates --name sensor --adapter hci1
-              bluectl scan --sensors --duplicates --keys ~/sensor-keys.json
+              bluectl scan --json --duplicates --sensors --keys ~/sensor-keys.json
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
