@@ -16,6 +16,8 @@
 //   SubscribeOutput.line(_ bytes: [UInt8], characteristic: GattCharacteristic) -> [UInt8]
 //   SubscribeOutput.value(_ bytes: [UInt8], characteristic: GattCharacteristic) -> OutputQueue.Outcome
 //       subscribe's line per value, and the value queued (SubscribeJob.take)
+//   SensorDecoder.decode(_ advertisement: SensorAdvertisement) -> Result<SensorReading, SensorDecodingError>?
+//       what a sensor-decoding scan's tracker adds per report (SensorCases.swift)
 //
 // When one of these changes its signature, this file is the one to adapt.
 import CBenchSink
@@ -66,7 +68,7 @@ final class MirrorState {
 }
 
 public enum HotPaths {
-    public static let all: [HotPath] = decoding + mirror + rendering
+    public static let all: [HotPath] = decoding + mirror + rendering + sensors
 
     public static func named(_ name: String) -> HotPath? { all.first { $0.name == name } }
 
