@@ -67,6 +67,7 @@ package enum BTHome: SensorFormatDecoder {
     private static func objects(_ payload: ArraySlice<UInt8>, encrypted: Bool, counter: UInt32?,
                                 offset: Int?) throws(SensorDecodingError) -> SensorReading {
         var reading = SensorReading(format: format, encrypted: encrypted, counter: counter)
+        reading.measurements.reserveCapacity(payload.count / 2)   // at most one per two bytes
         var index = payload.startIndex
         func position(_ i: Int) -> String {
             offset.map { "at byte \($0 + i - payload.startIndex)" } ?? "at byte \(i - payload.startIndex) of the decrypted objects"

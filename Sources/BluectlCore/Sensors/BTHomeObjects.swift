@@ -3,8 +3,10 @@
 // as of 2026-04-30, commit 0cf388b); docs/sensors.md lists it with the JSON keys.
 
 /// One object of the BTHome v2 format: its id, the names `bluectl advertise --bthome`
-/// takes for it, what it measures and how its bytes encode a value.
-package struct BTHomeObject: Sendable {
+/// takes for it, what it measures and how its bytes encode a value. A class: the decoder
+/// looks one up per object of every frame, and a reference is one retain where the
+/// struct's names and quantity were four.
+package final class BTHomeObject: Sendable {
     /// How the object's bytes hold its value.
     package enum Encoding: Sendable, Equatable {
         /// A little-endian integer times the factor: `SensorValue.number`.
