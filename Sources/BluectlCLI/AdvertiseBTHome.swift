@@ -57,14 +57,19 @@ extension AdvertiseCommand {
         for await line in StandardInputLines() {
             number += 1
             if line.allSatisfy(\.isWhitespace) { continue }
+            // the next frame replaces the current one only once bluetoothd has it: a change
+            // that does not fit leaves the values as they were
+            var next = encoder
+            var nextData = data
             do {
-                try encoder.update(try changes(line))
-                data.serviceData[BTHome.serviceUUID] = encoder.serviceData
-                try await manager.updateAdvertising(advertisement, to: data)
+                try next.update(try changes(line))
+                nextData.serviceData[BTHome.serviceUUID] = next.serviceData
+                try await manager.updateAdvertising(advertisement, to: nextData)
             } catch {
                 Output.error("stdin line \(number): \(error)")
                 continue
             }
+            (encoder, data) = (next, nextData)
             var record = ServerEventRecord(event: "updated", adapter: manager.adapter, services: [], advertised: data)
             record.sensor = encoder.reading
             guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }

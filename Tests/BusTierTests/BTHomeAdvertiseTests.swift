@@ -31,6 +31,8 @@ struct BTHomeAdvertiseTests {
             #expect(await ad.waitForStdout(timeout: .seconds(10)) { $0.contains("\"updated\"") }, "\(ad.stdout)\(ad.stderr)")
             #expect(await scan.waitForStdout(timeout: .seconds(10)) { $0.contains("22.25") }, "\(scan.stdout)")
             #expect(ad.writeInput("{\"temperature\": \"warm\"}\n"))
+            // too long for the advertisement: refused, and the values stay as they were
+            #expect(ad.writeInput("{\"text\": \"\(String(repeating: "x", count: 20))\"}\n"))
             #expect(ad.writeInput("{\"button\": \"press\"}\n"))
             #expect(await scan.waitForStdout(timeout: .seconds(10)) { $0.contains("\"button\":\"press\"") }, "\(scan.stdout)")
             scan.signal(SIGINT)
@@ -42,7 +44,10 @@ struct BTHomeAdvertiseTests {
             ad.signal(SIGTERM)
             let advertised = await ad.wait(timeout: .seconds(10))
             #expect(advertised.termination == .exited(143), "\(advertised)")
-            #expect(advertised.stderr == "bluectl: stdin line 2: temperature takes a number, not \"warm\"\n", "\(advertised)")
+            let errors = advertised.stderr.split(separator: "\n").map(String.init)
+            #expect(errors.count == 2, "\(advertised)")
+            #expect(errors.first == "bluectl: stdin line 2: temperature takes a number, not \"warm\"", "\(advertised)")
+            #expect(errors.last?.hasPrefix("bluectl: stdin line 3: advertisement of ") == true, "\(advertised)")
             #expect(try await bus.registered("RegisteredAdvertisements").isEmpty)
         }
     }
