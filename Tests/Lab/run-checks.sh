@@ -54,7 +54,7 @@ SCAN_TIMEOUT=30    # the lab's advertiser shows up every ~1.5 s; be generous und
 # run-checks.sh 'soak_*', run-checks.sh extra_subscribe_reconnect.
 # The tier (the default pattern) must run exactly TIER_CHECKS checks, and a
 # pattern that selects no check fails: a tier that ran nothing proves nothing.
-TIER_CHECKS=42
+TIER_CHECKS=43
 _SELECTED=0
 run() {
   [[ $1 == soak_* && $ONLY != soak_* ]] && return 0
@@ -1450,6 +1450,67 @@ check(isinstance(d.get('tx_power'), int), 'tx_power %r' % d.get('tx_power'))"
   [ "$(adv_instances)" = "$a0" ] || fail "ActiveInstances $(adv_instances) after the refused advertisement, expected $a0"
 }
 
+# bthome_advertise_decoded: `bluectl advertise --bthome` on the server adapter, plain then
+# encrypted (--bthome-key), its values changed on stdin; on the central, `bluectl scan
+# --json --duplicates --sensors --keys` decodes every frame through bluetoothd 5.66, and a
+# python3-dbus scanner of its own (Tests/Lab/bthome_ref.py) decodes the same ServiceData
+# bytes with Home Assistant's bthome-ble (the repository's .venv): both agree, frame by frame.
+c_bthome_advertise_decoded() {
+  need_server
+  local key=231d39c1d7cc1ab1aee224cd096db932 round adv_in=/tmp/$CHECK_NAME.adv.in
+  local none=/tmp/$CHECK_NAME.none.json keys=/tmp/$CHECK_NAME.keys.json
+  echo '{}' > "$none"; printf '{"%s": "%s"}\n' "$SRV" "$key" > "$keys"; chmod 600 "$none" "$keys"
+  for round in plain encrypted; do
+    local base=$CHECK_DIR/$CHECK_NAME.$round scan_keys=$none ref_key= adv_key=()
+    [ $round = encrypted ] && { scan_keys=$keys; ref_key=$key; adv_key=(--bthome-key "$key"); }
+    # hci1 forgets the last round's frame (a scan reports a cached device with it)
+    bz remove "$SRV" || note "remove: $CENTRAL did not know $SRV"
+    echo "\$ $PY Tests/Lab/bthome_ref.py $CENTRAL $SRV $ref_key   (background)"
+    "$PY" "$REPO/Tests/Lab/bthome_ref.py" "$CENTRAL" "$SRV" $ref_key > "$base.ref" 2> "$base.ref.err" &
+    local ref_pid=$!; bg_track $ref_pid
+    wait_out "$base.ref" '^ready' 30 $ref_pid || { cat "$base.ref.err"; fail "the python3-dbus scanner did not start"; }
+    echo "\$ bluectl scan --adapter $CENTRAL --json --duplicates --sensors --keys $scan_keys --timeout 150   (background)"
+    timeout -k 5 170 "$BLUECTL" scan --adapter "$CENTRAL" --json --duplicates --sensors --keys "$scan_keys" --timeout 150 \
+      > "$base.scan" 2> "$base.scan.err" < /dev/null &
+    local scan_pid=$!; bg_track $scan_pid
+    bz wait-adapter Discovering true 30 || fail "$CENTRAL not discovering for the scan"
+    rm -f "$adv_in"; mkfifo "$adv_in"
+    echo "\$ bluectl advertise --adapter $SRV_ADAPTER --bthome temperature=21.5 --bthome humidity=40 --bthome door=false ${adv_key[*]} --json   (background; stdin: a FIFO)"
+    env --default-signal=INT,TERM "$BLUECTL" advertise --adapter "$SRV_ADAPTER" --bthome temperature=21.5 --bthome humidity=40 \
+      --bthome door=false "${adv_key[@]}" --json --duration 300 < "$adv_in" > "$base.adv" 2> "$base.adv.err" &
+    local adv_pid=$!; bg_track $adv_pid
+    exec 7> "$adv_in"
+    wait_out "$base.adv" '"event": ?"advertising"' 60 $adv_pid || { cat "$base.adv.err"; fail "advertise --bthome printed no advertising line"; }
+    note "advertise: $(head -1 "$base.adv")"
+    wait_out "$base.scan" '"temperature_c": ?21\.5' 60 $scan_pid || fail "$round: the scan did not decode temperature 21.5 from $SRV"
+    echo '{"temperature": -7.25, "door": true}' >&7
+    wait_out "$base.adv" '"event": ?"updated"' 20 $adv_pid || { cat "$base.adv.err"; fail "$round: advertise printed no updated line"; }
+    wait_out "$base.scan" '"temperature_c": ?-7\.25' 60 $scan_pid || fail "$round: the scan did not see the frame changed on stdin"
+    kill -INT $adv_pid; wait_exit $adv_pid 20; exec 7>&-
+    note "advertise exit $WRC; stderr: $(head -c 300 "$base.adv.err")"
+    [ $WRC = 130 ] || fail "$round: advertise exited $WRC on SIGINT, expected 130"
+    kill -INT $scan_pid; wait_exit $scan_pid 20
+    kill -TERM $ref_pid; wait_exit $ref_pid 20
+    echo "# $round: bluectl scan's lines of $SRV"; grep -F "\"$SRV\"" "$base.scan" | head -c 4000; echo
+    echo "# $round: the python3-dbus scanner"; cat "$base.ref"
+    OUT=$base.scan
+    expect_json "
+s = [l['sensor'] for l in lines if l.get('address') == SERVER_ADDR and 'sensor' in l]
+check(s, 'no sensor line of ' + SERVER_ADDR)
+check(all(x['format'] == 'bthome' and x['encrypted'] == ('$round' == 'encrypted') for x in s), 'format/encrypted %r' % s[:2])
+first = [x for x in s if x.get('temperature_c') == 21.5]
+last = [x for x in s if x.get('temperature_c') == -7.25]
+check(first and first[0].get('humidity_percent') == 40 and first[0].get('door') is False and first[0].get('packet_id') == 0, 'first frame %r' % first[:1])
+check(last and last[-1].get('door') is True and last[-1].get('packet_id') == 1, 'changed frame %r' % last[-1:])
+check('$round' == 'plain' or last[-1].get('counter') == first[0].get('counter') + 1, 'counters %r %r' % (first[:1], last[-1:]))
+check(not [l for l in lines if l.get('address') == SERVER_ADDR and 'sensor_error' in l], 'a sensor_error')"
+    "$PY" "$REPO/Tests/Lab/bthome_ref.py" compare "$base.scan" "$base.ref" "$SRV" > "$base.compare" 2>&1
+    local crc=$?
+    cat "$base.compare"
+    [ $crc = 0 ] || fail "$round: bluectl and bthome-ble disagree, or bthome-ble did not see a frame (above)"
+  done
+}
+
 # =====================================================================
 run adapters_json c_adapters_json
 run adapters_plain c_adapters_plain
@@ -1501,5 +1562,6 @@ run two_devices_bluetoothd_segv c_two_devices_bluetoothd_segv
 run serve_heart_rate_example_client c_serve_heart_rate_example_client
 run serve_vs_bluectl_central c_serve_vs_bluectl_central
 run advertise_fields_seen_by_scan c_advertise_fields_seen_by_scan
+run bthome_advertise_decoded c_bthome_advertise_decoded
 run serve_bluetoothd_segv c_serve_bluetoothd_segv
 tally
