@@ -180,8 +180,27 @@ if [ -n "${SERVER:-}" ] && [ -n "${SERVER_ADDR:-}" ]; then
   echo "advertise $rc (background) scan --name bluectl-demo" >> "$LAB_OUT/status.txt"
   [ "$rc" = 0 ] && grep -q "bluectl-demo" /tmp/advscan.out \
     || { echo "   FAILED: the scan did not report bluectl-demo (exit $rc)"; bad=1; }
+
+  # a BTHome sensor (advertise --bthome) and two scans that decode it, started first;
+  # hci1 forgets what the examples above advertised from the same address
+  quiet remove "${A[@]}" "$SERVER_ADDR"
+  block sensors
+  { cmdline scan "${A[@]}" --sensors --count 1 --timeout 20; echo " &"; } >> "$cur"
+  timeout -k 5 40 "$BLUECTL" scan "${A[@]}" --sensors --count 1 --timeout 20 < /dev/null > /tmp/sensorscan.out 2>&1 &
+  text_pid=$!
+  { cmdline scan "${A[@]}" --sensors --json --count 1 --timeout 20; echo " &"; } >> "$cur"
+  timeout -k 5 40 "$BLUECTL" scan "${A[@]}" --sensors --json --count 1 --timeout 20 < /dev/null > /tmp/sensorscan.json 2>&1 &
+  json_pid=$!
+  for _ in $(seq 1 20); do "$BLUECTL" adapters 2> /dev/null | grep -q "^$CENTRAL .*discovering" && break; sleep 0.5; done
+  ex advertise --adapter "$SERVER" --name bluectl-sensor --bthome temperature=21.5 --bthome humidity=48 --bthome battery=97 --duration 8
+  wait "$text_pid"; rc=$?
+  wait "$json_pid"; rc2=$?
+  cat /tmp/sensorscan.out /tmp/sensorscan.json >> "$cur"
+  echo "sensors $rc $rc2 (background) scan --sensors" >> "$LAB_OUT/status.txt"
+  [ "$rc" = 0 ] && [ "$rc2" = 0 ] && grep -q "21.5 °C" /tmp/sensorscan.out && grep -q '"temperature_c":21.5' /tmp/sensorscan.json \
+    || { echo "   FAILED: the scans did not decode the BTHome sensor (exit $rc, $rc2)"; bad=1; }
 else
-  echo "== serve, advertise: skipped (this lab has no SERVER adapter)"
+  echo "== serve, advertise, sensors: skipped (this lab has no SERVER adapter)"
 fi
 
 echo
