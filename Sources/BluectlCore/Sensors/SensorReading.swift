@@ -212,3 +212,22 @@ public struct SensorDecodingError: Error, Sendable, Equatable, CustomStringConve
 private extension String {
     var replacingUnderscores: String { String(map { $0 == "_" ? " " : $0 }) }
 }
+
+// The quantities of the Ruuvi, Xiaomi, pvvx, ATC1441, SwitchBot, Govee and Inkbird formats
+// that the constants above do not cover.
+extension SensorQuantity {
+    /// Acceleration along the sensor's x axis, in standard gravity (g). Ruuvi sends milli-g.
+    public static let accelerationX = SensorQuantity(key: "acceleration_x_g", unit: "g")
+    /// Acceleration along the sensor's y axis, in standard gravity (g).
+    public static let accelerationY = SensorQuantity(key: "acceleration_y_g", unit: "g")
+    /// Acceleration along the sensor's z axis, in standard gravity (g).
+    public static let accelerationZ = SensorQuantity(key: "acceleration_z_g", unit: "g")
+    /// The transmit power the device says it advertises with, in dBm.
+    public static let txPower = SensorQuantity(key: "tx_power_dbm", unit: "dBm")
+    /// A count of movements the accelerometer detected (Ruuvi's movement counter; it rolls over).
+    public static let movementCounter = SensorQuantity(key: "movement_counter", unit: "")
+    /// The state of the reed switch (or button) input of the pvvx firmware: true when the input is high.
+    public static let reedSwitch = SensorQuantity(key: "reed_switch", unit: "")
+    /// The state of the pvvx firmware's trigger output pin (its temperature/humidity switch).
+    public static let triggerOutput = SensorQuantity(key: "trigger_output", unit: "")
+}
