@@ -114,3 +114,14 @@ def fail(message: str) -> None:
     """Stops the generator: the reference does not behave as the generator assumed."""
     print(f"generator: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def bleparser_service_data(address: str, uuid16_value: int, data: bytes, key: bytes | None = None) -> dict | None:
+    """ble_monitor's parser (bleparser) on one service data entry: its sensor dict or None."""
+    from bleparser import BleParser
+
+    mac = bytes.fromhex(address.replace(":", ""))
+    parser = BleParser(discovery=True, filter_duplicates=False, aeskeys={mac: key} if key else {})
+    record = bytes([len(data) + 3, 0x16]) + uuid16_value.to_bytes(2, "little") + data
+    sensor, _ = parser.parse_advertisement(mac, -60, service_data_list=[record])
+    return sensor if sensor and sensor.get("data") else None

@@ -50,6 +50,11 @@ public enum SensorDecoders {
     package static let all: [any SensorFormatDecoder.Type] = [
         RuuviDecoder.self,
         XiaomiDecoder.self,
+        PvvxDecoder.self,
+        ATC1441Decoder.self,
+        SwitchBotDecoder.self,
+        GoveeDecoder.self,
+        InkbirdDecoder.self,
     ]
 
     /// The reading of the first format that recognises `advertisement`, or why that format's
