@@ -9,12 +9,14 @@ public enum SensorFormat: String, Sendable, Equatable, CaseIterable {
     case ruuvi
     /// Xiaomi MiBeacon: service data of 0xFE95, versions 2 to 5 (4 and 5 may be encrypted).
     case xiaomi
-    /// The pvvx custom firmware's format: service data of 0x181A, 15 bytes (or 13 plus a
-    /// 4-byte tag when encrypted).
+    /// The pvvx custom firmware's format: service data of 0x181A, 15 bytes (11 when
+    /// encrypted: a counter, 6 bytes of ciphertext and a 4-byte tag).
     case pvvx
-    /// The ATC1441 custom firmware's format: service data of 0x181A, 13 bytes, big-endian.
+    /// The ATC1441 custom firmware's format: service data of 0x181A, 13 bytes, big-endian
+    /// (8 when the pvvx firmware encrypts it).
     case atc1441
-    /// SwitchBot meters: service data of 0xFD3D (or 0x000D) and manufacturer data of 0x0969.
+    /// SwitchBot meters: service data of 0xFD3D (0x0D00 on older firmware) and manufacturer
+    /// data of 0x0969.
     case switchbot
     /// Govee hygrometers (no vendor specification: decoded as Home Assistant's `govee-ble` does).
     case govee
