@@ -125,3 +125,31 @@ def bleparser_service_data(address: str, uuid16_value: int, data: bytes, key: by
     record = bytes([len(data) + 3, 0x16]) + uuid16_value.to_bytes(2, "little") + data
     sensor, _ = parser.parse_advertisement(mac, -60, service_data_list=[record])
     return sensor if sensor and sensor.get("data") else None
+
+
+def emit_bleparser(case: str, address: str, data: bytes, key: bytes | None, special: str | None,
+                   expected_of: Any) -> None:
+    """One 0x181A frame against bleparser: a failure case (`special`: the error bluectl must
+    give), no reading, or `expected_of(ref)` → (expected, notes). bleparser's voltage guess
+    for encrypted frames (2.2 + 0.9 × battery %, a CR2032 assumed) is checked and left out."""
+    from_uuid = uuid16(0x181A)
+    ref = bleparser_service_data(address, 0x181A, data, key)
+    common = {"service_data": {from_uuid: data}, "keys": {address: key.hex()} if key else None}
+    if special is not None and special != "battery":
+        if ref is None:
+            emit(case, "bleparser 3.7.3", address, expected_error=special, note="bleparser gives no reading either", **common)
+        else:
+            emit(case, "bleparser 3.7.3", address, expected=None, note="bleparser decoded a frame it should not", **common)
+        return
+    if ref is None:
+        emit(case, "bleparser 3.7.3", address, expected=None, **common)
+        return
+    expected, notes = expected_of(ref)
+    if "voltage_v" not in expected:
+        guessed = 2.2 + (3.1 - 2.2) * (ref["battery"] / 100)
+        if abs(ref["voltage"] - guessed) > 1e-9:
+            expected["voltage_v"] = ref["voltage"]  # unexplained: the Swift test reports it
+        else:
+            notes.append(f"bleparser adds voltage {guessed:.4f} V, guessed from the battery percentage; "
+                         "the encrypted frame carries no voltage")
+    emit(case, "bleparser 3.7.3", address, expected=expected, note="; ".join(notes) or None, **common)

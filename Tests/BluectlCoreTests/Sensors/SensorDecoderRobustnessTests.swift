@@ -2,21 +2,9 @@ import Testing
 @testable import BluectlCore
 
 /// Every sensor decoder on random bytes: whatever the data, a decoder answers (a reading,
-/// a failure or nil) and never traps. A seeded generator, so a failure reproduces.
+/// a failure or nil) and never traps. A seeded generator (SplitMix64), so a failure reproduces.
 @Suite("Sensor decoders never trap on random data")
 struct SensorDecoderRobustnessTests {
-    /// SplitMix64: a small seeded generator (the standard library's is not seedable).
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let address = BluetoothAddress("A4:C1:38:44:55:66")!
     /// The entries the decoders look in (company identifiers and service UUIDs of every format).
     static let companies: [UInt16] = [0x0499, 0x0969, 0xEC88, 0x0001, 0x8801, 0x038F, 0x1234]
@@ -27,7 +15,7 @@ struct SensorDecoderRobustnessTests {
 
     @Test("Every decoder, alone and through the table, on random data of each length 0…40")
     func randomData() throws {
-        var rng = SplitMix(state: 0x5EED_0025)
+        var rng = SplitMix64(seed: 0x5EED_0025)
         let keys = try SensorKeys([Self.address: (0..<16).map { UInt8($0) }])
         var outcomes = [0, 0, 0]  // reading, failure, nil
         for length in 0...40 {
