@@ -47,7 +47,16 @@ package protocol SensorFormatDecoder: Sendable {
 public enum SensorDecoders {
     /// Every decoder, in the order they are tried: the first that recognises an advertisement
     /// decodes it.
-    package static let all: [any SensorFormatDecoder.Type] = [BTHome.self]
+    package static let all: [any SensorFormatDecoder.Type] = [
+        BTHome.self,
+        RuuviDecoder.self,
+        XiaomiDecoder.self,
+        PvvxDecoder.self,
+        ATC1441Decoder.self,
+        SwitchBotDecoder.self,
+        GoveeDecoder.self,
+        InkbirdDecoder.self,
+    ]
 
     /// The reading of the first format that recognises `advertisement`, or why that format's
     /// frame gives none; nil when no format recognises it. `keys` decrypts encrypted frames.

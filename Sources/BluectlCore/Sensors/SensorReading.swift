@@ -9,12 +9,14 @@ public enum SensorFormat: String, Sendable, Equatable, CaseIterable {
     case ruuvi
     /// Xiaomi MiBeacon: service data of 0xFE95, versions 2 to 5 (4 and 5 may be encrypted).
     case xiaomi
-    /// The pvvx custom firmware's format: service data of 0x181A, 15 bytes (or 13 plus a
-    /// 4-byte tag when encrypted).
+    /// The pvvx custom firmware's format: service data of 0x181A, 15 bytes (11 when
+    /// encrypted: a counter, 6 bytes of ciphertext and a 4-byte tag).
     case pvvx
-    /// The ATC1441 custom firmware's format: service data of 0x181A, 13 bytes, big-endian.
+    /// The ATC1441 custom firmware's format: service data of 0x181A, 13 bytes, big-endian
+    /// (8 when the pvvx firmware encrypts it).
     case atc1441
-    /// SwitchBot meters: service data of 0xFD3D (or 0x000D) and manufacturer data of 0x0969.
+    /// SwitchBot meters: service data of 0xFD3D (0x0D00 on older firmware) and manufacturer
+    /// data of 0x0969.
     case switchbot
     /// Govee hygrometers (no vendor specification: decoded as Home Assistant's `govee-ble` does).
     case govee
@@ -396,4 +398,23 @@ public struct SensorDecodingError: Error, Sendable, Equatable, CustomStringConve
 
 private extension String {
     var replacingUnderscores: String { String(map { $0 == "_" ? " " : $0 }) }
+}
+
+// The quantities of the Ruuvi, Xiaomi, pvvx, ATC1441, SwitchBot, Govee and Inkbird formats
+// that the constants above do not cover.
+extension SensorQuantity {
+    /// Acceleration along the sensor's x axis, in standard gravity (g). Ruuvi sends milli-g.
+    public static let accelerationX = SensorQuantity(key: "acceleration_x_g", unit: "g")
+    /// Acceleration along the sensor's y axis, in standard gravity (g).
+    public static let accelerationY = SensorQuantity(key: "acceleration_y_g", unit: "g")
+    /// Acceleration along the sensor's z axis, in standard gravity (g).
+    public static let accelerationZ = SensorQuantity(key: "acceleration_z_g", unit: "g")
+    /// The transmit power the device says it advertises with, in dBm.
+    public static let txPower = SensorQuantity(key: "tx_power_dbm", unit: "dBm")
+    /// A count of movements the accelerometer detected (Ruuvi's movement counter; it rolls over).
+    public static let movementCounter = SensorQuantity(key: "movement_counter", unit: "")
+    /// The state of the reed switch (or button) input of the pvvx firmware: true when the input is high.
+    public static let reedSwitch = SensorQuantity(key: "reed_switch", unit: "")
+    /// The state of the pvvx firmware's trigger output pin (its temperature/humidity switch).
+    public static let triggerOutput = SensorQuantity(key: "trigger_output", unit: "")
 }
