@@ -28,6 +28,8 @@ package final class EmbeddedBus: Sendable {
     /// the loop, read by the test's thread, hence a lock.
     private struct Log {
         var nextSerial: UInt32 = 1
+        /// The serial of the next method call the test makes (`call(_:from:)`).
+        var nextIncoming: UInt32 = 1
         var sent: [DBusMessage] = []
         /// How many of `sent` `nextCall` has handed out already, per position.
         var taken: Set<Int> = []
@@ -114,9 +116,8 @@ package final class EmbeddedBus: Sendable {
     /// order sent), waiting for it up to `limit` of real time; nil if none
     /// came (the test then fails saying what was sent instead).
     package func nextCall(_ member: String, limit: Duration = .seconds(10)) async -> DBusMessage? {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            let found = log.withLock { log -> DBusMessage? in
+        await Self.waitFor(limit: limit) { [log] in
+            log.withLock { log -> DBusMessage? in
                 for (index, message) in log.sent.enumerated()
                 where message.kind == .methodCall && message.member == member && !log.taken.contains(index) {
                     log.taken.insert(index)
@@ -124,7 +125,16 @@ package final class EmbeddedBus: Sendable {
                 }
                 return nil
             }
-            if let found { return found }
+        }
+    }
+
+    /// What `look` finds, asking it every millisecond up to `limit` of real
+    /// time (the test's side waiting for what the loop does on another
+    /// thread); nil if it found nothing by then. Asks at least once.
+    package static func waitFor<T>(limit: Duration, _ look: @Sendable () -> T?) async -> T? {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            if let found = look() { return found }
             if ContinuousClock.now >= deadline { return nil }
             try? await Task.sleep(for: .milliseconds(1))
         }
@@ -151,6 +161,36 @@ package final class EmbeddedBus: Sendable {
         deliver(signal)
     }
 
+    /// Calls a method of an object the connection exported, as `sender`
+    /// would (a unique name, or the current owner of a well-known one:
+    /// bluetoothd calling a GATT application). Returns the call as sent,
+    /// for `answer(to:)`.
+    @discardableResult
+    package func call(_ call: DBusMessage, from sender: String) -> DBusMessage {
+        var call = call
+        let (serial, owner) = log.withLock { log -> (UInt32, String?) in
+            defer { log.nextIncoming += 1 }
+            return (log.nextIncoming, log.owners[sender])
+        }
+        call.serial = serial
+        call.destination = uniqueName
+        call.sender = sender.hasPrefix(":") ? sender : owner
+        deliver(call)
+        return call
+    }
+
+    /// The connection's reply (a method return or an error) to `call`,
+    /// made with `call(_:from:)`, waiting for it up to `limit` of real time;
+    /// nil if none came.
+    package func answer(to call: DBusMessage, limit: Duration = .seconds(10)) async -> DBusMessage? {
+        await Self.waitFor(limit: limit) { [log] in
+            log.withLock { log in
+                log.sent.first { ($0.kind == .methodReturn || $0.kind == .error) && $0.replySerial == call.serial
+                    && $0.destination == call.sender }
+            }
+        }
+    }
+
     /// `name` gets a new owner (nil: none), with the bus daemon's NameOwnerChanged.
     package func setOwner(_ name: String, to owner: String?) {
         let old = log.withLock { log -> String? in
@@ -168,12 +208,7 @@ package final class EmbeddedBus: Sendable {
     /// code under test has started what `advance(by:)` is to move on.
     package func untilTimerScheduled(limit: Duration = .seconds(10)) async -> Bool {
         let loop = connection.loop
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            if loop.sync({ loop.nextDeadline != nil }) { return true }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return false
+        return await Self.waitFor(limit: limit) { loop.sync { loop.nextDeadline != nil } ? true : nil } ?? false
     }
 
     /// Moves the connection's virtual clock on, firing its timers on the way.
