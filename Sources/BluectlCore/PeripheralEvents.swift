@@ -92,14 +92,6 @@ public final class ATTRequest: Sendable, CustomStringConvertible {
         case reliable
     }
 
-    /// How the central wrote: BlueZ's `type` option where bluetoothd sends
-    /// it. bluetoothd 5.66 does not, and its ATT server accepts either kind
-    /// of write on any writable characteristic (the lab saw a Write Request
-    /// on a write-without-response-only one), so without it: nil.
-    static func writeKind(options: [String: DBusValue]) -> WriteKind? {
-        options["type"]?.string.flatMap(WriteKind.init(rawValue:))
-    }
-
     let id: UInt64
     private weak let manager: PeripheralManager?
     /// Read or write.

@@ -151,7 +151,8 @@ extension PeripheralManager {
             maximum = length
         }
         let includes = (p["SupportedIncludes"]?.array ?? []).compactMap(\.string)
-        return AdvertisingLimits(supportedInstances: free.map { $0 + (active ?? 0) }, activeInstances: active,
+        return AdvertisingLimits(supportedInstances: BlueZ566.totalAdvertisingInstances(supportedInstances: free, activeInstances: active),
+                                 activeInstances: active,
                                  maximumLength: maximum, supportedIncludes: includes)
     }
 

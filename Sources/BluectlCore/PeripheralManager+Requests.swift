@@ -60,7 +60,7 @@ extension PeripheralManager {
                             options: [String: DBusValue], value: [UInt8]) -> ATTRequest {
         let id = takeRequestID()
         let central = options["device"]?.objectPath.map { DeviceInfo.addressFromPath($0) }
-        let writeType = kind == .write ? ATTRequest.writeKind(options: options) : nil
+        let writeType = kind == .write ? BlueZ566.writeKind(options: options) : nil
         let request = ATTRequest(id: id, manager: self, kind: kind, characteristic: served.characteristic, descriptor: served.descriptor,
                                  central: central, offset: options["offset"]?.integer ?? 0, value: value, writeType: writeType,
                                  mtu: options["mtu"]?.integer)

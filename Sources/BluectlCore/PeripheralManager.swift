@@ -248,9 +248,8 @@ public final class PeripheralManager: Sendable {
     /// when it is back with the adapter, register everything again.
     ///
     /// An advertisement also goes silent when its adapter is powered off and
-    /// on again: bluetoothd 5.66 keeps it registered (ActiveInstances stays)
-    /// but in the lab no central hears it any more; so at power-on the
-    /// advertisements are registered anew.
+    /// on again (`BlueZ566.powerCycleSilencesAdvertisements`); so at
+    /// power-on the advertisements are registered anew.
     private func watchBluetoothd() {
         var wasRunning = true
         var adapterPresent = true
@@ -273,7 +272,8 @@ public final class PeripheralManager: Sendable {
                 let services = server.value.services.keys.sorted().compactMap { server.value.services[$0] }
                 let ads = server.value.advertisements
                 Task { await self.registerAgain(services, ads) }
-            } else if present, adapterPresent, powered, !wasPowered, !server.value.advertisements.isEmpty {
+            } else if present, adapterPresent, powered, !wasPowered, BlueZ566.powerCycleSilencesAdvertisements,
+                      !server.value.advertisements.isEmpty {
                 let ads = server.value.advertisements
                 Task { await self.registerAgain([], ads, anew: true) }
             }
