@@ -78,19 +78,6 @@ public enum WriteType: String, Sendable, Equatable {
     var bluezType: String { self == .withResponse ? "request" : "command" }
 }
 
-/// BlueZ names remote attribute objects by handle (`service000a`,
-/// `char000b`, `desc000d`, hex) and exports no `Handle` property for them
-/// (5.66): the handle from the last path element, or nil.
-func attributeHandle(fromPath path: ObjectPath) -> Int? {
-    let last = path.lastComponent
-    for prefix in ["service", "char", "desc"] where last.hasPrefix(prefix) {
-        let digits = last.dropFirst(prefix.count)
-        guard digits.count == 4, let value = Int(digits, radix: 16), value > 0 else { return nil }
-        return value
-    }
-    return nil
-}
-
 /// A GATT service as BlueZ exports it (`GattService1`).
 public struct GattService: Sendable, Equatable {
     package var path: ObjectPath
@@ -110,7 +97,7 @@ public struct GattService: Sendable, Equatable {
         self.uuid = uuid
         device = p["Device"]?.objectPath ?? path.parent ?? path
         isPrimary = p["Primary"]?.bool ?? true
-        handle = p["Handle"]?.integer ?? attributeHandle(fromPath: path)
+        handle = p["Handle"]?.integer ?? BlueZ566.attributeHandle(fromPath: path)
         includes = (p["Includes"]?.array ?? []).compactMap(\.objectPath)
     }
 }
@@ -141,7 +128,7 @@ public struct GattCharacteristic: Sendable, Equatable {
         service = p["Service"]?.objectPath ?? path.parent ?? path
         flags = p["Flags"]?.stringArray ?? []
         properties = CharacteristicProperties(flags: flags)
-        handle = p["Handle"]?.integer ?? attributeHandle(fromPath: path)
+        handle = p["Handle"]?.integer ?? BlueZ566.attributeHandle(fromPath: path)
         mtu = p["MTU"]?.integer
         isNotifying = p["Notifying"]?.bool ?? false
         value = p["Value"]?.bytes
@@ -180,7 +167,7 @@ public struct GattDescriptor: Sendable, Equatable {
         self.uuid = uuid
         characteristic = p["Characteristic"]?.objectPath ?? path.parent ?? path
         flags = p["Flags"]?.stringArray ?? []
-        handle = p["Handle"]?.integer ?? attributeHandle(fromPath: path)
+        handle = p["Handle"]?.integer ?? BlueZ566.attributeHandle(fromPath: path)
     }
 
     /// BlueZ lists no flags for many descriptors; only an explicit list without a read flag says no.

@@ -134,10 +134,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// `Device1` properties asked from bluetoothd directly (`GetAll`), not
-    /// from the mirror. BlueZ 5.66 does not always emit `Connected=true`:
-    /// when the ATT channel is up before the kernel's Device Connected event,
-    /// `device_add_connection` returns early ("already connected") without
-    /// a PropertiesChanged, so a signal-only view can wait forever.
+    /// from the mirror: BlueZ 5.66 does not always emit `Connected=true`
+    /// (`BlueZ566.connectPollInterval`), so a signal-only view can wait forever.
     package func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
         let reply = try? await central.connection.call(deviceGetAll, timeout: timeout)
         return reply.flatMap { Self.deviceProperties(in: .success($0)) }
@@ -331,10 +329,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         var limit = characteristic.maximumWriteValueLength(for: type)
-        if value.count > limit, type == .withoutResponse, characteristic.mtu == nil {
-            // BlueZ 5.66 drops MTU from a disconnected device's cached objects and brings it
-            // back on reconnection without a signal (gatt-client.c characteristic_mtu_exists):
-            // ask before refusing on the 23-byte default.
+        if BlueZ566.mayHaveLostMTU(characteristic, type: type, length: value.count, limit: limit) {
+            // Ask before refusing on the 23-byte default.
             let reply = try? await central.connection.callMethod(
                 destination: BlueZ.service, path: characteristic.path, interface: BlueZ.properties, member: "Get",
                 arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: central.callTimeout)
@@ -492,11 +488,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         central.mirror.loop.sync { [self] in local.value.pairing.preparation = body }
     }
 
-    /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
-    /// for at most `limit`; then `BluetoothError.inProgress`. Other errors are
-    /// translated to `BluetoothError`.
+    /// Retries on `org.bluez.Error.InProgress` every
+    /// `BlueZ566.inProgressRetryInterval`, for at most `limit`; then
+    /// `BluetoothError.inProgress`. Other errors are translated to `BluetoothError`.
     func retryingInProgress<T: Sendable>(
-        what: @autoclosure @escaping @Sendable () -> String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
+        what: @autoclosure @escaping @Sendable () -> String, limit: Duration = BlueZ566.inProgressRetryLimit, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         do {
             return try await retryingInProgressOnce(what: what(), limit: limit, body)
@@ -516,7 +512,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                 return try await body()
             } catch let error as DBusError {
                 if error.remoteName == "org.bluez.Error.InProgress", ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
+                    try await Task.sleep(for: BlueZ566.inProgressRetryInterval)
                     continue
                 }
                 throw BluetoothError(error, operation: what())

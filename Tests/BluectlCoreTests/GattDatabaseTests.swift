@@ -108,11 +108,11 @@ private func tree() -> BlueZObjectTree {
 
 @Suite struct AttributeHandleTests {
     @Test func handlesFromBlueZPaths() {
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015")!) == 0x15)
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016")!) == 0x16)
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016/desc0018")!) == 0x18)
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00")!) == nil)
-        #expect(attributeHandle(fromPath: ObjectPath("/x/charzzzz")!) == nil)
-        #expect(attributeHandle(fromPath: ObjectPath("/x/char0000")!) == nil)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015")!) == 0x15)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016")!) == 0x16)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016/desc0018")!) == 0x18)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00")!) == nil)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/x/charzzzz")!) == nil)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/x/char0000")!) == nil)
     }
 }
