@@ -14,7 +14,7 @@ from labcheck.lab import (BATT_LVL, BATT_SVC, BODY_LOC, CENTRAL, DEV, DEV_OPTS, 
                           TEST_ENC_CHR, TEST_SVC, long_pattern)
 from labcheck.procs import read_text
 from labcheck.runner import lab_check
-from labcheck.streams import burst_hex, read_value
+from labcheck.streams import burst_hex, read_value, ready
 
 
 def wait_device(c, prop, want, secs, why, dev=DEV):
@@ -169,10 +169,7 @@ def _(c):
     c.note('subscribe in the background, wait until bluetoothd shows Notifying, then ask for %d values' % n)
     sub = c.bluectl_bg('subscribe', DEV, LAB_STREAM, '--count', n, '--json', *DEV_OPTS,
                        out=c.path('stream.out'), err=c.path('stream.err'), limit=90)
-    if not bluez.wait_notifying(DEV, LAB_STREAM, 30):
-        sub.end()
-        c.echo(read_text(sub.err))
-        c.fail('subscription never became active')
+    ready(c, sub, bluez.wait_notifying(DEV, LAB_STREAM, 30), 'subscription never became active')
     t0 = time.monotonic()
     c.bl('write', DEV, LAB_CONTROL, '0x' + burst_hex(n), '--with-response', *DEV_OPTS)
     c.expect_rc(0)
@@ -279,10 +276,7 @@ def _(c):
     c.note('subscribe in the background; disconnect the device from another process: subscribe must exit 74')
     sub = c.bluectl_bg('subscribe', DEV, 'heart_rate_measurement', '--json', *DEV_OPTS,
                        out=c.path('sub.out'), err=c.path('sub.err'), limit=90)
-    if not bluez.wait_notifying(DEV, HR_MEAS, 40):
-        sub.end()
-        c.echo(read_text(sub.err))
-        c.fail('subscription never became active')
+    ready(c, sub, bluez.wait_notifying(DEV, HR_MEAS, 40), 'subscription never became active')
     time.sleep(2)
     c.bl('disconnect', DEV, *DEV_OPTS)
     c.expect_rc(0)

@@ -10,7 +10,7 @@ from labcheck.jsonlines import check, seq_of, stream_value_ok
 from labcheck.lab import DEV, DEV_OPTS, LAB_CONTROL, LAB_STREAM, PERIPH_ADAPTER
 from labcheck.procs import read_text
 from labcheck.runner import crashes_since, lab_check, supervisor_mark, supervisor_since
-from labcheck.streams import burst_hex, connect_all, wait_stream
+from labcheck.streams import burst_hex, connect_all, ready, wait_event, wait_stream
 from checks.central import pair_on_demand
 
 
@@ -23,10 +23,7 @@ def _(c):
     connect_all(c, DEV)
     sub = c.bluectl_bg('subscribe', DEV, LAB_STREAM, '--count', n, '--check-sequence', 'u32', *DEV_OPTS,
                        out=out, err=c.path('err'), limit=900)
-    if not wait_stream(c, 'notifying', 40):
-        sub.end()
-        c.echo(read_text(sub.err))
-        c.fail('the peripheral never saw notifications enabled')
+    ready(c, sub, wait_stream(c, 'notifying', 40), 'the peripheral never saw notifications enabled')
     t0 = time.monotonic()
     c.bl('write', DEV, LAB_CONTROL, '0x' + burst_hex(n), '--with-response', *DEV_OPTS)
     c.expect_rc(0)
@@ -68,10 +65,7 @@ def _(c):
     connect_all(c, DEV)   # see extra_subscribe_reconnect
     sub = c.bluectl_bg('subscribe', DEV, LAB_STREAM, '--notify-via', 'acquire', '--check-sequence', 'u32', '--reconnect',
                        '--json', *DEV_OPTS, out=c.path('stream.out'), err=c.path('stream.err'), limit=240)
-    if not wait_stream(c, 'notifying', 40):
-        sub.end()
-        c.echo(read_text(sub.err))
-        c.fail('the peripheral never saw notifications enabled')
+    ready(c, sub, wait_stream(c, 'notifying', 40), 'the peripheral never saw notifications enabled')
     t0 = time.monotonic()
     c.bl('write', DEV, LAB_CONTROL, '0x' + burst_hex(n), '--with-response', *DEV_OPTS)
     if crashes_since(sup0) <= 0:
@@ -83,15 +77,8 @@ def _(c):
     crashed = crashes_since(sup0)
     if crashed > 0:
         c.note('bluetoothd died %d time(s) during the burst: %s;' % (crashed, ';'.join(supervisor_since(sup0))))
-        end = time.monotonic() + 120
-        while '"reconnected"' not in read_text(sub.out):
-            if not sub.alive():
-                c.echo(read_text(sub.err))
-                c.fail('subscribe ended instead of reconnecting after bluetoothd died')
-            if time.monotonic() >= end:
-                c.echo(read_text(sub.err))
-                c.fail("no reconnected event within 120 s of bluetoothd's restart")
-            time.sleep(0.5)
+        wait_event(c, sub, 'reconnected', 120, 'subscribe ended instead of reconnecting after bluetoothd died',
+                   "no reconnected event within 120 s of bluetoothd's restart")
         if not wait_stream(c, 'notifying', 60):
             c.fail("notifications not on again after bluetoothd's restart")
         c.note('after the restart: a paced burst of 300 (one every 5 ms) must arrive whole')
@@ -148,10 +135,7 @@ def _(c):
     connect_all(c, DEV)
     sub = c.bluectl_bg('subscribe', DEV, LAB_STREAM, '--reconnect', '--json', '--timeout', '30', *DEV_OPTS,
                        out=c.path('sub.out'), err=c.path('sub.err'), limit=170)
-    if not wait_stream(c, 'notifying', 40):
-        sub.end()
-        c.echo(read_text(sub.err))
-        c.fail('the peripheral never saw notifications enabled')
+    ready(c, sub, wait_stream(c, 'notifying', 40), 'the peripheral never saw notifications enabled')
     t0 = time.monotonic()
     if not adapter_power(c, PERIPH_ADAPTER, False):
         c.fail('cannot power %s off' % PERIPH_ADAPTER)
@@ -164,15 +148,7 @@ def _(c):
     time.sleep(2)
     if not adapter_power(c, PERIPH_ADAPTER, True):
         c.fail('cannot power %s on' % PERIPH_ADAPTER)
-    end = time.monotonic() + 90
-    while '"reconnected"' not in read_text(sub.out):
-        if not sub.alive():
-            c.echo(read_text(sub.err))
-            c.fail('subscribe ended before reconnecting')
-        if time.monotonic() >= end:
-            c.echo(read_text(sub.err))
-            c.fail('no reconnected event within 90 s')
-        time.sleep(0.5)
+    wait_event(c, sub, 'reconnected', 90, 'subscribe ended before reconnecting', 'no reconnected event within 90 s')
     c.note('reconnected after %.1fs in all; stderr: %s' % (time.monotonic() - t0, read_text(sub.err)[:400]))
     if not wait_stream(c, 'notifying', 30):
         c.fail('notifications not on again after reconnecting')

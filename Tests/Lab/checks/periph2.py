@@ -10,7 +10,7 @@ from labcheck.lab import (ADV2_NAME, CENTRAL, DEV2, DEV_OPTS, LAB_LONG, LAB_STRE
                           PERIPH2_ADDR_TYPE, SCAN_TIMEOUT, long_pattern)
 from labcheck.procs import read_text
 from labcheck.runner import lab_check
-from labcheck.streams import connect_all, seq_exact, stream_start, wait_stream
+from labcheck.streams import connect_all, ready, seq_exact, stream_start, wait_stream
 
 
 @lab_check('periph2_scan_random')
@@ -51,10 +51,7 @@ def _(c):
     c.note("subscribe to %s's stream, a burst of %d: every value exactly once, in order" % (DEV2, n))
     connect_all(c, DEV2)
     sub = c.bluectl_bg('subscribe', DEV2, LAB_STREAM, '--count', n, '--json', *DEV_OPTS, out=out, limit=120)
-    if not wait_stream(c, 'notifying', 40, DEV2):
-        sub.end()
-        c.echo(read_text(sub.err))
-        c.fail('the subscription never became active')
+    ready(c, sub, wait_stream(c, 'notifying', 40, DEV2), 'the subscription never became active')
     stream_start(c, DEV2, n)
     rc = sub.wait()
     c.note('subscriber exit %d; stderr: %s' % (rc, read_text(sub.err)[:300]))

@@ -8,7 +8,7 @@ from labcheck import lab
 from labcheck.lab import DEV, DEV_OPTS, LAB_CONTROL, LAB_STREAM
 from labcheck.procs import read_text
 from labcheck.runner import lab_check
-from labcheck.streams import burst_hex, connect_all, seq_exact, stream_state, wait_stream
+from labcheck.streams import burst_hex, connect_all, ready, seq_exact, stream_state, wait_stream
 
 
 def join_and_burst(c, n, first, out):
@@ -41,9 +41,7 @@ def _(c):
     c.note("two bluectl subscribers on one characteristic: the second shares the first's session; each prints every value once")
     connect_all(c, DEV)
     first = c.bluectl_bg('subscribe', DEV, LAB_STREAM, '--count', n, '--json', *DEV_OPTS, out=a, limit=120)
-    if not wait_stream(c, 'notifying', 40):
-        first.end()
-        c.fail('the first subscriber never subscribed')
+    ready(c, first, wait_stream(c, 'notifying', 40), 'the first subscriber never subscribed')
     ra, rb = join_and_burst(c, n, first, b)
     if not (ra == 0 and rb == 0):
         c.fail('subscribers exited %d and %d' % (ra, rb))
@@ -60,10 +58,7 @@ def _(c):
     c.note('a python3-dbus subscriber (StartNotify) first, then bluectl: bluectl shares its session; both see every value once')
     connect_all(c, DEV)
     first = c.spawn([lab.PY, '-I', os.path.join(lab.HERE, 'pysub.py'), lab.CENTRAL, DEV, LAB_STREAM, n, 120], a)
-    if not wait_stream(c, 'notifying', 60):
-        first.end()
-        c.echo(read_text(first.err))
-        c.fail('the python subscriber never subscribed')
+    ready(c, first, wait_stream(c, 'notifying', 60), 'the python subscriber never subscribed')
     ra, rb = join_and_burst(c, n, first, b)
     if not (ra == 0 and rb == 0):
         c.fail('subscribers exited python %d, bluectl %d' % (ra, rb))
@@ -78,9 +73,7 @@ def _(c):
     c.note('bluectl subscribed while another bluectl reads the characteristic: the reads add no line')
     connect_all(c, DEV)
     sub = c.bluectl_bg('subscribe', DEV, LAB_STREAM, '--count', n, '--json', *DEV_OPTS, out=a, limit=120)
-    if not wait_stream(c, 'notifying', 40):
-        sub.end()
-        c.fail('the subscriber never subscribed')
+    ready(c, sub, wait_stream(c, 'notifying', 40), 'the subscriber never subscribed')
     # one value every 30 ms (~4.5 s), read three times meanwhile
     c.bl('write', DEV, LAB_CONTROL, '0x' + burst_hex(n) + burst_hex(30), '--with-response', *DEV_OPTS)
     c.expect_rc(0)

@@ -7,7 +7,7 @@ from labcheck.jsonlines import check
 from labcheck.lab import DEV, DEV2, PERIPH2_ADAPTER, PERIPH2_ADDR, PERIPH_ADDR
 from labcheck.procs import read_text
 from labcheck.runner import crashes_since, lab_check, supervisor_mark
-from labcheck.streams import (active, connect_all, count_lines, seq_exact, stream_start, stream_stop,
+from labcheck.streams import (active, connect_all, count_lines, paced_pair, seq_exact, stream_start, stream_stop,
                               subscribe_bg, verify, wait_lines, wait_seq)
 
 
@@ -66,11 +66,7 @@ def _(c):
     gap at all (unless bluetoothd died meanwhile: then only inside reported
     windows)."""
     sup0 = supervisor_mark()
-    connect_all(c, DEV, DEV2)
-    sub = subscribe_bg(c, '%s,%s' % (DEV, DEV2), 280, '--reconnect')
-    active(c, sub, (DEV, DEV2))
-    stream_start(c, DEV, 100000, 50)
-    stream_start(c, DEV2, 100000, 50)
+    sub = paced_pair(c, 280)
     must(c, wait_lines(c, sub.out, DEV2, 'value', 20, 40, sub), '%s: no 20 values before the power cycle' % DEV2)
     must(c, power_cycle(c, PERIPH2_ADAPTER, 2), 'cannot power-cycle %s' % PERIPH2_ADAPTER)
     c.note("%s's identity after: %s" % (PERIPH2_ADAPTER, adapter_identity(PERIPH2_ADAPTER) or ''))
@@ -101,11 +97,7 @@ def _(c):
     periph.py outlives bluetoothd), both devices are reported disconnected
     and then reconnected, and every value outside the reported windows
     arrives exactly once, in order."""
-    connect_all(c, DEV, DEV2)
-    sub = subscribe_bg(c, '%s,%s' % (DEV, DEV2), 400, '--reconnect')
-    active(c, sub, (DEV, DEV2))
-    stream_start(c, DEV, 100000, 50)
-    stream_start(c, DEV2, 100000, 50)
+    sub = paced_pair(c, 400)
     must(c, wait_lines(c, sub.out, DEV, 'value', 20, 40, sub), '%s: no 20 values before the kill' % DEV)
     must(c, wait_lines(c, sub.out, DEV2, 'value', 20, 40, sub), '%s: no 20 values before the kill' % DEV2)
     must(c, bluetoothd_segv(c, 150), 'bluetoothd was not restarted with both peripherals')

@@ -207,3 +207,39 @@ def active(c, proc, devs, secs=40):
             proc.end()
             c.echo(read_text(proc.err))
             c.fail('%s: the subscription never became active' % d)
+
+
+def ready(c, proc, ok, why):
+    """A background subscriber came up (ok), else it is ended, its stderr
+    goes to the log and the check fails with why."""
+    if not ok:
+        proc.end()
+        c.echo(read_text(proc.err))
+        c.fail(why)
+
+
+def wait_event(c, proc, event, secs, ended, late):
+    """Until the subscriber's output has an "event": EVENT line; it ending
+    first fails with ended, the time running out with late (its stderr in
+    the log either way)."""
+    end = time.monotonic() + secs
+    while '"%s"' % event not in read_text(proc.out):
+        if not proc.alive():
+            c.echo(read_text(proc.err))
+            c.fail(ended)
+        if time.monotonic() >= end:
+            c.echo(read_text(proc.err))
+            c.fail(late)
+        time.sleep(0.5)
+
+
+def paced_pair(c, limit, ms=50):
+    """Connect both peripherals, `subscribe --reconnect` to both streams in
+    the background, both notifying, each streaming one value every ms
+    milliseconds (no end: stream_stop ends them): the subscriber."""
+    connect_all(c, lab.DEV, lab.DEV2)
+    sub = subscribe_bg(c, '%s,%s' % (lab.DEV, lab.DEV2), limit, '--reconnect')
+    active(c, sub, (lab.DEV, lab.DEV2))
+    stream_start(c, lab.DEV, 100000, ms)
+    stream_start(c, lab.DEV2, 100000, ms)
+    return sub
