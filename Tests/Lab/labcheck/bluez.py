@@ -50,7 +50,9 @@ def prop(path, iface, name):
 
 
 def set_prop(path, iface, name, value):
-    dbus.Interface(_obj(path), PROPS).Set(iface, name, value)
+    """Properties.Set; value must carry variant_level=1 (the proxies here are
+    not introspected: the signature comes from the values, "ssv")."""
+    dbus.Interface(_obj(path), PROPS).Set(iface, name, value, signature='ssv')
 
 
 def managed():

@@ -20,7 +20,7 @@ def adapter_power(c, adapter, on):
     sees the device disconnect."""
     c.note('%s powered %s' % (adapter, 'on' if on else 'off'))
     try:
-        bluez.set_prop('/org/bluez/' + adapter, 'org.bluez.Adapter1', 'Powered', dbus.Boolean(on))
+        bluez.set_prop('/org/bluez/' + adapter, 'org.bluez.Adapter1', 'Powered', dbus.Boolean(on, variant_level=1))
     except dbus.DBusException as e:
         c.echo('cannot power %s %s: %s' % (adapter, 'on' if on else 'off', e))
         return False
