@@ -54,7 +54,8 @@ struct ServeCommand: AsyncParsableCommand {
             help: ArgumentHelp("Stop serving after this many seconds (exit 0).", valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
     var requestDeadline: String?
 
     @Flag(help: "One JSON object per line.")
@@ -185,7 +186,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                                                                   valueName: "UUID=HEX"))
     var serviceData: [String] = []
 
-    @Option(help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
     var appearance: String?
 
     @Flag(name: .customLong("tx-power"), help: "Include the TX power.")

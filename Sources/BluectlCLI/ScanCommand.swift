@@ -36,7 +36,8 @@ struct ScanCommand: AsyncParsableCommand {
     @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds.", valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
+    /// Unconditional: "--count -1" reaches validation and is refused by name.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
     var count: Int?
 
     @Option(help: ArgumentHelp("le, bredr or auto.", valueName: "TRANSPORT"))

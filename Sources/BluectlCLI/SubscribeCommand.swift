@@ -159,8 +159,8 @@ struct SubscribeCommand: AsyncParsableCommand {
                 // Output first, then the clean-up (StopNotify, Disconnect) after this returns.
                 do {
                     try await forEachDevice(target.devices, sessions: sessions, json: format == .json, what: "notifications",
-                                            report: { device, failure in
-                                                jobs.first { $0.output.device == device }?.reportFailure(failure)
+                                            report: { device, shown, failure in
+                                                jobs.first { $0.output.device == device }?.reportFailure(failure, shown: shown)
                                             }) { device, session in
                         guard let job = jobs.first(where: { $0.device == device }) else { return }   // one job per device, by construction
                         try await job.run(session, duration: duration)
@@ -196,7 +196,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     }
 }
 
-enum NotifyVia: String, ExpressibleByArgument, Sendable {
+enum NotifyVia: String, ExpressibleByArgument, Sendable, CaseIterable {
     case notify, acquire
 }
 
@@ -364,12 +364,13 @@ final class SubscribeJob: Sendable {
         }
     }
 
-    /// This device failed (one of several): an event line naming it, and on stderr.
-    func reportFailure(_ failure: CLIFailure) {
+    /// This device failed (one of several): an event line naming it (`shown`:
+    /// its address once found), and on stderr.
+    func reportFailure(_ failure: CLIFailure, shown: String) {
         guard !SignalScope.interrupted else { return }
         output.event("failed", [("reason", .string(failure.message)), ("exit_status", .int(Int(failure.status.rawValue)))],
-                     text: "failed: \(failure.message)")
-        if output.format != .raw, ValueText.stdoutIsTerminal { Output.error("\(output.device): \(TextSafety.oneLine(failure.message))") }
+                     text: "failed: \(failure.message)", device: shown)
+        if output.format != .raw, ValueText.stdoutIsTerminal { Output.error("\(shown): \(TextSafety.oneLine(failure.message))") }
     }
 
     /// How a stretch of streaming ended.

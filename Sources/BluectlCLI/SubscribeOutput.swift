@@ -45,7 +45,9 @@ struct SubscribeOutput: Sendable {
     /// Queues an event line (`EventRecord`). With raw output the stream has no
     /// lines, so events go to stderr only. Always also on stderr when stdout is
     /// JSON or a file, so that journald sees the gaps.
-    func event(_ event: String, _ fields: [(String, JSONValue)] = [], text: String) {
+    /// `device` names it otherwise than the value lines (a failed device, by its address).
+    func event(_ event: String, _ fields: [(String, JSONValue)] = [], text: String, device: String? = nil) {
+        let device = device ?? self.device
         if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, event: event, fields: fields, text: text) {
             queue.enqueue(bytes)
         }
