@@ -87,9 +87,6 @@ func reportDeviceFailure(device: String, _ failure: CLIFailure, json: Bool) {
     guard !SignalScope.interrupted else { return }
     Output.error("\(device): \(TextSafety.oneLine(failure.message))")
     if json {
-        let record = EventRecord(device: device, event: "failed",
-                                 fields: [("reason", .string(failure.message)), ("exit_status", .int(Int(failure.status.rawValue)))],
-                                 text: failure.message)
-        _ = Output.line(record.json())
+        _ = Output.line(EventLine.failed(failure).record(device: device).json())
     }
 }

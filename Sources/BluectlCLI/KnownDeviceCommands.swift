@@ -82,7 +82,8 @@ struct KnownDeviceRecord: OutputRecord {
         sink.field("trusted", .bool(device.trusted), text: .flag("trusted", device.trusted))
         sink.field("blocked", .bool(device.blocked), text: .flag("blocked", device.blocked))
         sink.field("services_resolved", .bool(device.servicesResolved), text: .flag("resolved", device.servicesResolved))
-        sink.field("service_uuids", .strings(device.serviceUUIDs.map(\.uuidString)),
+        // absent when none, as in scan and info lines
+        sink.field("service_uuids", device.serviceUUIDs.isEmpty ? nil : .strings(device.serviceUUIDs.map(\.uuidString)),
                    text: device.serviceUUIDs.isEmpty ? nil : .labelled("services", device.serviceUUIDs.map(\.label).joined(separator: ",")))
         sink.field("path", .string(device.path.rawValue), text: .detail("path", device.path.rawValue))
     }
