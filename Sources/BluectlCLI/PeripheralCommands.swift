@@ -24,7 +24,7 @@ struct ServeCommand: AsyncParsableCommand {
                   "value": "0040", "descriptors": [{"uuid": "2901",
                     "flags": ["read"], "value": "6872"}]}]}]}
             UUIDs are hex or SIG names, values hex, flags as BlueZ names them: read, write, \
-            write-without-response, notify, indicate, encrypt-read, …. A bad SPEC is refused with \
+            write-without-response, notify, indicate, encrypt-read and the others BlueZ lists. A bad SPEC is refused with \
             its JSON path before anything is registered (exit 65).
 
             Reads are answered from the current value; each write replaces it and is printed, as are \

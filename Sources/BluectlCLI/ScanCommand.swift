@@ -27,7 +27,7 @@ struct ScanCommand: AsyncParsableCommand {
     var name: String?
 
     /// Unconditional: "-70" is a value here, not an option.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127…20).", valueName: "MIN"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127 to 20).", valueName: "MIN"))
     var rssi: Int?
 
     @Flag(help: "Report every advertisement, not only the first of each device.")

@@ -77,6 +77,15 @@ struct HelpTextTests {
         }
     }
 
+    @Test("help is ASCII: the man pages are generated from it, and their generator drops any other character (-127…20 read -12720)")
+    func asciiOnly() throws {
+        for command in [Bluectl.self] + Self.subcommands {
+            let help = Bluectl.helpMessage(for: command, columns: 1000)
+            let other = help.unicodeScalars.filter { !$0.isASCII }
+            #expect(other.isEmpty, "\(command.configuration.commandName ?? "bluectl"): \(String(String.UnicodeScalarView(other)))")
+        }
+    }
+
     @Test("serve's example SPEC, as its help shows it, is a SPEC serve accepts")
     func serveSpecExample() throws {
         let lines = ServeCommand.configuration.discussion.split(separator: "\n")
