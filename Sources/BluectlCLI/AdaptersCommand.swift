@@ -71,12 +71,14 @@ struct AdapterSetting: Sendable {
         func onOff(_ on: Bool) -> String { on ? "on" : "off" }
         func quoted(_ info: AdapterInfo) -> String { "\"\(TextSafety.terminalSafe(info.alias ?? info.systemName ?? ""))\"" }
         var settings: [AdapterSetting] = []
-        if power != nil { settings.append(.init(name: "power", before: onOff(before.powered), after: onOff(after.powered))) }
+        let powerSetting = AdapterSetting(name: "power", before: onOff(before.powered), after: onOff(after.powered))
+        if power == .on { settings.append(powerSetting) }   // on first, off last, as applied
         if alias != nil { settings.append(.init(name: "alias", before: quoted(before), after: quoted(after))) }
         if pairable != nil { settings.append(.init(name: "pairable", before: onOff(before.pairable), after: onOff(after.pairable))) }
         if discoverable != nil {
             settings.append(.init(name: "discoverable", before: onOff(before.discoverable), after: onOff(after.discoverable)))
         }
+        if power == .off { settings.append(powerSetting) }
         return settings
     }
 }

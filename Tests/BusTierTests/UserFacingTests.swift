@@ -54,6 +54,9 @@ struct UserFacingTests {
             #expect(json["discoverable"] == .bool(true) && json["changed"] == .array([]), "\(again)")
             let off = try await bus.runBluectl(["adapter", "hci0", "--discoverable", "off", "--json"])
             #expect(try off.jsonLines().first?["changed"] == .array([.string("discoverable")]), "\(off)")
+            // in the order applied: power off last
+            let down = try await bus.runBluectl(["adapter", "hci0", "--power", "off", "--pairable", "off"])
+            #expect(down.stdout.hasSuffix("  pairable on->off  power on->off\n"), "\(down)")
         }
     }
 
