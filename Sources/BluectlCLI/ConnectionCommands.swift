@@ -77,7 +77,8 @@ struct InfoCommand: AsyncParsableCommand {
         commandName: "info",
         abstract: "Show what BlueZ knows about a device: connection, pairing, RSSI, MTU, services resolved, advertised data.",
         discussion: """
-            Does not connect.
+            Does not connect. Reads what BlueZ knows, so the adapter may be off, unless the device \
+            must be scanned for (then --power-on powers it on).
 
             Examples:
               bluectl info AA:BB:CC:DD:EE:FF

@@ -24,7 +24,7 @@ struct ServeCommand: AsyncParsableCommand {
                   "value": "0040", "descriptors": [{"uuid": "2901",
                     "flags": ["read"], "value": "6872"}]}]}]}
             UUIDs are hex or SIG names, values hex, flags as BlueZ names them: read, write, \
-            write-without-response, notify, indicate, encrypt-read, …. A bad SPEC is refused with \
+            write-without-response, notify, indicate, encrypt-read and the others BlueZ lists. A bad SPEC is refused with \
             its JSON path before anything is registered (exit 65).
 
             Reads are answered from the current value; each write replaces it and is printed, as are \
@@ -54,7 +54,8 @@ struct ServeCommand: AsyncParsableCommand {
             help: ArgumentHelp("Stop serving after this many seconds (exit 0).", valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
     var requestDeadline: String?
 
     @Flag(help: "One JSON object per line.")
@@ -185,7 +186,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                                                                   valueName: "UUID=HEX"))
     var serviceData: [String] = []
 
-    @Option(help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
     var appearance: String?
 
     @Flag(name: .customLong("tx-power"), help: "Include the TX power.")

@@ -27,7 +27,7 @@ struct ScanCommand: AsyncParsableCommand {
     var name: String?
 
     /// Unconditional: "-70" is a value here, not an option.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127…20).", valueName: "MIN"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127 to 20).", valueName: "MIN"))
     var rssi: Int?
 
     @Flag(help: "Report every advertisement, not only the first of each device.")
@@ -36,7 +36,8 @@ struct ScanCommand: AsyncParsableCommand {
     @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds.", valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
+    /// Unconditional: "--count -1" reaches validation and is refused by name.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
     var count: Int?
 
     @Option(help: ArgumentHelp("le, bredr or auto.", valueName: "TRANSPORT"))
@@ -99,19 +100,7 @@ struct ScanCommand: AsyncParsableCommand {
     /// "restored NAME (saved …): filter …" as a text or JSON line.
     static func restoredLine(_ saved: CentralRestoreState, filter: CentralRestoreState.ScanFilter, id: String,
                              used: Bool, json: Bool) -> String {
-        var parts: [String] = filter.services.map { "service \($0)" }
-        if let name = filter.name { parts.append("name contains \"\(name)\"") }
-        if let rssi = filter.rssi { parts.append("rssi >= \(rssi)") }
-        if filter.duplicates { parts.append("duplicates") }
-        parts.append("transport \(filter.transport)")
-        let how = saved.running ? "was still running (pid \(saved.pid), killed or crashed)" : "ended normally"
-        let record = EventRecord(
-            event: "restored",
-            fields: [("restore_id", .string(id)), ("saved", .string(saved.saved)), ("was_running", .bool(saved.running)),
-                     ("filter", .strings(parts)), ("used", .bool(used))],
-            text: "restored \(id) (saved \(saved.saved); \(how)): \(parts.joined(separator: ", "))"
-                + (used ? "" : " (not used: filter options given)"))
-        return record.line(json: json) ?? ""
+        EventLine.scanRestored(saved, filter: filter, id: id, used: used).record().line(json: json) ?? ""
     }
 
     /// One discovery's line with its line break, JSON or text, as `run` queues
@@ -178,9 +167,7 @@ struct ScanCommand: AsyncParsableCommand {
             defer { central.close() }
             // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
             let queue = OutputQueue(capacity: 100_000) { dropped in
-                let record = EventRecord(event: "dropped", fields: [("count", .int(dropped))],
-                                         text: "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow")
-                return record.lineBytes(json: json)
+                EventLine.dropped(dropped, of: "scan event").record().lineBytes(json: json)
             }
             if let restored { queue.line(restored) }
             // A line per event is rendered and queued where BlueZ's change is applied

@@ -159,8 +159,8 @@ struct SubscribeCommand: AsyncParsableCommand {
                 // Output first, then the clean-up (StopNotify, Disconnect) after this returns.
                 do {
                     try await forEachDevice(target.devices, sessions: sessions, json: format == .json, what: "notifications",
-                                            report: { device, failure in
-                                                jobs.first { $0.output.device == device }?.reportFailure(failure)
+                                            report: { device, shown, failure in
+                                                jobs.first { $0.output.device == device }?.reportFailure(failure, shown: shown)
                                             }) { device, session in
                         guard let job = jobs.first(where: { $0.device == device }) else { return }   // one job per device, by construction
                         try await job.run(session, duration: duration)
@@ -196,7 +196,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     }
 }
 
-enum NotifyVia: String, ExpressibleByArgument, Sendable {
+enum NotifyVia: String, ExpressibleByArgument, Sendable, CaseIterable {
     case notify, acquire
 }
 
@@ -364,12 +364,12 @@ final class SubscribeJob: Sendable {
         }
     }
 
-    /// This device failed (one of several): an event line naming it, and on stderr.
-    func reportFailure(_ failure: CLIFailure) {
+    /// This device failed (one of several): an event line naming it (`shown`:
+    /// its address once found), and on stderr.
+    func reportFailure(_ failure: CLIFailure, shown: String) {
         guard !SignalScope.interrupted else { return }
-        output.event("failed", [("reason", .string(failure.message)), ("exit_status", .int(Int(failure.status.rawValue)))],
-                     text: "failed: \(failure.message)")
-        if output.format != .raw, ValueText.stdoutIsTerminal { Output.error("\(output.device): \(TextSafety.oneLine(failure.message))") }
+        output.event(.failed(failure, sentence: "failed: \(failure.message)"), device: shown)
+        if output.format != .raw, ValueText.stdoutIsTerminal { Output.error("\(shown): \(TextSafety.oneLine(failure.message))") }
     }
 
     /// How a stretch of streaming ended.
@@ -395,7 +395,7 @@ final class SubscribeJob: Sendable {
                     guard reconnect, Self.policy.isRecoverable(error, afterSuccess: true) else { throw error }
                     let lostAt = ContinuousClock.now
                     let reason = cliFailure(error, what: "notifications").message
-                    output.event("disconnected", [("reason", .string(reason))], text: "\(reason); reconnecting")
+                    output.event(.disconnected(reason))
                     ServiceNotifier.status("reconnecting to \(peripheral.identifier): \(reason)")
                     save(state: .disconnected, notifying: false, address: peripheral.identifier.description)
                     for old in session.forgetSessions() { await old.stop() }
@@ -439,8 +439,7 @@ final class SubscribeJob: Sendable {
             session.registerAgent(options.agent, for: peripheral)
             let adapter = session.adapter.name
             try await session.connect(peripheral, options: options, deadline: deadline) { ahead in
-                output.event("connect_queued", [("ahead", .int(ahead)), ("adapter", .string(adapter))],
-                             text: "waiting to connect: \(ahead) \(ahead == 1 ? "connect" : "connects") ahead on \(adapter)")
+                output.event(.connectQueued(ahead: ahead, adapter: adapter))
             }
             var chars: [GattCharacteristic] = []
             for selector in selectors {
@@ -465,16 +464,10 @@ final class SubscribeJob: Sendable {
     /// an event line, so that nobody wonders why bluectl sent no StartNotify
     /// or where values went missing.
     private func report(_ sharing: NotificationSession.Sharing, of chr: GattCharacteristic) {
-        let uuid: (String, JSONValue) = ("characteristic", .string(chr.uuid.uuidString))
-        let label = chr.uuid.label
         switch sharing {
         case .own: break
-        case .joined:
-            output.event("shared_session", [uuid],
-                         text: "sharing the notification session another client holds on \(label) (bluetoothd sends a copy of each value per session, so bluectl adds none)")
-        case .tookOver:
-            output.event("own_session", [uuid],
-                         text: "the shared notification session on \(label) ended; bluectl started its own (values sent in between are lost)")
+        case .joined: output.event(.sharedSession(chr.uuid))
+        case .tookOver: output.event(.ownSession(chr.uuid))
         }
     }
 
@@ -506,7 +499,7 @@ final class SubscribeJob: Sendable {
         p.lostAt = nil
         let gap = (ContinuousClock.now - lostAt).components
         let seconds = ((Double(gap.seconds) + Double(gap.attoseconds) / 1e18) * 10).rounded() / 10
-        output.event("reconnected", [("gap_seconds", .double(seconds))], text: "reconnected after \(seconds) s; notifications resumed")
+        output.event(.reconnected(gap: seconds))
     }
 
     /// Waits while the sessions stream (their values go through `take`):
@@ -552,34 +545,13 @@ final class SubscribeJob: Sendable {
         let finding = sequences.withLock { trackers in
             trackers[key, default: SequenceTracker(width: width)].observe(value)
         }
-        let uuid: (String, JSONValue) = ("characteristic", .string(key))
-        let label = chr.uuid.label
-        switch finding {
-        case nil: break
-        case .gap(let expected, let got, let missing)?:
-            output.event("gap", [uuid, ("expected", .int(Int(expected))), ("got", .int(Int(got))), ("missing", .int(missing))],
-                         text: "sequence gap in \(label): expected \(expected), got \(got) (\(missing) missing)")
-        case .late(let seq)?:
-            output.event("late", [uuid, ("seq", .int(Int(seq)))], text: "sequence \(seq) of \(label) arrived late")
-        case .repeated(let seq)?:
-            output.event("repeated", [uuid, ("seq", .int(Int(seq)))], text: "sequence \(seq) of \(label) repeated")
-        case .short(let length)?:
-            output.event("short", [uuid, ("length", .int(length))],
-                         text: "a value of \(label) is too short for a sequence number (\(length) bytes)")
-        }
+        if let finding { output.event(.sequence(finding, of: chr.uuid)) }
     }
 
     // MARK: - State restoration
 
     func reportRestored(_ state: CentralRestoreState, id: String) {
-        let subscriptions = state.subscriptions.map { "\($0.characteristic) of \($0.device)" }
-        let peripherals = state.peripherals.map { "\($0.address ?? $0.device) \($0.state)" }
-        let how = state.running ? "was still running (pid \(state.pid), killed or crashed)" : "ended normally"
-        output.event("restored", [
-            ("restore_id", .string(id)), ("saved", .string(state.saved)), ("was_running", .bool(state.running)),
-            ("pid", .int(Int(state.pid))), ("subscriptions", .strings(subscriptions)), ("peripherals", .strings(peripherals)),
-        ], text: "restored \(id) (saved \(state.saved); \(how)): subscribed to \(subscriptions.joined(separator: ", "))"
-            + (peripherals.isEmpty ? "" : "; \(peripherals.joined(separator: ", "))"))
+        output.event(.subscribeRestored(state, id: id))
     }
 
     /// Saves this device's state (when a --restore-id is given).

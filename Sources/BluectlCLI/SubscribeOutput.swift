@@ -23,8 +23,7 @@ struct SubscribeOutput: Sendable {
     /// The bounded queue to stdout; what it drops is reported as one event line (of no one device).
     static func queue(format: ValueFormat?, capacity: Int) -> OutputQueue {
         OutputQueue(capacity: capacity) { dropped in
-            eventBytes(format: format, device: nil, namesDevice: false, event: "dropped", fields: [("count", .int(dropped))],
-                       text: "\(dropped) \(dropped == 1 ? "value" : "values") dropped: output too slow")
+            eventBytes(format: format, device: nil, namesDevice: false, .dropped(dropped, of: "value"))
         }
     }
 
@@ -45,18 +44,17 @@ struct SubscribeOutput: Sendable {
     /// Queues an event line (`EventRecord`). With raw output the stream has no
     /// lines, so events go to stderr only. Always also on stderr when stdout is
     /// JSON or a file, so that journald sees the gaps.
-    func event(_ event: String, _ fields: [(String, JSONValue)] = [], text: String) {
-        if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, event: event, fields: fields, text: text) {
+    /// `device` names it otherwise than the value lines (a failed device, by its address).
+    func event(_ line: EventLine, device: String? = nil) {
+        let device = device ?? self.device
+        if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, line) {
             queue.enqueue(bytes)
         }
-        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(namesDevice ? "\(device): \(text)" : text) }
+        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(namesDevice ? "\(device): \(line.text)" : line.text) }
     }
 
-    static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, event: String, fields: [(String, JSONValue)],
-                           text: String) -> [UInt8]? {
+    static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, _ line: EventLine) -> [UInt8]? {
         guard format != .raw else { return nil }
-        let record = EventRecord(time: ValueText.timestamp(), device: device, event: event, fields: fields, text: text,
-                                 namesDevice: namesDevice)
-        return record.lineBytes(json: format == .json)
+        return line.record(time: ValueText.timestamp(), device: device, namesDevice: namesDevice).lineBytes(json: format == .json)
     }
 }

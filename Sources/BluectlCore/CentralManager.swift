@@ -162,6 +162,8 @@ public final class CentralManager: Sendable {
     public func startScan(adapter: AdapterInfo, options: ScanOptions, duration: Duration? = nil,
                           limit: Int? = nil,
                           onDiscovery: ScanSession.DiscoverySink? = nil) async throws(BluetoothError) -> ScanSession {
+        // The steps, not the events: BLUECTL_DEBUG=1 shows what was asked of bluetoothd.
+        Trace.log("scan \(adapter.name): SetDiscoveryFilter \(options.traceDescription)")
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
@@ -229,8 +231,11 @@ public final class CentralManager: Sendable {
                 tracker.value.held = nil
             }
             continuation.finish()
+            Trace.log("scan \(adapter.name): StartDiscovery refused: \(error)")
             throw BluetoothError.from(error, operation: "start discovery on \(adapter.name)")
         }
+        Trace.log("scan \(adapter.name): StartDiscovery answered; results from here on"
+            + (duration.map { ", for \($0)" } ?? "") + (limit.map { ", until \($0) devices" } ?? ""))
         // What was found meanwhile goes out first, in order, then the rest as it comes.
         mirror.loop.execute {
             let held = tracker.value.held ?? []
@@ -298,6 +303,7 @@ final class ScanEnd: Sendable {
             if let stopping = state.value.stopping { return stopping }
             let (central, adapter) = (central, adapter)
             let task = Task { () -> BluetoothError? in
+                Trace.log("scan \(adapter.name): StopDiscovery")
                 do {
                     _ = try await central.connection.callMethod(
                         destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,

@@ -274,11 +274,11 @@ public struct GattDatabase: Sendable, Equatable {
 
     static func label(_ uuid: BluetoothUUID, _ handle: Int?) -> String {
         guard let handle else { return uuid.label }
-        return uuid.label + " handle \(handle)"
+        return uuid.label + " handle " + AttributeSelector.hex(handle)
     }
 
     static func candidate(_ path: ObjectPath, _ handle: Int?) -> String {
-        if let handle { return "handle:\(handle) (\(path.rawValue))" }
+        if let handle { return "handle:\(AttributeSelector.hex(handle)) (\(path.rawValue))" }
         return path.rawValue
     }
 }
@@ -330,8 +330,14 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .uuid(let uuid): return uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
         case .path(let path): return path
-        case .handle(let handle): return "handle \(handle)"
+        case .handle(let handle): return "handle " + Self.hex(handle)
         }
+    }
+
+    /// A handle as bluectl shows it everywhere (`discover`, messages): "0x0021".
+    static func hex(_ handle: Int) -> String {
+        let digits = String(handle, radix: 16)
+        return "0x" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 }
 

@@ -164,7 +164,7 @@ extension PeripheralManager {
     @discardableResult
     public func startAdvertising(_ data: AdvertisementData) async throws(BluetoothError) -> Advertisement {
         guard let limits = advertisingLimits else {
-            throw .notSupported("\(adapter.name) cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)")
+            throw .roleUnavailable("\(adapter.name) cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)")
         }
         try data.check(maximumLength: limits.maximumLength)
         if data.includesTxPower, !limits.supportedIncludes.isEmpty, !limits.supportedIncludes.contains("tx-power") {

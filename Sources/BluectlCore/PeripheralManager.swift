@@ -140,7 +140,7 @@ public final class PeripheralManager: Sendable {
     public func add(_ service: MutableService) async throws(BluetoothError) -> PublishedService {
         try service.validate()
         guard central.mirror.tree.properties(adapter.path, "org.bluez.GattManager1") != nil else {
-            throw .notSupported("\(adapter.name) cannot serve GATT (bluetoothd exports no GattManager1 for it)")
+            throw .roleUnavailable("\(adapter.name) cannot serve GATT (bluetoothd exports no GattManager1 for it)")
         }
         let published = await loop.submit { [self] in export(service) }
         do {

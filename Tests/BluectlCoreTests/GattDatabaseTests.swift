@@ -68,7 +68,7 @@ private func tree() -> BlueZObjectTree {
         } catch {
             guard case .ambiguous(_, _, let candidates) = error else { Issue.record("expected ambiguous"); return }
             #expect(candidates.count == 2)
-            #expect(candidates[0].hasPrefix("handle:17"))
+            #expect(candidates[0].hasPrefix("handle:0x0011 "))  // 17, in hex as bluectl shows handles
         }
         #expect(try db.characteristic(AttributeSelector("handle:0x13", kind: .characteristic)).handle == 19)
         #expect(try db.characteristic(AttributeSelector(dev + "/service0010/char0011", kind: .characteristic)).handle == 17)

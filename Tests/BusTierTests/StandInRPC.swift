@@ -122,6 +122,11 @@ extension PrivateBus {
         try await mock("RemoveAdapter", [.string(name)])
     }
 
+    /// The adapter stops exporting `interface` (org.bluez.GattManager1 or org.bluez.LEAdvertisingManager1).
+    func dropAdapterInterface(_ adapter: String, _ interface: String) async throws {
+        _ = try await mock("DropAdapterInterface", [.string(adapter), .string(interface)])
+    }
+
     func setPowered(_ adapter: String, _ powered: Bool) async throws {
         try await mock("SetAdapterPowered", [.string(adapter), .bool(powered)])
     }

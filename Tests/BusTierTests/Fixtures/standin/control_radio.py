@@ -160,6 +160,18 @@ def SetAdapterPowered(self, device_name, powered):
     adapter1.set_powered(state._adapter_state(device_name), bool(powered))
 
 
+@dbus.service.method(MOCK_IFACE, in_signature='ss', out_signature='')
+def DropAdapterInterface(self, device_name, interface):
+    '''DropAdapterInterface(hci s, interface s): the adapter no longer exports
+    GattManager1 or LEAdvertisingManager1, as a bluetoothd without that role
+    (a controller without LE, a build without it) does not.'''
+    st = state._adapter_state(device_name)
+    if interface not in (common.GATT_MANAGER_IFACE, common.LE_ADV_MANAGER_IFACE) or interface not in st.obj.props:
+        raise common._mock_err('InvalidArgs', f'{device_name} has no {interface} to drop')
+    del st.obj.props[interface]
+    common.emit_interfaces_removed(st.obj.path, [interface])
+
+
 @dbus.service.method(MOCK_IFACE, in_signature='ssa{sv}', out_signature='o')
 def AddAdvertiser(self, device_name, address, properties):
     '''AddAdvertiser(hci s, address s, properties a{sv}) → o (future device path)
