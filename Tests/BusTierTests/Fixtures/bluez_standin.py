@@ -105,7 +105,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from standin import common  # noqa: E402,F401
 from standin import agent_manager1, clients, control_radio, state  # noqa: E402
 from standin.control_radio import (  # noqa: E402,F401 (the Mock methods dbusmock attaches to "/")
-    AddAdapter, RemoveAdapter, SetAdapterPowered, AddAdvertiser, UpdateAdvertiser,
+    AddAdapter, RemoveAdapter, SetAdapterPowered, DropAdapterInterface, AddAdvertiser, UpdateAdvertiser,
     RemoveAdvertiser, GetLastDiscoveryFilter, GetDiscoveryFilterCallCount, GetDiscoverySessions,
     GetDiscoveryLog, SetFilterEnforcement, EmitAdvertisementBurst, StandInVersion,
 )
