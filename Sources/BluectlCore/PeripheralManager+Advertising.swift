@@ -162,7 +162,7 @@ extension PeripheralManager {
     /// is taken.
     @discardableResult
     public func startAdvertising(_ data: AdvertisementData) async throws(BluetoothError) -> Advertisement {
-        guard let limits = advertisingLimits else {
+        guard let limits = await loop.submit({ [self] in advertisingLimits }) else {
             throw .notSupported("\(adapter.name) cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)")
         }
         try data.check(maximumLength: limits.maximumLength)
@@ -172,7 +172,7 @@ extension PeripheralManager {
         if let free = limits.supportedInstances.map({ $0 - (limits.activeInstances ?? 0) }), free <= 0 {
             throw .notSupported("\(adapter.name) advertises \(limits.activeInstances ?? 0) advertisements already, all it can (SupportedInstances)")
         }
-        let path = loop.sync { [self] () -> ObjectPath in
+        let path = await loop.submit { [self] () -> ObjectPath in
             let path = base.appending("adv\(server.value.nextAdvertisement)")!
             server.value.nextAdvertisement += 1
             server.value.advertisements[path] = data
@@ -194,7 +194,7 @@ extension PeripheralManager {
         do {
             try await register("RegisterAdvertisement", path)
         } catch {
-            loop.sync { [self] in
+            await loop.submit { [self] in
                 server.value.advertisements[path] = nil
                 connection.unexport(path)
             }
@@ -210,7 +210,7 @@ extension PeripheralManager {
     }
 
     func unregisterAdvertisement(_ path: ObjectPath) async {
-        let known = loop.sync { [self] in server.value.advertisements.removeValue(forKey: path) != nil }
+        let known = await loop.submit { [self] in server.value.advertisements.removeValue(forKey: path) != nil }
         guard known else { return }
         try? await register("UnregisterAdvertisement", path)
         connection.unexport(path)

@@ -99,7 +99,9 @@ public final class PeripheralManager: Sendable {
     ) async throws(BluetoothError) -> PeripheralManager {
         let central = try await CentralManager.open(busAddress: busAddress, callTimeout: callTimeout)
         do {
-            let adapter = try central.poweredAdapter(named: name)
+            let adapter = try await central.mirror.loop.submit {
+                Result { () throws(BluetoothError) in try central.poweredAdapter(named: name) }
+            }.get()
             return PeripheralManager(central: central, adapter: adapter, requestDeadline: requestDeadline, ownsCentral: true)
         } catch {
             central.close()
@@ -128,14 +130,14 @@ public final class PeripheralManager: Sendable {
     @discardableResult
     public func add(_ service: MutableService) async throws(BluetoothError) -> PublishedService {
         try service.validate()
-        guard central.mirror.tree.properties(adapter.path, "org.bluez.GattManager1") != nil else {
+        guard await central.mirror.properties(adapter.path, "org.bluez.GattManager1") != nil else {
             throw .notSupported("\(adapter.name) cannot serve GATT (bluetoothd exports no GattManager1 for it)")
         }
-        let published = loop.sync { [self] in export(service) }
+        let published = await loop.submit { [self] in export(service) }
         do {
             try await register("RegisterApplication", published.root)
         } catch {
-            loop.sync { [self] in unexport(published) }
+            await loop.submit { [self] in unexport(published) }
             throw BluetoothError.from(error, operation: "register service \(service.uuid.label) with bluetoothd")
         }
         Trace.log("peripheral: serving \(service.uuid) at \(published.root)")
@@ -145,12 +147,12 @@ public final class PeripheralManager: Sendable {
     /// Stops serving `service` (CBPeripheralManager.remove).
     public func remove(_ service: PublishedService) async {
         try? await register("UnregisterApplication", service.root)
-        loop.sync { [self] in unexport(service) }
+        await loop.submit { [self] in unexport(service) }
     }
 
     /// Stops serving every service (CBPeripheralManager.removeAllServices).
     public func removeAllServices() async {
-        for service in services { await remove(service) }
+        for service in await loop.submit({ [self] in services }) { await remove(service) }
     }
 
     // MARK: - Values and subscribers
@@ -213,7 +215,7 @@ public final class PeripheralManager: Sendable {
     /// the requests still waiting, and ends `events`. Then closes the bus
     /// connection if `open` made it.
     public func stop() async {
-        let (services, ads) = loop.sync { [self] () -> ([PublishedService], [ObjectPath]) in
+        let (services, ads) = await loop.submit { [self] () -> ([PublishedService], [ObjectPath]) in
             guard !server.value.stopped else { return ([], []) }
             drive(.stop, request: nil)
             server.value.stopped = true
