@@ -50,7 +50,6 @@ func forEachDevice(_ devices: [String], sessions: [DeviceSession], json: Bool, w
     }
     let failures = await withTaskGroup(of: (Int, CLIFailure?).self) { group in
         for (index, device) in devices.enumerated() {
-            sessions[index].nameInMessages(deviceLabel(device))
             group.addTask {
                 do {
                     try await each(device, sessions[index])

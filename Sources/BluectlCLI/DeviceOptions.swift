@@ -68,10 +68,10 @@ let deviceCompletion = CompletionKind.custom { (_: [String], _: Int, _: String) 
 /// The addresses of the devices BlueZ knows, sorted; none when the bus or
 /// bluetoothd does not answer within `limit`.
 func knownDeviceAddresses(within limit: Duration) async -> [String] {
-    await firstValue(within: limit) { () async -> [String] in
+    await Deadline(after: limit).run { () async -> [String] in
         guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
         defer { central.close() }
-        return Set(central.devices().map(\.address)).sorted().map(\.description)
+        return await central.onLoop { Set(central.devices().map(\.address)).sorted().map(\.description) }
     } ?? []
 }
 

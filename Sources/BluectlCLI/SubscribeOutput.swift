@@ -3,7 +3,8 @@ import BluectlCore
 /// What `subscribe` writes: one line per value and, between them, event
 /// lines (restored state, disconnected, reconnected, values dropped) in
 /// the same format, so that a log shows every gap where it happened.
-/// Everything goes through the bounded `OutputQueue`.
+/// Everything goes through the bounded `OutputQueue` (the event lines'
+/// copies on stderr too: its writer thread writes them).
 struct SubscribeOutput: Sendable {
     let format: ValueFormat?
     /// The device, as its lines name it.
@@ -49,7 +50,19 @@ struct SubscribeOutput: Sendable {
         if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, event: event, fields: fields, text: text) {
             queue.enqueue(bytes)
         }
-        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(namesDevice ? "\(device): \(text)" : text) }
+        if format == .raw || !ValueText.stdoutIsTerminal { queue.notice(namesDevice ? "\(device): \(text)" : text) }
+    }
+
+    /// The `restored` event line of a `--restore-id` run: what the last run saved.
+    func reportRestored(_ state: CentralRestoreState, id: String) {
+        let subscriptions = state.subscriptions.map { "\($0.characteristic) of \($0.device)" }
+        let peripherals = state.peripherals.map { "\($0.address ?? $0.device) \($0.state)" }
+        let how = state.running ? "was still running (pid \(state.pid), killed or crashed)" : "ended normally"
+        event("restored", [
+            ("restore_id", .string(id)), ("saved", .string(state.saved)), ("was_running", .bool(state.running)),
+            ("pid", .int(Int(state.pid))), ("subscriptions", .strings(subscriptions)), ("peripherals", .strings(peripherals)),
+        ], text: "restored \(id) (saved \(state.saved); \(how)): subscribed to \(subscriptions.joined(separator: ", "))"
+            + (peripherals.isEmpty ? "" : "; \(peripherals.joined(separator: ", "))"))
     }
 
     static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, event: String, fields: [(String, JSONValue)],
