@@ -2,23 +2,29 @@ import BluectlDBus
 
 /// The discovery an adapter runs while this process looks for devices BlueZ
 /// does not know yet (`CentralManager.findDevice`), the loop's: one per
-/// adapter, shared by every finder on it. The first finder starts it, the
-/// last to leave (found, out of time, cancelled) stops it, and each finder
-/// watches BlueZ's tree for its own device meanwhile. bluetoothd keeps one
+/// adapter, shared by every finder on it. The first finder starts it; each
+/// finder watches BlueZ's tree for its own device meanwhile and leaves when
+/// it is found (or its time is up); a moment (`linger`) after the last one
+/// left, it is stopped, so finders that start one after the other, as the
+/// devices of one command do, still share it. bluetoothd keeps one
 /// discovery per client (a second `StartDiscovery` from the same connection
 /// is `InProgress`, and one `StopDiscovery` ends it for every caller), so
 /// finders that each ran a scan of their own had to take turns: with two
 /// unknown devices and a short `--timeout`, the second ran out of time
-/// waiting for the first's scan to end.
+/// waiting for the first's scan to be stopped.
 ///
-/// A finder that joins while the discovery is being stopped waits for the
-/// stop to be answered, then starts it again: a `StartDiscovery` never
-/// overtakes the `StopDiscovery` before it.
+/// A finder that comes while the discovery is being stopped waits for
+/// bluetoothd's answer to `StopDiscovery`, then starts it again: a
+/// `StartDiscovery` never overtakes the stop before it.
 final class FindingDiscovery: Sendable {
+    /// How long a discovery nobody needs any more keeps running.
+    static let linger: Duration = .milliseconds(500)
+
     private enum Phase {
         /// StartDiscovery on its way.
         case starting
-        case running(ScanSession)
+        /// Running; `stopTimer`: nobody needs it, it stops when this fires.
+        case running(ScanSession, stopTimer: EventLoop.TimerID?)
         /// StopDiscovery on its way.
         case stopping
     }
@@ -28,8 +34,6 @@ final class FindingDiscovery: Sendable {
         /// The finders scanning now, each with its hand-off (settled at its
         /// time limit, or with the discovery's failure) and its timer.
         var finders: [UInt64: (handOff: HandOff<Void>, timer: EventLoop.TimerID)] = [:]
-        /// Last finders out, waiting for the StopDiscovery to be answered.
-        var whenStopped: [HandOff<Void>] = []
     }
 
     private struct State {
@@ -45,8 +49,7 @@ final class FindingDiscovery: Sendable {
 
     /// Keeps a discovery running on `adapter` for the calling finder, at
     /// most `timeout` or until the calling task is cancelled (the finder
-    /// found its device); returns then, after the `StopDiscovery` when it
-    /// was the last finder. Throws when the discovery cannot be started.
+    /// found its device). Throws when the discovery cannot be started.
     func scan(on adapter: AdapterInfo, of central: CentralManager, for timeout: Duration) async throws {
         guard timeout > .zero else { return }
         let handOff = HandOff<Void>()
@@ -56,9 +59,17 @@ final class FindingDiscovery: Sendable {
             state.value.lastID += 1
             let id = state.value.lastID
             let timer = loop.schedule(after: timeout) { handOff.settle(.success(())) }
-            let isNew = state.value.entries[key] == nil
-            state.value.entries[key, default: Entry()].finders[id] = (handOff, timer)
-            if isNew { start(adapter, of: central) }
+            guard var entry = state.value.entries[key] else {
+                state.value.entries[key] = Entry(finders: [id: (handOff, timer)])
+                start(adapter, of: central)
+                return id
+            }
+            entry.finders[id] = (handOff, timer)
+            if case .running(let session, let stopTimer?) = entry.phase {
+                loop.cancel(stopTimer)   // needed again
+                entry.phase = .running(session, stopTimer: nil)
+            }
+            state.value.entries[key] = entry
             return id
         }
         var outcome: Result<Void, any Error> = .success(())
@@ -71,8 +82,7 @@ final class FindingDiscovery: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        let stopped = await loop.submit { [self] in leave(key, id) }
-        if let stopped { _ = try? await stopped.wait() }
+        await loop.submit { [self] in leave(key, id) }
         try outcome.get()
     }
 
@@ -91,11 +101,10 @@ final class FindingDiscovery: Sendable {
                 await state.loop.submit { [self] in failed(key, error) }
                 return
             }
-            let stopNow = await state.loop.submit { [self] () -> Bool in
-                state.value.entries[key]?.phase = .running(session)
-                return state.value.entries[key]?.finders.isEmpty ?? true
+            await state.loop.submit { [self] in
+                state.value.entries[key]?.phase = .running(session, stopTimer: nil)
+                if state.value.entries[key]?.finders.isEmpty ?? true { stopSoon(key) }
             }
-            if stopNow { await stop(key, session) }
             // With a sink, `discoveries` only ends (stopped) or fails
             // (bluetoothd or the adapter gone): either way, nothing more is
             // found by this discovery. Finders still scanning end as at
@@ -105,36 +114,38 @@ final class FindingDiscovery: Sendable {
         }
     }
 
-    /// On the loop: the finder `id` leaves; the last one out stops the
-    /// discovery and gets the hand-off that settles once it is stopped.
-    private func leave(_ key: ObjectPath, _ id: UInt64) -> HandOff<Void>? {
-        guard var entry = state.value.entries[key], let finder = entry.finders.removeValue(forKey: id) else { return nil }
+    /// On the loop: the finder `id` leaves; after the last one the discovery stops soon.
+    private func leave(_ key: ObjectPath, _ id: UInt64) {
+        guard let finder = state.value.entries[key]?.finders.removeValue(forKey: id) else { return }
         state.loop.cancel(finder.timer)
-        defer { state.value.entries[key] = entry }
-        guard entry.finders.isEmpty else { return nil }
-        let stopped = HandOff<Void>()
-        entry.whenStopped.append(stopped)
-        if case .running(let session) = entry.phase {
-            entry.phase = .stopping
-            Task { [self] in await stop(key, session) }
-        }
-        return stopped
+        if state.value.entries[key]?.finders.isEmpty == true { stopSoon(key) }
     }
 
-    /// StopDiscovery; then the entry goes, or starts again for finders that came meanwhile.
-    private func stop(_ key: ObjectPath, _ session: ScanSession) async {
-        await state.loop.submit { [self] in state.value.entries[key]?.phase = .stopping }
-        try? await session.stop()
-        await state.loop.submit { [self] in
-            guard var entry = state.value.entries[key] else { return }
-            for waiter in entry.whenStopped { waiter.settle(.success(())) }
-            entry.whenStopped = []
-            if entry.finders.isEmpty {
-                state.value.entries[key] = nil
-            } else {
-                state.value.entries[key] = entry
-                start(session.adapter, of: session.central)
+    /// On the loop: stops a running discovery nobody needs after `linger`
+    /// (a finder that comes meanwhile keeps it); one still starting is
+    /// stopped once started.
+    private func stopSoon(_ key: ObjectPath) {
+        guard case .running(let session, nil)? = state.value.entries[key]?.phase else { return }
+        let timer = state.loop.schedule(after: Self.linger) { [self] in
+            guard case .running(let current, _)? = state.value.entries[key]?.phase, current.end === session.end,
+                  state.value.entries[key]?.finders.isEmpty == true else { return }
+            state.value.entries[key]?.phase = .stopping
+            Task { [self] in
+                try? await session.stop()
+                await state.loop.submit { [self] in stopped(key, session) }
             }
+        }
+        state.value.entries[key]?.phase = .running(session, stopTimer: timer)
+    }
+
+    /// On the loop: StopDiscovery was answered; the entry goes, or the
+    /// discovery starts again for finders that came meanwhile.
+    private func stopped(_ key: ObjectPath, _ session: ScanSession) {
+        guard let entry = state.value.entries[key], case .stopping = entry.phase else { return }
+        if entry.finders.isEmpty {
+            state.value.entries[key] = nil
+        } else {
+            start(session.adapter, of: session.central)
         }
     }
 
@@ -145,18 +156,18 @@ final class FindingDiscovery: Sendable {
             state.loop.cancel(finder.timer)
             finder.handOff.settle(.failure(error))
         }
-        for waiter in entry.whenStopped { waiter.settle(.success(())) }
     }
 
-    /// On the loop: `session` ended by itself (not stopped by the last
-    /// finder): the finders end their scanning as at their time limit.
+    /// On the loop: `session` ended by itself (not stopped here: bluetoothd
+    /// or the adapter went): the finders end their scanning as at their time limit.
     private func ended(_ key: ObjectPath, _ session: ScanSession) {
-        guard let entry = state.value.entries[key], case .running(let running) = entry.phase, running.end === session.end else { return }
+        guard let entry = state.value.entries[key], case .running(let running, let stopTimer) = entry.phase,
+              running.end === session.end else { return }
+        if let stopTimer { state.loop.cancel(stopTimer) }
         state.value.entries[key] = nil
         for (_, finder) in entry.finders {
             state.loop.cancel(finder.timer)
             finder.handOff.settle(.success(()))
         }
-        for waiter in entry.whenStopped { waiter.settle(.success(())) }
     }
 }

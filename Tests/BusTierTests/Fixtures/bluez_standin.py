@@ -512,6 +512,7 @@ INJECTED_ERRORS = {}   # (path, method) → [error name, message, remaining call
 CALLS = []             # [(path, method)] of BlueZ API calls, in order (GetCalls)
 HANGING = set()        # (path, method) whose calls are never answered (HangMethod)
 HUNG_CALLS = []        # [(path, method, ok, err)] calls left unanswered
+REPLY_DELAYS = {}      # (path, method) → seconds its reply comes after the work is done (DelayReply)
 AGENTS = {}            # client unique name → (agent path, capability)
 DEFAULT_AGENT = []     # [(client, path)]: bluetoothd's default_agents queue, head first
 PAIRING = {}           # device path → (agent method, expected value) (SetPairing)
@@ -563,6 +564,16 @@ def _hangs(path, method, ok, err):
         HUNG_CALLS.append((str(path), method, ok, err))
         return True
     return False
+
+
+def _reply_later(path, method, ok):
+    '''Sends the (empty) reply now, or DelayReply's seconds later.'''
+    delay = REPLY_DELAYS.get((str(path), method))
+    if not delay:
+        ok()
+        return
+    log(f'{method} {path}: replying in {delay} s (DelayReply)')
+    GLib.timeout_add(int(delay * 1000), lambda: ok() and False)
 
 
 def _answer(ok, err, body):
@@ -731,19 +742,26 @@ class AdapterObject(BluezObject):
         _advertise_all_soon(st)
 
     @dbus.service.method(ADAPTER_IFACE, in_signature='', out_signature='',
-                         sender_keyword='sender')
-    def StopDiscovery(self, sender=None):
+                         sender_keyword='sender', async_callbacks=('ok', 'err'))
+    def StopDiscovery(self, sender=None, ok=None, err=None):
         st = self.state
         log(f'StopDiscovery {self.name} from {sender}')
-        _check_injected(self.path, 'StopDiscovery')
-        if not self.props[ADAPTER_IFACE]['Powered']:
-            raise _err(ERR + 'NotReady', 'Resource Not Ready')
-        if sender not in st.sessions:
-            raise _err(ERR + 'Failed', 'No discovery started')
+        try:
+            _check_injected(self.path, 'StopDiscovery')
+            if not self.props[ADAPTER_IFACE]['Powered']:
+                raise _err(ERR + 'NotReady', 'Resource Not Ready')
+            if sender not in st.sessions:
+                raise _err(ERR + 'Failed', 'No discovery started')
+        except dbus.exceptions.DBusException as e:
+            err(e)
+            return
         del st.sessions[sender]
         st.events.append(('StopDiscovery', sender))
         if not st.sessions:
             end_discovery(st)
+        # src/adapter.c stop_discovery: the client's session ends at once, the
+        # reply waits for the controller (mgmt Stop Discovery's completion)
+        _reply_later(self.path, 'StopDiscovery', ok)
 
     @dbus.service.method(ADAPTER_IFACE, in_signature='a{sv}', out_signature='',
                          sender_keyword='sender')
@@ -1871,15 +1889,21 @@ def SetAdapterPowered(self, device_name, powered):
 def AddAdvertiser(self, device_name, address, properties):
     '''AddAdvertiser(hci s, address s, properties a{sv}) → o (future device path)
 
-    See parse_advertiser_props for keys. If a discovery is running on the
-    adapter, the device is discovered at once.'''
+    See parse_advertiser_props for keys; also InRange b (default true):
+    false, and the peripheral does not advertise until UpdateAdvertiser. If a
+    discovery is running on the adapter, the device is discovered at once.'''
     st = _adapter_state(device_name)
     if not _is_address(address):
         raise _mock_err('InvalidArgs', f'bad address {address}')
     if str(address).upper() in st.advertisers:
         raise _mock_err('AdvertiserExists', f'{address} exists on {device_name}')
+    properties = dict(properties)
+    in_range = properties.pop('InRange', dbus.Boolean(True))
+    if not isinstance(in_range, dbus.Boolean):
+        raise _mock_err('InvalidArgs', 'InRange must be b')
     props, connectable = parse_advertiser_props(properties)
     adv = Advertiser(st, str(address), props, True if connectable is None else connectable)
+    adv.in_range = bool(in_range)
     st.advertisers[adv.address] = adv
     if st.sessions:
         discover(adv)
@@ -2188,6 +2212,17 @@ def GetCalls(self, path):
     if not str(path):
         return dbus.Array([f'{p} {m}' for p, m in CALLS], signature='s')
     return dbus.Array([m for p, m in CALLS if p == str(path)], signature='s')
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='ssu', out_signature='')
+def DelayReply(self, path, method, milliseconds):
+    '''DelayReply(path s, method s, milliseconds u): the reply to method on
+    path (StopDiscovery of an adapter) comes that long after the work is
+    done, as bluetoothd's waits for the controller (0: at once again).'''
+    if milliseconds > 0:
+        REPLY_DELAYS[(str(path), str(method))] = int(milliseconds) / 1000
+    else:
+        REPLY_DELAYS.pop((str(path), str(method)), None)
 
 
 @dbus.service.method(MOCK_IFACE, in_signature='ssb', out_signature='')
