@@ -188,10 +188,21 @@ actor DeviceSession {
         }
         for session in sessions { await session.stop() }
         if let peripheral {
-            try? await central.cancelPeripheralConnection(peripheral, timeout: .seconds(5))
+            do {
+                try await central.cancelPeripheralConnection(peripheral, timeout: Self.settleLimit)
+            } catch {
+                say("\(peripheral.identifier) may still be connected: \(cliFailure(error, what: "disconnect").message)")
+            }
         }
         await registered?.unregister()
     }
+
+    /// How long the clean-up waits for BlueZ to show a device it disconnects
+    /// disconnected: the next command (`bluectl read A; bluectl connect A`)
+    /// must find it settled, not going down. bluetoothd 5.66 takes the link
+    /// down 2 s after `Disconnect` (its DISCONNECT_TIMER: the profiles go
+    /// first) and only then answers; more on a slow machine (the lab).
+    static let settleLimit: Duration = .seconds(10)
 }
 
 /// The pairing agent a session registers when its device pairs, and why it
@@ -284,7 +295,8 @@ func runDevicesCommand(
         var refusal: String?
         for session in sessions where refusal == nil { refusal = await session.agentRefusal }
         let hurry = SignalScope.interrupted
-        _ = await Deadline(after: hurry ? .milliseconds(1500) : .seconds(8)).run(shielded: true) {
+        // StopNotify, then the disconnect's settling (`settleLimit`), devices at once.
+        _ = await Deadline(after: hurry ? .milliseconds(1500) : DeviceSession.settleLimit + .seconds(5)).run(shielded: true) {
             await withTaskGroup(of: Void.self) { group in
                 for session in sessions {
                     group.addTask { await session.cleanUp(disconnect: disconnectAfter, hurry: hurry) }

@@ -12,12 +12,14 @@ struct ScriptCompositionTests {
 
     /// A second peripheral with a battery service (level 0x33); `inRange`
     /// false: it does not advertise until `UpdateAdvertiser`.
-    static func addSecond(_ bus: PrivateBus, inRange: Bool) async throws {
+    /// Returns its battery level characteristic's path.
+    @discardableResult
+    static func addSecond(_ bus: PrivateBus, inRange: Bool) async throws -> String {
         let fields: [AdField] = [.addressType("random"), .name("Second"), .rssi(-60), .uuids(["180f"])]
         try await bus.mock("AddAdvertiser", [.string("hci0"), .string(second),
                                              .dict(fields.map(\.entry) + [("InRange", .bool(inRange))])])
         let bas = try await bus.addGattService("hci0", second, uuid: "180f")
-        _ = try await bus.addGattCharacteristic(bas, uuid: "2a19", flags: ["read", "notify"], value: [0x33])
+        return try await bus.addGattCharacteristic(bas, uuid: "2a19", flags: ["read", "notify"], value: [0x33])
     }
 
     @Test("read A,B of two devices BlueZ does not know: one discovery finds both, though B starts advertising after A was found and StopDiscovery is slow to answer")
@@ -43,6 +45,37 @@ struct ScriptCompositionTests {
             #expect(!r.stderr.contains("turn"), "\(r)")
             let starts = try await bus.discoveryLog().filter { $0.event == "StartDiscovery" }
             #expect(starts.count == 1, "one discovery for both devices: \(starts)")
+        }
+    }
+
+    @Test("subscribe A,B --count N, then connect A at once: subscribe waited until BlueZ showed A disconnected (the link goes down seconds after Disconnect, as in bluetoothd 5.66), so connect makes a connection of its own")
+    func settledBetweenCommands() async throws {
+        try await withPrivateBus { bus in
+            let g = try await HeartRateGatt.install(bus)
+            let secondLevel = try await Self.addSecond(bus, inRange: true)
+            // 5.66 takes the link down 2 s after Disconnect (DISCONNECT_TIMER), and answers then; a slow
+            // machine (the lab, under TCG) takes longer: here 6 s.
+            try await bus.mock("DelayReply", [.string(heartRatePath), .string("Disconnect"), .uint32(6_000)])
+            let sub = try bus.startBluectl(["subscribe", "\(heartRateAddress),\(Self.second)", "battery_level", "--json", "--count", "2"])
+            #expect(try await bus.eventually(timeout: .seconds(15)) {
+                let a = (try? await bus.notifyClients(g.battery))?.count ?? 0
+                let b = (try? await bus.notifyClients(secondLevel))?.count ?? 0
+                return a == 1 && b == 1
+            }, "the two devices were not both subscribed")
+            for value: UInt8 in [0x50, 0x51] {
+                _ = try await bus.emitNotification(g.battery, [value])
+                _ = try await bus.emitNotification(secondLevel, [value])
+            }
+            let r = await sub.wait(timeout: .seconds(40))
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try r.jsonLines().filter { $0["event"] == nil }.count == 4, "two values of each device: \(r)")
+            // The next command finds A settled, not going down.
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Connected")["data"] == .bool(false),
+                    "subscribe exited before BlueZ showed A disconnected: \(r)")
+            let connect = try await bus.runBluectl(["connect", heartRateAddress, "--json"])
+            #expect(connect.exitCode == 0, "\(connect)")
+            #expect(try connect.jsonLines().first?["already_connected"] == .bool(false), "\(connect)")
+            #expect(try await bus.callCount(heartRatePath, "Connect") == 2)
         }
     }
 }

@@ -916,13 +916,34 @@ class DeviceObject(BluezObject):
         connect_device(self)
         ok()
 
-    @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='')
-    def Disconnect(self):
+    @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='',
+                         async_callbacks=('ok', 'err'))
+    def Disconnect(self, ok=None, err=None):
         log(f'Disconnect {self.path}')
-        _check_injected(self.path, 'Disconnect')
-        if not self.connected:
-            raise _err(ERR + 'NotConnected', 'Not Connected')
-        disconnect_device(self)
+        try:
+            _check_injected(self.path, 'Disconnect')
+            if not self.connected:
+                raise _err(ERR + 'NotConnected', 'Not Connected')
+        except dbus.exceptions.DBusException as e:
+            err(e)
+            return
+        delay = REPLY_DELAYS.get((self.path, 'Disconnect'))
+        if not delay:
+            disconnect_device(self)
+            ok()
+            return
+        # src/device.c device_request_disconnect: the link is taken down
+        # DISCONNECT_TIMER (2 s in 5.66) later (disconnect_all); then
+        # device_remove_connection answers the call and Connected=false
+        # follows (a property change goes out when bluetoothd is idle).
+        log(f'Disconnect {self.path}: the link goes down in {delay} s (DelayReply)')
+
+        def link_down():
+            ok()
+            if self.connected:
+                disconnect_device(self)
+            return False
+        GLib.timeout_add(int(delay * 1000), link_down)
 
     @dbus.service.method(DEVICE_IFACE, in_signature='', out_signature='',
                          sender_keyword='sender', async_callbacks=('ok', 'err'))
@@ -2217,8 +2238,11 @@ def GetCalls(self, path):
 @dbus.service.method(MOCK_IFACE, in_signature='ssu', out_signature='')
 def DelayReply(self, path, method, milliseconds):
     '''DelayReply(path s, method s, milliseconds u): the reply to method on
-    path (StopDiscovery of an adapter) comes that long after the work is
-    done, as bluetoothd's waits for the controller (0: at once again).'''
+    path comes that long after the call, as bluetoothd's waits for the
+    controller (0: at once again). StopDiscovery of an adapter: the session
+    ends at once, the reply later. Disconnect of a device: the link goes down
+    (then Connected=false) only with the reply, as 5.66's DISCONNECT_TIMER
+    has it.'''
     if milliseconds > 0:
         REPLY_DELAYS[(str(path), str(method))] = int(milliseconds) / 1000
     else:
