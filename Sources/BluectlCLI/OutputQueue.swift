@@ -329,7 +329,8 @@ public final class OutputQueue: Sendable {
     private func waitForWork(timeout: Int32) -> Bool {
         while true {
             var fds = [pollfd(fd: fd, events: 0, revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, timeout)
+            // (Without a wake-up pipe, which pipe(2) may refuse, look every millisecond.)
+            let n = poll(&fds, 2, wake.read < 0 ? 1 : timeout)
             if n < 0 { if errno == EINTR { continue }; return true }
             if fds[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return false }
             if fds[1].revents & Int16(POLLIN) != 0 { drainWake() }
