@@ -301,6 +301,8 @@ func runDevicesCommand(
                 for session in sessions {
                     group.addTask { await session.cleanUp(disconnect: disconnectAfter, hurry: hurry) }
                 }
+                // the discovery that found the devices: stopped, and answered
+                group.addTask { await central.settleFinding() }
             }
         }
         // close() waits for the bus thread; never let that keep the process alive.

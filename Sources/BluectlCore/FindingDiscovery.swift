@@ -4,10 +4,9 @@ import BluectlDBus
 /// does not know yet (`CentralManager.findDevice`), the loop's: one per
 /// adapter, shared by every finder on it. The first finder starts it; each
 /// finder watches BlueZ's tree for its own device meanwhile and leaves when
-/// it is found (or its time is up); a moment (`linger`) after the last one
-/// left, it is stopped, so finders that start one after the other, as the
-/// devices of one command do, still share it. bluetoothd keeps one
-/// discovery per client (a second `StartDiscovery` from the same connection
+/// it is found (or its time is up); the last one out stops it, without
+/// waiting for the answer (`settle()` waits for it: the command line does
+/// before it ends). bluetoothd keeps one discovery per client (a second `StartDiscovery` from the same connection
 /// is `InProgress`, and one `StopDiscovery` ends it for every caller), so
 /// finders that each ran a scan of their own had to take turns: with two
 /// unknown devices and a short `--timeout`, the second ran out of time
@@ -17,14 +16,10 @@ import BluectlDBus
 /// bluetoothd's answer to `StopDiscovery`, then starts it again: a
 /// `StartDiscovery` never overtakes the stop before it.
 final class FindingDiscovery: Sendable {
-    /// How long a discovery nobody needs any more keeps running.
-    static let linger: Duration = .milliseconds(500)
-
     private enum Phase {
         /// StartDiscovery on its way.
         case starting
-        /// Running; `stopTimer`: nobody needs it, it stops when this fires.
-        case running(ScanSession, stopTimer: EventLoop.TimerID?)
+        case running(ScanSession)
         /// StopDiscovery on its way.
         case stopping
     }
@@ -39,6 +34,8 @@ final class FindingDiscovery: Sendable {
     private struct State {
         var entries: [ObjectPath: Entry] = [:]
         var lastID: UInt64 = 0
+        /// `settle()`s waiting for every discovery to be stopped and answered.
+        var settling: [HandOff<Void>] = []
     }
 
     private let state: LoopBound<State>
@@ -65,10 +62,6 @@ final class FindingDiscovery: Sendable {
                 return id
             }
             entry.finders[id] = (handOff, timer)
-            if case .running(let session, let stopTimer?) = entry.phase {
-                loop.cancel(stopTimer)   // needed again
-                entry.phase = .running(session, stopTimer: nil)
-            }
             state.value.entries[key] = entry
             return id
         }
@@ -102,8 +95,8 @@ final class FindingDiscovery: Sendable {
                 return
             }
             await state.loop.submit { [self] in
-                state.value.entries[key]?.phase = .running(session, stopTimer: nil)
-                if state.value.entries[key]?.finders.isEmpty ?? true { stopSoon(key) }
+                state.value.entries[key]?.phase = .running(session)
+                if state.value.entries[key]?.finders.isEmpty ?? true { stop(key) }
             }
             // With a sink, `discoveries` only ends (stopped) or fails
             // (bluetoothd or the adapter gone): either way, nothing more is
@@ -114,28 +107,45 @@ final class FindingDiscovery: Sendable {
         }
     }
 
-    /// On the loop: the finder `id` leaves; after the last one the discovery stops soon.
+    /// On the loop: the finder `id` leaves; the last one out stops the discovery.
     private func leave(_ key: ObjectPath, _ id: UInt64) {
         guard let finder = state.value.entries[key]?.finders.removeValue(forKey: id) else { return }
         state.loop.cancel(finder.timer)
-        if state.value.entries[key]?.finders.isEmpty == true { stopSoon(key) }
+        if state.value.entries[key]?.finders.isEmpty == true { stop(key) }
     }
 
-    /// On the loop: stops a running discovery nobody needs after `linger`
-    /// (a finder that comes meanwhile keeps it); one still starting is
-    /// stopped once started.
-    private func stopSoon(_ key: ObjectPath) {
-        guard case .running(let session, nil)? = state.value.entries[key]?.phase else { return }
-        let timer = state.loop.schedule(after: Self.linger) { [self] in
-            guard case .running(let current, _)? = state.value.entries[key]?.phase, current.end === session.end,
-                  state.value.entries[key]?.finders.isEmpty == true else { return }
-            state.value.entries[key]?.phase = .stopping
-            Task { [self] in
-                try? await session.stop()
-                await state.loop.submit { [self] in stopped(key, session) }
+    /// On the loop: StopDiscovery of a running discovery (one still
+    /// starting is stopped once started).
+    private func stop(_ key: ObjectPath) {
+        guard case .running(let session)? = state.value.entries[key]?.phase else { return }
+        state.value.entries[key]?.phase = .stopping
+        Task { [self] in
+            try? await session.stop()
+            await state.loop.submit { [self] in stopped(key, session) }
+        }
+    }
+
+    /// Returns once no discovery of this process's finders is running or
+    /// being stopped (StopDiscovery answered): before the process ends, so
+    /// that it stops what it started rather than leaving it to bluetoothd
+    /// when it leaves the bus. A finder still looking keeps its discovery.
+    func settle() async {
+        let idle = HandOff<Void>()
+        await state.loop.submit { [self] in
+            if state.value.entries.values.allSatisfy({ !$0.finders.isEmpty }) {
+                idle.settle(.success(()))
+            } else {
+                state.value.settling.append(idle)
             }
         }
-        state.value.entries[key]?.phase = .running(session, stopTimer: timer)
+        _ = try? await idle.wait()
+    }
+
+    /// On the loop: answers the `settle()`s once nothing is left to stop.
+    private func settleIfIdle() {
+        guard state.value.entries.values.allSatisfy({ !$0.finders.isEmpty }) else { return }
+        for waiter in state.value.settling { waiter.settle(.success(())) }
+        state.value.settling = []
     }
 
     /// On the loop: StopDiscovery was answered; the entry goes, or the
@@ -144,6 +154,7 @@ final class FindingDiscovery: Sendable {
         guard let entry = state.value.entries[key], case .stopping = entry.phase else { return }
         if entry.finders.isEmpty {
             state.value.entries[key] = nil
+            settleIfIdle()
         } else {
             start(session.adapter, of: session.central)
         }
@@ -156,18 +167,19 @@ final class FindingDiscovery: Sendable {
             state.loop.cancel(finder.timer)
             finder.handOff.settle(.failure(error))
         }
+        settleIfIdle()
     }
 
     /// On the loop: `session` ended by itself (not stopped here: bluetoothd
     /// or the adapter went): the finders end their scanning as at their time limit.
     private func ended(_ key: ObjectPath, _ session: ScanSession) {
-        guard let entry = state.value.entries[key], case .running(let running, let stopTimer) = entry.phase,
+        guard let entry = state.value.entries[key], case .running(let running) = entry.phase,
               running.end === session.end else { return }
-        if let stopTimer { state.loop.cancel(stopTimer) }
         state.value.entries[key] = nil
         for (_, finder) in entry.finders {
             state.loop.cancel(finder.timer)
             finder.handOff.settle(.success(()))
         }
+        settleIfIdle()
     }
 }

@@ -58,6 +58,13 @@ extension CentralManager {
     package func unwatch(_ watch: LoopWatch) {
         mirror.loop.unwatch(watch)
     }
+
+    /// Returns once the discoveries `findDevice` started are stopped and
+    /// answered (the last finder out does not wait for it): the command
+    /// line's clean-up, so that bluectl stops what it started.
+    package func settleFinding() async {
+        await finding.settle()
+    }
 }
 
 /// A descriptor an event loop watches (`CentralManager.watch(_:_:)`).

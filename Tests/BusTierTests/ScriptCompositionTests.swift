@@ -25,26 +25,38 @@ struct ScriptCompositionTests {
     @Test("read A,B of two devices BlueZ does not know: one discovery finds both, though B starts advertising after A was found and StopDiscovery is slow to answer")
     func foundTogether() async throws {
         try await withPrivateBus { bus in
-            _ = try await HeartRateGatt.install(bus)
+            // Both silent until bluectl looks for them.
+            try await bus.mock("AddAdvertiser", [.string("hci0"), .string(heartRateAddress),
+                                                 .dict(heartRate.map(\.entry) + [("InRange", .bool(false))])])
+            let bas = try await bus.addGattService("hci0", heartRateAddress, uuid: "180f")
+            _ = try await bus.addGattCharacteristic(bas, uuid: "2a19", flags: ["read", "notify"], value: [0x5c])
             try await Self.addSecond(bus, inRange: false)
             // bluetoothd answers StopDiscovery only once the controller has stopped scanning:
-            // slow here, longer than the command's --timeout. A finder that waits for it, or
-            // for the turn of a finder that does, runs out of time.
-            try await bus.mock("DelayReply", [.string("/org/bluez/hci0"), .string("StopDiscovery"), .uint32(30_000)])
+            // slow here, longer than a finder's time. A finder that waits for it, or for the
+            // turn of a finder that does, runs out of time.
+            try await bus.mock("DelayReply", [.string("/org/bluez/hci0"), .string("StopDiscovery"), .uint32(10_000)])
             let read = try bus.startBluectl(["read", "\(heartRateAddress),\(Self.second)", "battery_level", "--json", "--timeout", "8"])
-            // A is found by the discovery bluectl started; B starts advertising after that.
             #expect(try await bus.eventually(timeout: .seconds(15)) {
-                (try? await bus.property(heartRatePath, "org.bluez.Device1", "Address")) != nil
+                try await bus.discoveryLog().contains { $0.event == "StartDiscovery" }
+            }, "bluectl never scanned")
+            // A starts advertising and is found; B starts advertising once bluectl is done with A's
+            // find: A connected (one discovery for both), or that discovery stopped (each its own).
+            try await bus.updateAdvertiser("hci0", heartRateAddress, [.rssi(-52)])
+            #expect(try await bus.eventually(timeout: .seconds(15)) {
+                let connected = (try? await bus.property(heartRatePath, "org.bluez.Device1", "Connected"))?["data"] == .bool(true)
+                let stopped = try await bus.discoveryLog().contains { $0.event == "StopDiscovery" }
+                return connected || stopped
             }, "A was never found")
             try await bus.updateAdvertiser("hci0", Self.second, [.rssi(-58)])
-            let r = await read.wait(timeout: .seconds(30))
+            let r = await read.wait(timeout: .seconds(40))
             #expect(r.exitCode == 0, "\(r)")
             let byDevice = Dictionary(try r.jsonLines().map { ($0["device"]?.string ?? "", $0["value"]?.string ?? "") },
                                       uniquingKeysWith: { a, _ in a })
             #expect(byDevice == [heartRateAddress: "5c", Self.second: "33"], "\(r)")
             #expect(!r.stderr.contains("turn"), "\(r)")
-            let starts = try await bus.discoveryLog().filter { $0.event == "StartDiscovery" }
-            #expect(starts.count == 1, "one discovery for both devices: \(starts)")
+            let log = try await bus.discoveryLog()
+            #expect(log.filter { $0.event == "StartDiscovery" }.count == 1, "one discovery for both devices: \(log)")
+            #expect(log.last?.event == "StopDiscovery", "bluectl stopped the discovery it started before it ended: \(log)")
         }
     }
 
