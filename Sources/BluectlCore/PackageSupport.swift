@@ -98,21 +98,34 @@ package struct Deadline: Sendable {
     /// `body`'s value, or nil when the deadline passed first, or the
     /// caller was cancelled (unless `shielded`); then `body` is cancelled.
     package func run<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async -> T) async -> T? {
-        let first = HandOff<T?>()
+        let first = HandOff<T>()
         let work = Task {
             first.settle(.success(await body()))
         }
         let timer = Task { [end] in
             try? await Task.sleep(until: end, clock: .continuous)
-            if first.settle(.success(nil)) { work.cancel() }
+            if first.settle(.failure(CancellationError())) { work.cancel() }
         }
         defer { timer.cancel() }
-        if shielded { return (try? await first.wait()) ?? nil }
-        return await withTaskCancellationHandler {
-            (try? await first.wait()) ?? nil
-        } onCancel: {
-            if first.settle(.success(nil)) { work.cancel() }
+        let value: T
+        do {
+            if shielded {
+                value = try await first.wait()
+            } else {
+                value = try await withTaskCancellationHandler {
+                    try await first.wait()
+                } onCancel: {
+                    if first.settle(.failure(CancellationError())) { work.cancel() }
+                }
+            }
+        } catch {
+            return nil   // time ran out (or the caller was cancelled): `work` ends on its own
         }
+        // `body` answered: let its task end too (at once), so that nothing it
+        // captured outlives this call (a process about to exit must hold no
+        // task that still references what it was working on).
+        await work.value
+        return value
     }
 
     /// `body`'s value, or `expired` thrown when the deadline passes first
