@@ -162,11 +162,13 @@ struct AdapterOptions: ParsableArguments {
     func open(callTimeout: Duration = .seconds(25), requirePowered: Bool = true) async throws -> (CentralManager, AdapterInfo) {
         let central = try await CentralManager.open(callTimeout: callTimeout)
         do {
-            var chosen = try central.adapter(named: adapter)
+            let adapter = self.adapter
+            var chosen = try await central.onLoop { Result { () throws(BluetoothError) in try central.adapter(named: adapter) } }.get()
             if !chosen.powered, requirePowered || powerOn {
                 guard powerOn else { throw BluetoothError.adapterPoweredOff(chosen.name) }
                 try await central.setPowered(true, adapter: chosen, timeout: .seconds(10))
-                chosen = try central.adapter(named: chosen.name)
+                let name = chosen.name
+                chosen = try await central.onLoop { Result { () throws(BluetoothError) in try central.adapter(named: name) } }.get()
             }
             return (central, chosen)
         } catch {

@@ -38,7 +38,7 @@ struct ConnectCommand: AsyncParsableCommand {
             if pair, peripheral.info?.paired != true {
                 try await peripheral.pair(timeout: deadline.remaining)
             }
-            let record = ConnectRecord(device: peripheral.identifier, name: peripheral.name, madeConnection: session.madeConnection,
+            let record = ConnectRecord(device: peripheral.identifier, name: peripheral.name, madeConnection: await session.madeConnection,
                                        paired: peripheral.info?.paired ?? false, services: peripheral.services.count,
                                        mtu: peripheral.mtu, path: peripheral.path.rawValue)
             _ = record.line(json: json, separator: ", ").map(Output.line)
@@ -92,7 +92,7 @@ struct InfoCommand: AsyncParsableCommand {
         try await arguments.run(what: "info \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             guard let info = peripheral.info else { throw BluetoothError.deviceNotFound(device) }
-            let record = InfoRecord(device: DeviceRecord(device: info, adapter: session.adapter.name),
+            let record = InfoRecord(device: DeviceRecord(device: info, adapter: await session.adapter.name),
                                     state: peripheral.state, mtu: peripheral.mtu, services: peripheral.services)
             if json {
                 _ = Output.line(record.json())

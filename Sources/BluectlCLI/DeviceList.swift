@@ -50,31 +50,29 @@ func forEachDevice(_ devices: [String], sessions: [DeviceSession], json: Bool, w
         try await each(devices[0], sessions[0])
         return
     }
-    let failures = await withTaskGroup(of: (Int, CLIFailure?).self) { group in
+    let failures = await withTaskGroup(of: (Int, String, CLIFailure)?.self) { group in
         for (index, device) in devices.enumerated() {
-            sessions[index].nameInMessages(deviceLabel(device))
             group.addTask {
                 do {
                     try await each(device, sessions[index])
-                    return (index, nil)
+                    return nil
                 } catch {
                     let failure = cliFailure(error, what: "\(what) of \(device)")
-                    let shown = sessions[index].peripheral?.identifier.description ?? deviceLabel(device)
+                    let shown = await sessions[index].peripheral?.identifier.description ?? deviceLabel(device)
                     if let report {
                         report(deviceLabel(device), shown, failure)
                     } else {
                         reportDeviceFailure(device: shown, failure, json: json)
                     }
-                    return (index, failure)
+                    return (index, shown, failure)
                 }
             }
         }
-        var failures: [(Int, CLIFailure)] = []
-        for await (index, failure) in group {
-            if let failure { failures.append((index, failure)) }
+        var failures: [(Int, String, CLIFailure)] = []
+        for await failure in group {
+            if let failure { failures.append(failure) }
         }
-        return failures.sorted { $0.0 < $1.0 }
-            .map { (sessions[$0.0].peripheral?.identifier.description ?? deviceLabel(devices[$0.0]), $0.1) }
+        return failures.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
     }
     guard let first = failures.first else { return }
     throw CLIFailure(first.1.status, "\(failures.count) of \(devices.count) devices failed: "

@@ -77,13 +77,13 @@ func knownDeviceAddresses(within limit: Duration) async -> [String] {
     await askedOfBluez(within: limit) { central in Set(central.devices().map(\.address)).sorted().map(\.description) }
 }
 
-/// What `question` reads of BlueZ on the system bus for a completion; none
-/// when the bus or bluetoothd does not answer within `limit`.
+/// What `question` reads of BlueZ on the system bus for a completion (on the
+/// central's loop); none when the bus or bluetoothd does not answer within `limit`.
 private func askedOfBluez(within limit: Duration, _ question: @escaping @Sendable (CentralManager) -> [String]) async -> [String] {
-    await firstValue(within: limit) { () async -> [String] in
+    await Deadline(after: limit).run { () async -> [String] in
         guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
         defer { central.close() }
-        return question(central)
+        return await central.onLoop { question(central) }
     } ?? []
 }
 

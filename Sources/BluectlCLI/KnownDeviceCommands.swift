@@ -175,14 +175,15 @@ struct UnpairCommand: AsyncParsableCommand {
     static func remove(_ arguments: RemoveArguments) async throws {
         let (device, json) = (arguments.device.device, arguments.device.json)
         try await arguments.run(what: "remove \(device)") { session, deadline in
-            guard let peripheral = try session.known(device) else {
+            guard let peripheral = try await session.known(device) else {
                 let shown = BluetoothAddress(device)?.description ?? TextSafety.escapedForMessage(device)
-                Output.error("\(shown) is not known to BlueZ on \(session.adapter.name): nothing to remove")
-                if json { _ = Output.line(NotKnownRecord(device: shown, adapter: session.adapter.name).json()) }
+                let adapter = await session.adapter.name
+                Output.error("\(shown) is not known to BlueZ on \(adapter): nothing to remove")
+                if json { _ = Output.line(NotKnownRecord(device: shown, adapter: adapter).json()) }
                 return
             }
             let id = peripheral.identifier
-            let adapter = session.adapter.name
+            let adapter = await session.adapter.name
             let removed = try await session.central.removeDevice(peripheral, timeout: deadline.remaining)
             DeviceChangeRecord(device: id,
                                sentence: removed ? "removed \(id) from \(adapter): its bond and cached GATT database are deleted"

@@ -172,26 +172,21 @@ struct ScanCommand: AsyncParsableCommand {
             if let restored { queue.line(restored) }
             // A line per event is rendered and queued where BlueZ's change is applied
             // (the central's loop), with no hand-over per event; the live table takes
-            // the stream. stdout closing ends the scan (once the session exists).
-            let started = Locked<ScanSession?>(nil)
+            // the stream. The reader going away ends the scan (below).
             let adapterName = adapter.name
             let printLine: ScanSession.DiscoverySink = { discovery in
-                guard queue.enqueue(Self.line(discovery, adapter: adapterName, json: json)) == .closed else { return }
-                let session: ScanSession? = started.withLock { $0 }
-                session?.cancel()
+                queue.enqueue(Self.line(discovery, adapter: adapterName, json: json))
             }
             // The live loop keeps its own time and count; otherwise the scan ends by itself.
             let session = try await central.startScan(
                 adapter: adapter, options: sessionOptions,
                 duration: liveAgeOut == nil ? timeout.map { .seconds($0) } : nil,
                 limit: liveAgeOut == nil ? count : nil, onDiscovery: liveAgeOut == nil ? printLine : nil)
-            started.withLock { $0 = session }
-            if queue.readerGone { session.cancel() }
             let outcome: Result<Void, any Error>
             if let liveAgeOut {
                 // The live loop ends at --timeout itself: it must restore the terminal
-                // before the process ends, which withTimeLimit does not wait for.
-                await queue.finished()   // the restored line, above the table
+                // before the process ends.
+                await queue.finish()   // the restored line, above the table
                 do {
                     try await LiveScanView.run(session.discoveries, adapter: adapter.name, count: count, ageOut: liveAgeOut,
                                                timeout: timeout)
@@ -201,32 +196,18 @@ struct ScanCommand: AsyncParsableCommand {
                 }
             } else {
                 do {
-                    for try await _ in session.discoveries {}  // only ends or fails: printLine has the events
+                    // Only ends or fails (printLine has the events), or the reader goes away.
+                    try await queue.endingWhenReaderGone { for try await _ in session.discoveries {} }
                     outcome = .success(())
                 } catch {
                     outcome = .failure(error)
                 }
             }
-            _ = await uncancellable { try? await session.stop() }
-            await queue.finished()
+            _ = await Deadline.none.run(shielded: true) { try? await session.stop() }
+            let readerGone = await queue.finish()
             if let saveStore { try? saveStore.save(Self.state(scanOptions, adapter: adapter.name, running: false)) }
-            if queue.readerGone { throw CLIFailure(.brokenPipe, "") }
+            if readerGone { throw CLIFailure(.brokenPipe, "") }
             try outcome.get()
         }
     }
-}
-
-/// Runs `body` until it returns, throws, or `seconds` pass (then it is
-/// cancelled and the result is success: the time limit is a normal end).
-func withTimeLimit(seconds: Double?, _ body: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
-    let outcome: @Sendable () async -> Result<Void, any Error> = {
-        do {
-            try await body()
-            return .success(())
-        } catch {
-            return .failure(error)
-        }
-    }
-    guard let seconds else { return await outcome() }
-    return await firstValue(within: .seconds(seconds), outcome) ?? .success(())
 }

@@ -3,7 +3,8 @@ import BluectlCore
 /// What `subscribe` writes: one line per value and, between them, event
 /// lines (restored state, disconnected, reconnected, values dropped) in
 /// the same format, so that a log shows every gap where it happened.
-/// Everything goes through the bounded `OutputQueue`.
+/// Everything goes through the bounded `OutputQueue` (the event lines'
+/// copies on stderr too: its writer thread writes them).
 struct SubscribeOutput: Sendable {
     let format: ValueFormat?
     /// The device, as its lines name it.
@@ -50,7 +51,12 @@ struct SubscribeOutput: Sendable {
         if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, line) {
             queue.enqueue(bytes)
         }
-        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(namesDevice ? "\(device): \(line.text)" : line.text) }
+        if format == .raw || !ValueText.stdoutIsTerminal { queue.notice(namesDevice ? "\(device): \(line.text)" : line.text) }
+    }
+
+    /// The `restored` event line of a `--restore-id` run: what the last run saved.
+    func reportRestored(_ state: CentralRestoreState, id: String) {
+        event(.subscribeRestored(state, id: id))
     }
 
     static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, _ line: EventLine) -> [UInt8]? {

@@ -159,7 +159,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
 
     /// Whether bluetoothd says the device is connected (asked directly).
     public func isConnected() async -> Bool {
-        await fetchDeviceProperties()?["Connected"]?.bool ?? (info?.connected ?? false)
+        if let asked = await fetchDeviceProperties()?["Connected"]?.bool { return asked }
+        return await central.mirror.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool ?? false
     }
 
     /// The GATT database as BlueZ exports it now (empty until services are resolved).
@@ -220,7 +221,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let id = identifier.description
         // Resolved already, as the mirror has it: the machine's start on it
         // is its end, and nothing needs to run.
-        let seen = central.mirror.tree
+        let seen = await central.mirror.currentTree()
         guard let seenDevice = seen.properties(path, BlueZ.deviceInterface) else { throw BluetoothError.deviceNotFound(id) }
         if seenDevice["Connected"]?.bool == true, seenDevice["ServicesResolved"]?.bool == true {
             var machine = ServiceDiscoveryStateMachine()
@@ -249,7 +250,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             case nil: return []
             }
         }
-        var tree = driver.snapshot()
+        var tree = await driver.snapshot()
         guard var device = tree.properties(path, BlueZ.deviceInterface) else {
             driver.abandon()
             throw BluetoothError.deviceNotFound(id)
@@ -375,8 +376,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         // Reading a characteristic that notifies makes bluetoothd send every
         // subscriber a Value signal: say so to bluectl's subscribers (ReadMarker).
         let connection = central.connection
-        let marked = interface == BlueZ.characteristicInterface
-            && central.mirror.tree.properties(objectPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        let marked = if interface == BlueZ.characteristicInterface {
+            await central.mirror.properties(objectPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        } else {
+            false
+        }
         if marked { ReadMarker.send(ReadMarker.started, path: objectPath, on: connection) }
         @Sendable func finished(_ serial: UInt32, _ bytes: [UInt8]) async {
             guard marked else { return }
@@ -731,7 +735,7 @@ final class NotifyEngine: Sendable {
         }
         // Another client's StartNotify session already on: share it (see
         // NotifyStateMachine), or every value would arrive twice.
-        let joining = driver.snapshot().properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        let joining = await driver.snapshot().properties(charPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
         @Sendable func characteristicCall(_ member: String) -> DBusMessage {
             DBusMessage.methodCall(destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
                                    member: member)

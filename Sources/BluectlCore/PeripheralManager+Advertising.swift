@@ -163,7 +163,7 @@ extension PeripheralManager {
     /// is taken.
     @discardableResult
     public func startAdvertising(_ data: AdvertisementData) async throws(BluetoothError) -> Advertisement {
-        guard let limits = advertisingLimits else {
+        guard let limits = await loop.submit({ [self] in advertisingLimits }) else {
             throw .roleUnavailable("\(adapter.name) cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)")
         }
         try data.check(maximumLength: limits.maximumLength)

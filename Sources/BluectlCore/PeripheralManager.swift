@@ -110,7 +110,9 @@ public final class PeripheralManager: Sendable {
     ) async throws(BluetoothError) -> PeripheralManager {
         let central = try await CentralManager.open(busAddress: busAddress, callTimeout: callTimeout)
         do {
-            let adapter = try central.poweredAdapter(named: name)
+            let adapter = try await central.mirror.loop.submit {
+                Result { () throws(BluetoothError) in try central.poweredAdapter(named: name) }
+            }.get()
             return PeripheralManager(central: central, adapter: adapter, requestDeadline: requestDeadline, ownsCentral: true)
         } catch {
             central.close()
@@ -139,7 +141,7 @@ public final class PeripheralManager: Sendable {
     @discardableResult
     public func add(_ service: MutableService) async throws(BluetoothError) -> PublishedService {
         try service.validate()
-        guard central.mirror.tree.properties(adapter.path, "org.bluez.GattManager1") != nil else {
+        guard await central.mirror.properties(adapter.path, "org.bluez.GattManager1") != nil else {
             throw .roleUnavailable("\(adapter.name) cannot serve GATT (bluetoothd exports no GattManager1 for it)")
         }
         let published = await loop.submit { [self] in export(service) }
@@ -161,7 +163,7 @@ public final class PeripheralManager: Sendable {
 
     /// Stops serving every service (CBPeripheralManager.removeAllServices).
     public func removeAllServices() async {
-        for service in services { await remove(service) }
+        for service in await loop.submit({ [self] in services }) { await remove(service) }
     }
 
     // MARK: - Values and subscribers

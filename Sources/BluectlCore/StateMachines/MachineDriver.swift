@@ -128,8 +128,9 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
 
     /// The tree now, as the machine's start is to see it: the changes
     /// followed so far are in it, so they are not replayed after the start.
-    package func snapshot() -> BlueZObjectTree {
-        loop.sync { [self] in
+    /// Read on the loop and handed over: the caller's thread never blocks.
+    package func snapshot() async -> BlueZObjectTree {
+        await loop.submit { [self] in
             running.value.early.removeAll()
             return mirror.tree
         }

@@ -112,7 +112,7 @@ from standin.control_radio import (  # noqa: E402,F401 (the Mock methods dbusmoc
 from standin.control_gatt import (  # noqa: E402,F401 (the Mock methods dbusmock attaches to "/")
     AddGattService, AddGattCharacteristic, AddGattDescriptor, EmitNotification, EmitNotifications,
     DropSocketNotifications, SetGattValue, GetGattWrites, DropConnection, InjectError,
-    InjectErrorTimes, GetCalls, HangMethod, SetProperties, SetPairing, GetAgentLog, GetPairLog,
+    InjectErrorTimes, GetCalls, DelayReply, HangMethod, SetProperties, SetPairing, GetAgentLog, GetPairLog,
     SetGattCache, GetValueSignalCount, StartNotifyAs, StopNotifyAs, ReadValueAs, GetNotifyClients,
     GetAgents,
 )

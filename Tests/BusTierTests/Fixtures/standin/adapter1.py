@@ -11,6 +11,16 @@ from dbusmock import mockobject
 from . import bluez_object, common
 
 
+def _reply_later(path, method, ok):
+    '''Sends the (empty) reply now, or DelayReply's seconds later.'''
+    delay = state.REPLY_DELAYS.get((str(path), method))
+    if not delay:
+        ok()
+        return
+    common.log(f'{method} {path}: replying in {delay} s (DelayReply)')
+    GLib.timeout_add(int(delay * 1000), lambda: ok() and False)
+
+
 class AdapterObject(bluez_object.BluezObject):
     WRITABLE = {common.ADAPTER_IFACE: {'Alias': 's', 'Powered': 'b', 'Discoverable': 'b',
                                 'Pairable': 'b', 'DiscoverableTimeout': 'u',
@@ -59,19 +69,26 @@ class AdapterObject(bluez_object.BluezObject):
         _advertise_all_soon(st)
 
     @dbus.service.method(common.ADAPTER_IFACE, in_signature='', out_signature='',
-                         sender_keyword='sender')
-    def StopDiscovery(self, sender=None):
+                         sender_keyword='sender', async_callbacks=('ok', 'err'))
+    def StopDiscovery(self, sender=None, ok=None, err=None):
         st = self.state
         common.log(f'StopDiscovery {self.name} from {sender}')
-        state._check_injected(self.path, 'StopDiscovery')
-        if not self.props[common.ADAPTER_IFACE]['Powered']:
-            raise common._err(common.ERR + 'NotReady', 'Resource Not Ready')
-        if sender not in st.sessions:
-            raise common._err(common.ERR + 'Failed', 'No discovery started')
+        try:
+            state._check_injected(self.path, 'StopDiscovery')
+            if not self.props[common.ADAPTER_IFACE]['Powered']:
+                raise common._err(common.ERR + 'NotReady', 'Resource Not Ready')
+            if sender not in st.sessions:
+                raise common._err(common.ERR + 'Failed', 'No discovery started')
+        except dbus.exceptions.DBusException as e:
+            err(e)
+            return
         del st.sessions[sender]
         st.events.append(('StopDiscovery', sender))
         if not st.sessions:
             end_discovery(st)
+        # src/adapter.c stop_discovery: the client's session ends at once, the
+        # reply waits for the controller (mgmt Stop Discovery's completion)
+        _reply_later(self.path, 'StopDiscovery', ok)
 
     @dbus.service.method(common.ADAPTER_IFACE, in_signature='a{sv}', out_signature='',
                          sender_keyword='sender')

@@ -165,6 +165,20 @@ def GetCalls(self, path):
     return dbus.Array([m for p, m in state.CALLS if p == str(path)], signature='s')
 
 
+@dbus.service.method(MOCK_IFACE, in_signature='ssu', out_signature='')
+def DelayReply(self, path, method, milliseconds):
+    '''DelayReply(path s, method s, milliseconds u): the reply to method on
+    path comes that long after the call, as bluetoothd's waits for the
+    controller (0: at once again). StopDiscovery of an adapter: the session
+    ends at once, the reply later. Disconnect of a device: the link goes down
+    (then Connected=false) only with the reply, as 5.66's DISCONNECT_TIMER
+    has it.'''
+    if milliseconds > 0:
+        state.REPLY_DELAYS[(str(path), str(method))] = int(milliseconds) / 1000
+    else:
+        state.REPLY_DELAYS.pop((str(path), str(method)), None)
+
+
 @dbus.service.method(MOCK_IFACE, in_signature='ssb', out_signature='')
 def HangMethod(self, path, method, hang):
     '''HangMethod(path s, method s, hang b): calls of method (ReadValue or

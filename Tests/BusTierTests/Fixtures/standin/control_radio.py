@@ -176,15 +176,21 @@ def DropAdapterInterface(self, device_name, interface):
 def AddAdvertiser(self, device_name, address, properties):
     '''AddAdvertiser(hci s, address s, properties a{sv}) → o (future device path)
 
-    See parse_advertiser_props for keys. If a discovery is running on the
-    adapter, the device is discovered at once.'''
+    See parse_advertiser_props for keys; also InRange b (default true):
+    false, and the peripheral does not advertise until UpdateAdvertiser. If a
+    discovery is running on the adapter, the device is discovered at once.'''
     st = state._adapter_state(device_name)
     if not common._is_address(address):
         raise common._mock_err('InvalidArgs', f'bad address {address}')
     if str(address).upper() in st.advertisers:
         raise common._mock_err('AdvertiserExists', f'{address} exists on {device_name}')
+    properties = dict(properties)
+    in_range = properties.pop('InRange', dbus.Boolean(True))
+    if not isinstance(in_range, dbus.Boolean):
+        raise common._mock_err('InvalidArgs', 'InRange must be b')
     props, connectable = parse_advertiser_props(properties)
     adv = state.Advertiser(st, str(address), props, True if connectable is None else connectable)
+    adv.in_range = bool(in_range)
     st.advertisers[adv.address] = adv
     if st.sessions:
         adapter1.discover(adv)

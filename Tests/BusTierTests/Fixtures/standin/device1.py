@@ -62,13 +62,34 @@ class DeviceObject(bluez_object.BluezObject):
         connect_device(self)
         ok()
 
-    @dbus.service.method(common.DEVICE_IFACE, in_signature='', out_signature='')
-    def Disconnect(self):
+    @dbus.service.method(common.DEVICE_IFACE, in_signature='', out_signature='',
+                         async_callbacks=('ok', 'err'))
+    def Disconnect(self, ok=None, err=None):
         common.log(f'Disconnect {self.path}')
-        state._check_injected(self.path, 'Disconnect')
-        if not self.connected:
-            raise common._err(common.ERR + 'NotConnected', 'Not Connected')
-        disconnect_device(self)
+        try:
+            state._check_injected(self.path, 'Disconnect')
+            if not self.connected:
+                raise common._err(common.ERR + 'NotConnected', 'Not Connected')
+        except dbus.exceptions.DBusException as e:
+            err(e)
+            return
+        delay = state.REPLY_DELAYS.get((self.path, 'Disconnect'))
+        if not delay:
+            disconnect_device(self)
+            ok()
+            return
+        # src/device.c device_request_disconnect: the link is taken down
+        # DISCONNECT_TIMER (2 s in 5.66) later (disconnect_all); then
+        # device_remove_connection answers the call and Connected=false
+        # follows (a property change goes out when bluetoothd is idle).
+        common.log(f'Disconnect {self.path}: the link goes down in {delay} s (DelayReply)')
+
+        def link_down():
+            ok()
+            if self.connected:
+                disconnect_device(self)
+            return False
+        GLib.timeout_add(int(delay * 1000), link_down)
 
     @dbus.service.method(common.DEVICE_IFACE, in_signature='', out_signature='',
                          sender_keyword='sender', async_callbacks=('ok', 'err'))

@@ -153,6 +153,7 @@ INJECTED_ERRORS = {}   # (path, method) → [error name, message, remaining call
 CALLS = []             # [(path, method)] of BlueZ API calls, in order (GetCalls)
 HANGING = set()        # (path, method) whose calls are never answered (HangMethod)
 HUNG_CALLS = []        # [(path, method, ok, err)] calls left unanswered
+REPLY_DELAYS = {}      # (path, method) → seconds its reply comes after the work is done (DelayReply)
 AGENTS = {}            # client unique name → (agent path, capability)
 DEFAULT_AGENT = []     # [(client, path)]: bluetoothd's default_agents queue, head first
 PAIRING = {}           # device path → (agent method, expected value) (SetPairing)
