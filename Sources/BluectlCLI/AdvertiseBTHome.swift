@@ -48,31 +48,46 @@ extension AdvertiseCommand {
     }
 
     /// Applies stdin's lines, `{"temperature":21.7,"button":"press"}`, one frame each, until
-    /// stdin ends (advertising goes on); a bad line is reported on stderr and skipped.
+    /// cancelled (the end of stdin ends nothing: advertising goes on); a bad line is reported
+    /// on stderr and skipped. stdin is read on the loop (`StandardInputFeed`) and handed over a
+    /// line at a time: the next is not read until bluetoothd has answered this one's change,
+    /// so a fast producer is held back by the pipe and no line is dropped.
     static func feedBTHome(_ manager: PeripheralManager, _ advertisement: Advertisement, data: AdvertisementData,
-                           encoder: BTHomeEncoder, json: Bool) async throws {
+                           encoder: BTHomeEncoder, json: Bool, output: OutputQueue) async throws {
+        let central = manager.central
+        let (lines, handOver) = AsyncStream.makeStream(of: (line: String, number: Int).self)
+        let (room, roomMade) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let lineHandedOver = central.loopBound(false)
+        let feed = StandardInputFeed(central: central, apply: { line, number in
+            if lineHandedOver.value { return false }
+            lineHandedOver.value = true
+            handOver.yield((line, number))
+            return true
+        }, waitForRoom: { for await _ in room { return } })
+        feed.start()
+        defer { feed.stop() }
         var encoder = encoder
         var data = data
-        var number = 0
-        for await line in StandardInputLines() {
-            number += 1
-            if line.allSatisfy(\.isWhitespace) { continue }
+        for await (line, number) in lines {
             // the next frame replaces the current one only once bluetoothd has it: a change
             // that does not fit leaves the values as they were
-            var next = encoder
-            var nextData = data
-            do {
-                try next.update(try changes(line))
-                nextData.serviceData[BTHome.serviceUUID] = next.serviceData
-                try await manager.updateAdvertising(advertisement, to: nextData)
-            } catch {
-                Output.error("stdin line \(number): \(error)")
-                continue
+            if !line.allSatisfy(\.isWhitespace) {
+                var next = encoder
+                var nextData = data
+                do {
+                    try next.update(try changes(line))
+                    nextData.serviceData[BTHome.serviceUUID] = next.serviceData
+                    try await manager.updateAdvertising(advertisement, to: nextData)
+                    (encoder, data) = (next, nextData)
+                    var record = ServerEventRecord(event: "updated", adapter: manager.adapter, services: [], advertised: data)
+                    record.sensor = encoder.reading
+                    output.line(record.line(json: json) ?? "")
+                } catch {
+                    output.notice("stdin line \(number): \(error)")
+                }
             }
-            (encoder, data) = (next, nextData)
-            var record = ServerEventRecord(event: "updated", adapter: manager.adapter, services: [], advertised: data)
-            record.sensor = encoder.reading
-            guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+            await central.onLoop { lineHandedOver.value = false }
+            roomMade.yield()
         }
     }
 
