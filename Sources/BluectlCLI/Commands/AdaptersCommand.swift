@@ -28,33 +28,6 @@ struct AdaptersCommand: AsyncParsableCommand {
     }
 }
 
-/// An adapter as `adapters` shows it: "hci0  AA:…  powered  idle  poweredOn  alias";
-/// after `adapter`'s settings, what each did: "discoverable off->on  pairable on (already)".
-struct AdapterRecord: OutputRecord {
-    let adapter: AdapterInfo
-    /// The settings `adapter` was asked for, each with its value before and after.
-    var settings: [AdapterSetting] = []
-
-    func describe<Sink: RecordSink>(into sink: inout Sink) {
-        let adapter = self.adapter
-        sink.field("adapter", .string(adapter.name), text: .plain("adapter", adapter.name))
-        sink.field("address", adapter.address.map { .string($0.description) }, text: .plain("address", adapter.address?.description ?? "-"))
-        sink.json("address_type", adapter.addressType.map { .string($0.rawValue) })
-        sink.json("name", adapter.systemName.map { .string($0) })  // the alias part shows it when there is no alias
-        sink.field("powered", .bool(adapter.powered), text: .plain("powered", adapter.powered ? "powered" : "off"))
-        sink.json("power_state", adapter.powerState.map { .string($0) })
-        sink.field("discovering", .bool(adapter.discovering), text: .plain("discovering", adapter.discovering ? "discovering" : "idle"))
-        sink.json("discoverable", .bool(adapter.discoverable))
-        sink.json("pairable", .bool(adapter.pairable))
-        sink.field("state", .string(adapter.centralState.rawValue), text: .plain("state", adapter.centralState.rawValue))
-        sink.field("alias", adapter.alias.map { .string($0) },
-                   text: .plain("alias", TextSafety.terminalSafe(adapter.alias ?? adapter.systemName ?? "")))
-        sink.field("path", .string(adapter.path.rawValue), text: .detail("path", adapter.path.rawValue))
-        sink.field("changed", settings.isEmpty ? nil : .strings(settings.filter(\.changed).map(\.name)),
-                   text: settings.map { .plain($0.name, $0.summary) })
-    }
-}
-
 /// One setting `adapter` was asked for: its name and its value before and after.
 struct AdapterSetting: Sendable {
     let name: String

@@ -66,46 +66,6 @@ struct DevicesCommand: AsyncParsableCommand {
     }
 }
 
-/// A device as `devices` shows it: "AA:…  random  -60 dBm  "name"  connected paired bonded trusted  services 180d,180f".
-struct KnownDeviceRecord: OutputRecord {
-    let device: DeviceInfo
-    let adapter: String
-    /// Whether the text names the adapter (`devices` over several adapters).
-    var namesAdapter = false
-
-    func describe<Sink: RecordSink>(into sink: inout Sink) {
-        let device = self.device
-        DeviceRecord.describeIdentity(of: device, adapter: adapter, namesAdapter: namesAdapter, into: &sink)
-        sink.field("connected", .bool(device.connected), text: .flag("connected", device.connected))
-        sink.field("paired", .bool(device.paired), text: .flag("paired", device.paired))
-        sink.field("bonded", .bool(device.bonded), text: .flag("bonded", device.bonded))
-        sink.field("trusted", .bool(device.trusted), text: .flag("trusted", device.trusted))
-        sink.field("blocked", .bool(device.blocked), text: .flag("blocked", device.blocked))
-        sink.field("services_resolved", .bool(device.servicesResolved), text: .flag("resolved", device.servicesResolved))
-        // absent when none, as in scan and info lines
-        sink.field("service_uuids", device.serviceUUIDs.isEmpty ? nil : .strings(device.serviceUUIDs.map(\.uuidString)),
-                   text: device.serviceUUIDs.isEmpty ? nil : .labelled("services", device.serviceUUIDs.map(\.label).joined(separator: ",")))
-        sink.field("path", .string(device.path.rawValue), text: .detail("path", device.path.rawValue))
-    }
-}
-
-/// What a lifecycle command did to one device: a sentence in text
-/// ("trusted AA:…", "AA:… already trusted"), the device and its new state in JSON.
-struct DeviceChangeRecord: OutputRecord {
-    let device: BluetoothAddress
-    let sentence: String
-    let fields: [(String, JSONValue)]
-
-    func describe<Sink: RecordSink>(into sink: inout Sink) {
-        sink.field("device", .string(device.description), text: .plain("device", sentence))
-        for (key, value) in fields { sink.json(key, value) }
-    }
-
-    func print(json: Bool) {
-        _ = line(json: json).map(Output.line)
-    }
-}
-
 /// `bluectl pair DEVICE`
 struct PairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

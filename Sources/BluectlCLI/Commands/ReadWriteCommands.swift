@@ -233,25 +233,6 @@ struct WriteCommand: AsyncParsableCommand {
     }
 }
 
-/// What `write --json` prints. The text form is empty: a write that succeeds says
-/// nothing (its exit status does), as `cp` does.
-struct WriteRecord: OutputRecord {
-    let device: String
-    let characteristic: BluetoothUUID
-    var descriptor: BluetoothUUID?
-    /// How a characteristic was written (a descriptor write has no type).
-    var type: WriteType?
-    let bytes: [UInt8]
-
-    func describe<Sink: RecordSink>(into sink: inout Sink) {
-        sink.json("device", .string(device))
-        sink.json("characteristic", .string(characteristic.uuidString))
-        sink.json("descriptor", descriptor.map { .string($0.uuidString) })
-        sink.json("type", type.map { .string($0.name) })
-        sink.json("value", .string(ByteFormats.hex(bytes)))
-    }
-}
-
 extension WriteType {
     /// "with-response" or "without-response": the option's name, write's JSON `type`.
     var name: String { self == .withResponse ? "with-response" : "without-response" }
