@@ -1,13 +1,14 @@
 import Foundation
 import Testing
-@testable import BluectlCore
+import BluectlCore
 
 /// bluectl's sensor decoders against the reference decoders, frame by frame: the frames and
-/// the reference's readings come from `Tests/SensorReference/gen_*.py` (README there).
+/// the reference's readings come from `Tests/SensorReference/gen_*.py` (README there), run
+/// as the bus tier runs every other program (ChildProcess: posix_spawn, a hard timeout).
 @Suite("Sensor decoders agree with the reference decoders (Tests/SensorReference)")
 struct ReferenceDecoderTests {
     static let repository = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let folder = repository.appendingPathComponent("Tests/SensorReference")
 
     /// Every generator, by file name.
@@ -20,8 +21,8 @@ struct ReferenceDecoderTests {
     }
 
     @Test("Every frame decodes as the reference decodes it", arguments: generators)
-    func agrees(_ generator: String) throws {
-        let lines = try Self.run(generator)
+    func agrees(_ generator: String) async throws {
+        let lines = try await Self.run(generator)
         #expect(lines.count > 0, "\(generator) printed no frames")
         var decoder = SensorDecoder()
         for line in lines {
@@ -35,31 +36,17 @@ struct ReferenceDecoderTests {
     }
 
     /// The generator's output lines, run with the test virtualenv's python.
-    static func run(_ generator: String) throws -> [String] {
+    static func run(_ generator: String) async throws -> [String] {
         let python = repository.appendingPathComponent(".venv/bin/python")
         guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            throw ReferenceError("no .venv/bin/python: run Scripts/deps, which makes the test virtualenv")
+            throw BusTierError("no .venv/bin/python: run Scripts/deps, which makes the test virtualenv")
         }
-        let process = Process()
-        process.executableURL = python
-        process.arguments = [folder.appendingPathComponent(generator).path]
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let messages = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ReferenceError("\(generator) exited \(process.terminationStatus): \(String(decoding: messages, as: UTF8.self))")
+        let result = try await runProcess(python.path, [folder.appendingPathComponent(generator).path], timeout: .seconds(300))
+        guard result.termination == .exited(0) else {
+            throw BusTierError("\(generator) ended \(result.termination)\(result.timedOut ? " (timed out)" : ""): \(result.stderr)")
         }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        return result.stdout.split(separator: "\n").map(String.init)
     }
-}
-
-struct ReferenceError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A JSON value of an `expected` member, its type kept (true is not 1).
@@ -105,11 +92,11 @@ struct ReferenceFrame: Decodable {
 
     var advertisement: SensorAdvertisement {
         get throws {
-            guard let address = BluetoothAddress(address) else { throw ReferenceError("\(`case`): address \(address)") }
+            guard let address = BluetoothAddress(address) else { throw BusTierError("\(`case`): address \(address)") }
             var manufacturerData: [UInt16: [UInt8]] = [:]
             for (key, hex) in manufacturer_data ?? [:] {
                 guard key.hasPrefix("0x"), let company = UInt16(key.dropFirst(2), radix: 16) else {
-                    throw ReferenceError("\(`case`): company \(key)")
+                    throw BusTierError("\(`case`): company \(key)")
                 }
                 manufacturerData[company] = hex.isEmpty ? [] : try ByteFormats.parseHex(hex)
             }
