@@ -15,11 +15,16 @@ summary ends with exactly one line `N passed, M failed, K skipped`. A skip
 fails the tier too (LAB_ALLOW_SKIPS=1, for a developer's exploratory run,
 makes skips non-fatal; CI never sets it).
 
-The one flake retried: a check that fails while bluetoothd's log shows the
-emulated link's ATT stall (KNOWN_STALL) is run once more, and the report says
-so (`RETRIED NAME: ...`, then its second result). Any other failure is final.
-bluetoothd's deaths during a check (the guest's supervisor restarts it) are
-reported as `CRASH during NAME` lines and counted.
+Two faults of the lab's stack, not of bluectl, are retried once each: a check
+that fails while bluetoothd's log shows the emulated link's ATT stall
+(KNOWN_STALL), and one that fails after bluetoothd 5.66 died by itself during
+it (a segfault of its own: the same bluetoothd serves the lab's peripherals,
+whose GATT applications go with it until the supervisor has brought them back,
+so a check's peer vanished). The check is run once more, and the report says
+so (`RETRIED NAME: ...`, then its second result). Checks that are about
+living through bluetoothd's deaths (CRASH_TESTED) are never retried for one.
+Any other failure is final. bluetoothd's deaths during a check are reported
+as `CRASH during NAME` lines and counted.
 """
 import fnmatch
 import os
@@ -38,8 +43,26 @@ REGISTRY = []   # (name, function), in run order
 # bluetoothd's ATT transaction timeout (src/shared/att.c timeout_cb, logged
 # through src/device.c gatt_debug with -d): the emulated link under TCG
 # sometimes loses an ATT response and bluetoothd gives up on the request
-# after 30 s (Tests/Lab/README.md, "The one retry").
+# after 30 s (Tests/Lab/README.md, "The two retries").
 KNOWN_STALL = re.compile(r'gatt_debug\(\) \(chan 0x[0-9a-f]+\) Operation timed out: 0x[0-9a-f]{2}')
+
+
+# Checks whose subject is bluetoothd dying (on purpose or by itself): a death
+# during them is what they test, not a reason to run them again.
+CRASH_TESTED = ('extra_stream_acquire', 'extra_subscribe_reconnect', 'two_devices_bluetoothd_segv', 'serve_bluetoothd_segv')
+
+
+def wait_peripheral_back(mark, secs=120):
+    """Until supervisor.log, after mark, has "peripheral ready again" after its
+    last death (at most secs): True when it has."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        lines = supervisor_since(mark)
+        deaths = [i for i, l in enumerate(lines) if 'restarting' in l]
+        if not deaths or any('peripheral ready again' in l for l in lines[deaths[-1]:]):
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def lab_check(name):
@@ -140,8 +163,13 @@ class Runner:
         rc, why = self._attempt(name, fn)
         if rc not in (0, 77):
             stall = next((l for l in _since(lab.BTD_LOG, btd0).splitlines() if KNOWN_STALL.search(l)), None)
-            if stall:
-                self.say('RETRIED %s: the known ATT stall during the check (%s); first failure: %s' % (name, stall, why))
+            died = crashes_since(sup0) if name not in CRASH_TESTED else 0
+            if stall or died:
+                cause = ('the known ATT stall during the check (%s)' % stall if stall else
+                         'bluetoothd died by itself during the check (%s)' % ';'.join(supervisor_since(sup0)))
+                if died and not wait_peripheral_back(sup0):
+                    self.say('the supervisor did not bring the peripherals back within 120 s')
+                self.say('RETRIED %s: %s; first failure: %s' % (name, cause, why))
                 self.retried.append(name)
                 first = os.path.join(lab.CHECK_DIR, 'first-attempt')
                 os.makedirs(first, exist_ok=True)
@@ -198,7 +226,7 @@ class Runner:
             self.say('skipped %d: %s%s' % (self.skipped, ' '.join(s.split(':')[0] for s in self.skips),
                                            ' (allowed: LAB_ALLOW_SKIPS=1)' if allow else ' (a skip fails the tier)'))
         if self.retried:
-            self.say('retried after the known ATT stall: ' + ' '.join(self.retried))
+            self.say('retried after the known ATT stall or a death of bluetoothd: ' + ' '.join(self.retried))
         if self.crashes:
             self.say('bluetoothd died %d time(s) during the checks (restarted by the supervisor; see CRASH lines)'
                      % self.crashes)
