@@ -126,8 +126,9 @@ package final class BlueZMirror: Sendable {
             case (BlueZ.objectManager?, "InterfacesRemoved"?) where message.path == .root:
                 return tree.apply(interfacesRemoved: message.arguments)
             case (BlueZ.properties?, "PropertiesChanged"?):
-                guard let path = message.path, path.isDescendant(of: BlueZ.root) else { return nil }
-                return tree.apply(propertiesChangedAt: path, arguments: message.arguments)
+                guard let path = message.path, path.isDescendant(of: BlueZ.root),
+                      let change = message.propertiesChanged else { return nil }
+                return tree.apply(change, at: path)
             default:
                 return nil
             }

@@ -93,20 +93,25 @@ package struct BlueZObjectTree: Sendable, Equatable {
         return .removed(path, interfaces: names)
     }
 
-    /// `PropertiesChanged(s, a{sv}, as)` emitted by `path`. Changes for an
+    /// `PropertiesChanged(s, a{sv}, as)` emitted by `path`, as generic values.
+    package mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
+        guard let change = PropertiesChanged(arguments: arguments) else { return nil }
+        return apply(change, at: path)
+    }
+
+    /// A `PropertiesChanged` emitted by `path` (the mirror applies the one
+    /// decode of the message its other handlers read too). Changes for an
     /// object or interface we don't know are ignored (BlueZ announces objects
     /// with InterfacesAdded first).
-    package mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
-        guard arguments.count == 3, let interface = arguments[0].string,
-              let entries = arguments[1].dictionaryEntries, let changed = PropertyMap(entries: entries),
-              let invalidated = arguments[2].stringArray else { return nil }
+    package mutating func apply(_ change: PropertiesChanged, at path: ObjectPath) -> Change? {
+        let changed = PropertyMap(change.changed)
         // In place: one lookup of the path, and the properties are not copied.
-        let applied: Void? = objects[path]?.modifyValue(forKey: interface) { properties in
+        let applied: Void? = objects[path]?.modifyValue(forKey: change.interface) { properties in
             properties.merge(changed)
-            for key in invalidated { properties.removeValue(forKey: key) }
+            for key in change.invalidated { properties.removeValue(forKey: key) }
         }
         guard applied != nil else { return nil }  // an object or interface BlueZ has not announced
-        return .propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)
+        return .propertiesChanged(path, interface: change.interface, changed: changed, invalidated: change.invalidated)
     }
 
     private static func interfaces(_ value: DBusValue) -> InterfaceMap? {

@@ -19,6 +19,13 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
         rawValue = string
     }
 
+    /// A path libdbus has validated already (a loaded message's header):
+    /// checked again in debug builds only.
+    init(validatedByLibdbus text: String) {
+        assert(ObjectPath.isValid(text), "libdbus handed out an invalid object path")
+        rawValue = text
+    }
+
     public static let root = ObjectPath(verified: "/")
 
     public var description: String { rawValue }
