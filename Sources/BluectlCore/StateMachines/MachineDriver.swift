@@ -6,11 +6,14 @@ package protocol StateMachine: Sendable {
     associatedtype State: Sendable
     associatedtype Event: Sendable
     associatedtype Action: Sendable
+    /// What `handle` returns: an array, or an `InlineList` where an event
+    /// comes by the thousand (no allocation per event).
+    associatedtype Actions: Sequence<Action> = [Action]
 
     var state: State { get }
     /// Whether the machine has reached an end (the driver then lets go).
     var isFinished: Bool { get }
-    mutating func handle(_ event: Event) -> [Action]
+    mutating func handle(_ event: Event) -> Actions
     /// Whether the trace shows this event (not every value of a stream).
     static func traces(_ event: Event) -> Bool
 }
@@ -103,8 +106,9 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
 
     /// The tree now, as the machine's start is to see it: the changes
     /// followed so far are in it, so they are not replayed after the start.
-    package func snapshot() -> BlueZObjectTree {
-        loop.sync { [self] in
+    /// Read on the loop and handed over: the caller's thread never blocks.
+    package func snapshot() async -> BlueZObjectTree {
+        await loop.submit { [self] in
             running.value.early.removeAll()
             return mirror.tree
         }
