@@ -78,10 +78,13 @@ public final class DBusConnection: Sendable {
     /// copying a filter's strings for each check cost more than the check.
     private final class Subscription {
         let filter: SignalFilter
+        /// `filter.sender`, read per signal without a copy of the filter.
+        let sender: String?
         let handler: SignalHandler
 
         init(filter: SignalFilter, handler: @escaping SignalHandler) {
             self.filter = filter
+            self.sender = filter.sender
             self.handler = handler
         }
     }
@@ -443,16 +446,18 @@ public final class DBusConnection: Sendable {
             dbus_connection_get_unix_fd(io.raw, &fd)
             return fd
         }()
+        // The poll set, refilled each turn (one array for the loop's life, not one per turn).
+        var fds: [pollfd] = []
+        fds.reserveCapacity(4)
         while true {
             // 1. run the jobs handed in (calls to send, subscriptions, …)
             loop.runJobs()
             if tables.value.stopRequested { return }
             // 2. wait for the bus, a wake-up, a watched descriptor, or the nearest timer
             let watched = loop.watched
-            var fds = [
-                pollfd(fd: busFD, events: Int16(POLLIN) | (dbus_connection_has_messages_to_send(io.raw) != 0 ? Int16(POLLOUT) : 0), revents: 0),
-                pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0),
-            ]
+            fds.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: busFD, events: Int16(POLLIN) | (dbus_connection_has_messages_to_send(io.raw) != 0 ? Int16(POLLOUT) : 0), revents: 0))
+            fds.append(pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0))
             for watch in watched { fds.append(pollfd(fd: watch.fd, events: Int16(POLLIN), revents: 0)) }
             let ready = poll(&fds, nfds_t(fds.count), loop.hasJobs ? 0 : millisecondsToNextTimer())
             if ready < 0 && errno != EINTR { return }
@@ -546,11 +551,22 @@ public final class DBusConnection: Sendable {
             for handler in tables.value.ownerHandlers.values { handler(name, owner) }
         }
         let owners = tables.value.owners
+        // The owner of a well-known name, looked up once per message (most
+        // subscriptions name the same one, org.bluez).
+        var resolved: (name: String, owner: String?)?
         // A copy: a handler may subscribe or unsubscribe.
         for subscription in tables.value.subscriptions.values {
             guard subscription.filter.matches(message) else { continue }
-            if let sender = subscription.filter.sender {
-                let expected: String? = sender.hasPrefix(":") ? sender : (owners[sender] ?? nil)
+            if let sender = subscription.sender {
+                let expected: String?
+                if sender.utf8.first == UInt8(ascii: ":") {
+                    expected = sender
+                } else if let resolved, resolved.name == sender {
+                    expected = resolved.owner
+                } else {
+                    expected = owners[sender] ?? nil
+                    resolved = (sender, expected)
+                }
                 guard let expected, message.sender == expected else { continue }
             }
             subscription.handler(message)

@@ -335,7 +335,8 @@ enum MessageCodec {
         }
         var message = DBusMessage(kind: kind)
         message.serial = dbus_message_get_serial(raw)
-        let replySerial = dbus_message_get_reply_serial(raw)
+        let isReply = kind == .methodReturn || kind == .error
+        let replySerial = isReply ? dbus_message_get_reply_serial(raw) : 0
         message.replySerial = replySerial == 0 ? nil : replySerial
         message.sender = dbus_message_get_sender(raw).map { String(cString: $0) }
         message.destination = dbus_message_get_destination(raw).map { String(cString: $0) }
@@ -343,7 +344,7 @@ enum MessageCodec {
         message.path = dbus_message_get_path(raw).map { ObjectPath(validatedByLibdbus: String(cString: $0)) }
         message.interface = dbus_message_get_interface(raw).map(headerName)
         message.member = dbus_message_get_member(raw).map(headerName)
-        message.errorName = dbus_message_get_error_name(raw).map { String(cString: $0) }
+        message.errorName = kind == .error ? dbus_message_get_error_name(raw).map { String(cString: $0) } : nil
         message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
         let typed = kind == .signal && message.member == PropertiesChanged.memberName
             && message.interface == PropertiesChanged.interfaceName
@@ -373,7 +374,7 @@ enum MessageCodec {
         let signatureBytes = UnsafeRawBufferPointer(start: signature, count: strlen(signature))
         if signatureBytes.isEmpty { return .values([]) }
         return try withMarshalledForm(raw) { (message) throws(DBusError) -> DBusMessage.Body in
-            if propertiesChanged, signatureBytes.elementsEqual("sa{sv}as".utf8) {
+            if propertiesChanged, signatureBytes.count == 8, memcmp(signatureBytes.baseAddress!, "sa{sv}as", 8) == 0 {
                 return .propertiesChanged(try WireDecoder.propertiesChanged(ofMarshalled: message))
             }
             return .values(try WireDecoder.body(ofMarshalled: message, signature: signatureBytes))

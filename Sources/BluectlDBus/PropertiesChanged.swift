@@ -23,8 +23,9 @@ public struct PropertiesChanged: Sendable, Hashable {
     /// The names of the properties invalidated (their values not sent).
     public var invalidated: [String]
 
-    public static let interfaceName = "org.freedesktop.DBus.Properties"
-    public static let memberName = "PropertiesChanged"
+    /// The names of the signal (the strings decoded headers carry: `SharedNames`).
+    public static let interfaceName = SharedNames.shared("org.freedesktop.DBus.Properties")
+    public static let memberName = SharedNames.shared("PropertiesChanged")
 
     public init(interface: String, changed: [DBusProperty], invalidated: [String] = []) {
         self.interface = interface
