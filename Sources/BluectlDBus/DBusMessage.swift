@@ -130,6 +130,7 @@ public struct DBusMessage: Sendable, Hashable {
             && lhs.arguments == rhs.arguments
     }
 
+    /// Hashes what `==` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(kind)
         hasher.combine(serial)

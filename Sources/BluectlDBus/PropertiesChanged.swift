@@ -23,10 +23,12 @@ public struct PropertiesChanged: Sendable, Hashable {
     /// The names of the properties invalidated (their values not sent).
     public var invalidated: [String]
 
-    /// The names of the signal (the strings decoded headers carry: `SharedNames`).
+    /// The signal's interface (the string decoded headers carry: `SharedNames`).
     public static let interfaceName = SharedNames.shared("org.freedesktop.DBus.Properties")
+    /// The signal's member (the string decoded headers carry).
     public static let memberName = SharedNames.shared("PropertiesChanged")
 
+    /// A change of `interface`'s properties.
     public init(interface: String, changed: [DBusProperty], invalidated: [String] = []) {
         self.interface = interface
         self.changed = changed
@@ -65,9 +67,12 @@ public struct PropertiesChanged: Sendable, Hashable {
 
 /// One entry of a property dictionary (`a{sv}`): a name and the content of its variant.
 public struct DBusProperty: Sendable, Hashable {
+    /// The property's name.
     public let name: String
+    /// Its value: the content of the variant it came in.
     public var value: DBusValue
 
+    /// A property and its value.
     public init(name: String, value: DBusValue) {
         self.name = name
         self.value = value
