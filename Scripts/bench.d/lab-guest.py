@@ -262,6 +262,7 @@ def bench_reads():
                         name, res.get("out", "")[-300:]))
             else:
                 samples[name].append(res)
+                save()
             if res["value_s"] is None:
                 log("%s: no value (rc %s): %s" % (name, res["rc"], res.get("out", "")[-500:]))
         log("round %d done" % rnd)
@@ -769,10 +770,11 @@ def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""
     res["peripheral"] = control_state()
     with open(out_path[:-4] + ".err", "rb") as f:
         res["stderr"] = f.read()[-600:].decode("utf-8", "replace")
-    log("%-30s N=%-6d got %5d/%d missing %d ooo %d rate %s/s cpu %s us/value setup %.2fs periph %s" % (
+    log("%-30s N=%-6d got %5d/%d missing %d ooo %d rate %s/s cpu %s us/value setup %.2fs process cpu %s periph %s" % (
         name, n, res["valid"], n, res["missing"], res["out_of_order"],
         "%.0f" % res["rate"] if res["rate"] else "?",
-        "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"], res["peripheral"]))
+        "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"],
+        "%.2fs" % res["process_cpu_s"] if res.get("process_cpu_s") else "?", res["peripheral"]))
     return res
 
 
@@ -849,6 +851,7 @@ def bench_notify():
             continue
         r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
         RESULTS["notify"].append(dict(r, rep=rep))
+        save()
         if not r.get("valid"):
             dropped.add(name)
             RESULTS["notes"].append("%s: nothing received (%s), left out of further runs" % (
@@ -1056,12 +1059,22 @@ def bench_devices():
                                ("bluectl subscribe --json", ["hci0", "hci2"]),
                                ("python3-dbus StartNotify", ["hci0", "hci2"])):
                 out["runs"].append(run_devices(tool, keys, devs, DEVICES_N, DEVICES_MS, rep))
+                save()
     finally:
         # the rest of the boot as before: one device connected
         try:
             dbus.Interface(bus.get_object(BLUEZ, devs["hci2"]["path"]), DEV_IF).Disconnect(timeout=30)
         except dbus.exceptions.DBusException as e:
             log("Disconnect %s: %s" % (addr2, e.get_dbus_name()))
+
+
+def save():
+    """bench.json as measured so far: written after every run, so that a boot
+    the lab's time limit ends (a loaded machine) keeps what it measured."""
+    RESULTS["elapsed_s"] = time.monotonic() - T0
+    with open(os.path.join(OUT, "bench.json.tmp"), "w") as f:
+        json.dump(RESULTS, f, indent=1)
+    os.replace(os.path.join(OUT, "bench.json.tmp"), os.path.join(OUT, "bench.json"))
 
 
 def main():
@@ -1094,9 +1107,7 @@ def main():
         elif "devices" in PARTS:
             bench_devices()
     finally:
-        RESULTS["elapsed_s"] = time.monotonic() - T0
-        with open(os.path.join(OUT, "bench.json"), "w") as f:
-            json.dump(RESULTS, f, indent=1)
+        save()
         log("wrote %s" % os.path.join(OUT, "bench.json"))
 
 
