@@ -177,12 +177,12 @@ def code():
     follows instructions), for bluectl and the floor (busctl, the C client)."""
     if not shutil.which("valgrind"):
         subprocess.run(_as_root(["apt-get", "install", "-y", "-q", "valgrind"]), check=True)
-    os.makedirs(CBIN, exist_ok=True)
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
                            check=True).stdout.split()
-    subprocess.run(["cc", "-O2", "-o", os.path.join(CBIN, "readvalue"),
-                    os.path.join(REPO, "Scripts", "bench.d", "readvalue.c")] + flags, check=True)
+    # the C clients built here, not in .lab/bench-bin: a lab boot may be running those
     work = tempfile.mkdtemp(prefix="bluectl-code-")
+    subprocess.run(["cc", "-O2", "-o", os.path.join(work, "readvalue"),
+                    os.path.join(REPO, "Scripts", "bench.d", "readvalue.c")] + flags, check=True)
     bin_copy = os.path.join(work, "bluectl")  # valgrind cannot read the full debug info of the static stdlib
     subprocess.run(["strip", "--strip-debug", "-o", bin_copy, BIN], check=True)
     bus = PrivateBus()
@@ -197,7 +197,7 @@ def code():
             ("`bluectl read DEV 2a19`", [bin_copy, "read", address, "2a19"]),
             ("`busctl call … ReadValue`", ["busctl", "call", "org.bluez", chr_path, "org.bluez.GattCharacteristic1",
                                            "ReadValue", "a{sv}", "0"]),
-            ("C libdbus client (readvalue.c)", [os.path.join(CBIN, "readvalue"), chr_path]),
+            ("C libdbus client (readvalue.c)", [os.path.join(work, "readvalue"), chr_path]),
             ("(`bluectl --version`)", [bin_copy, "--version"]),
         ]
         rows = []
@@ -240,7 +240,7 @@ def notify_code(bus, work, bin_copy, address, service, flags):
     the stand-in's EmitNotifications burst of 100 and of 3,000 values. Per
     value: the difference of the two runs over 2,900 values (start-up
     cancels out); the whole process: the 3,000-value run, start-up to exit."""
-    subprocess.run(["cc", "-O2", "-o", os.path.join(CBIN, "notify"), os.path.join(REPO, "Scripts", "bench.d", "notify.c")]
+    subprocess.run(["cc", "-O2", "-o", os.path.join(work, "notify"), os.path.join(REPO, "Scripts", "bench.d", "notify.c")]
                    + flags, check=True)
     stream = "b1ec7100-0000-4000-8000-000000000001"
     chr_path = bus.mock("AddGattCharacteristic", "osasay", service, stream, 2, "read", "notify", 1, 0).split()[1].strip('"')
@@ -249,7 +249,7 @@ def notify_code(bus, work, bin_copy, address, service, flags):
         ("`bluectl subscribe` (default text)", lambda n: sub + [str(n)]),
         ("`bluectl subscribe --json`", lambda n: sub + [str(n), "--json"]),
         ("`bluectl subscribe --format raw`", lambda n: sub + [str(n), "--format", "raw"]),
-        ("C libdbus client (notify.c)", lambda n: [os.path.join(CBIN, "notify"), chr_path, str(n)]),
+        ("C libdbus client (notify.c)", lambda n: [os.path.join(work, "notify"), chr_path, str(n)]),
         ("python3-dbus (py_notify.py)", lambda n: ["/usr/bin/python3", os.path.join(REPO, "Scripts", "bench.d", "peers",
                                                                                     "py_notify.py"), "start", chr_path, str(n)]),
     ]
