@@ -180,7 +180,7 @@ public enum HotPaths {
         HotPath(name: "notify-event-raw",
                 about: "`subscribe --format raw`, one notification end to end after libdbus: decode (loaded) + apply + the value handler's read + the machine's step + queued") {
             let state = MirrorState()
-            let loaded = (0..<Fixtures.rotation).map { Fixtures.loaded(Fixtures.valueChanged($0)) }
+            let loaded = (1...Fixtures.rotation).map { Fixtures.loaded(Fixtures.valueChanged($0)) }  // serial 0 is no serial
             var machine = NotifyStateMachine()
             _ = machine.handle(.start)
             _ = machine.handle(.startSucceeded)
