@@ -435,6 +435,11 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
             "--devices-reps", str(reps), "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5")]
     if only:
         args += ["--only", only]
+    if os.environ.get("BENCH_COMPARE"):
+        compare = os.path.realpath(os.environ["BENCH_COMPARE"])
+        if not compare.startswith(REPO + os.sep) or not os.access(compare, os.X_OK):
+            sys.exit(f"bench: BENCH_COMPARE={compare} must be an executable inside the repository (the guest sees only it)")
+        args += ["--compare", os.path.relpath(compare, REPO)]
     if os.environ.get("BENCH_CONSUMERS"):
         args += ["--consumers", os.environ["BENCH_CONSUMERS"]]
     print(f"(one lab boot; logs in {os.path.relpath(out, REPO)})", flush=True)
@@ -590,6 +595,14 @@ def lab_report(res, out):
                 f"{b['cpu'] / 1000:.2f} ms = {_x(cr, 1.2)} × the C client's {c['cpu'] / 1000:.2f} ms (target ≤ 1.2{pr})"
                 if cr is not None else f"? (no figure for bluectl or the C client notify.c{pr})"),
                 cr is not None and cr <= 1.2))
+            compare = res["env"].get("compare")
+            for form in ("--format raw", "--json", "(default text)"):
+                k = summary.get((f"{compare} subscribe {form}", n)) if compare else None
+                m = summary.get((f"bluectl subscribe {form}", n))
+                if k and k["cpu"] and m and m["cpu"] and c and c["cpu"]:
+                    L.append(f"notify N={n:,}, subscribe {form}: CPU/value {m['cpu'] / 1000:.2f} ms = "
+                             f"{m['cpu'] / c['cpu']:.2f} × the C client's; {compare} (same boot) {k['cpu'] / 1000:.2f} ms = "
+                             f"{k['cpu'] / c['cpu']:.2f} ×")
             # AcquireNotify: bluectl's stays the fastest consumer of all; its losses (bluetoothd
             # drops values silently when the socket is full) are printed, not a target
             a = summary.get(("bluectl --notify-via acquire (raw)", n))
@@ -614,6 +627,7 @@ def lab_report(res, out):
 
 PROCESS_TOOLS = ("bluectl subscribe (default text)", "bluectl subscribe --json", "bluectl subscribe --format raw",
                  "C libdbus StartNotify (notify.c)", "python3-dbus StartNotify")
+PROCESS_FORMS = ("subscribe (default text)", "subscribe --json", "subscribe --format raw")
 PROCESS_PEER = "python3-dbus StartNotify"
 
 
@@ -630,12 +644,14 @@ def process_report(runs):
     _table_head(L, ["consumer", "N", "runs", "process CPU median (min–max)", "process wall median",
                     f"× {PROCESS_PEER} (CPU)"])
     rows = {}
+    compared = lambda t: t.split(" ", 1)[0].startswith("bluectl-") and t.split(" ", 1)[-1] in PROCESS_FORMS
     for (tool, n), rs in _group(runs, lambda r: (r["tool"], r["n"])).items():
         done = [r for r in rs if r.get("process_cpu_s") and r.get("missing") == 0]
-        if tool in PROCESS_TOOLS:
+        if tool in PROCESS_TOOLS or compared(tool):
             rows[(tool, n)] = (rs, sorted(r["process_cpu_s"] for r in done), [r["process_s"] for r in done])
     med = {k: statistics.median(cpus) if cpus else None for k, (_, cpus, _) in rows.items()}
-    for (tool, n) in sorted(rows, key=lambda k: (k[1], PROCESS_TOOLS.index(k[0]))):
+    order = lambda t: PROCESS_TOOLS.index(t) if t in PROCESS_TOOLS else PROCESS_FORMS.index(t.split(" ", 1)[1]) + 0.5
+    for (tool, n) in sorted(rows, key=lambda k: (k[1], order(k[0]))):
         rs, cpus, walls = rows[(tool, n)]
         cpu, peer = med[(tool, n)], med.get((PROCESS_PEER, n))
         L.append(f"| {tool} | {n:,} | {len(cpus)}/{len(rs)} | "

@@ -73,6 +73,10 @@ DEVICES_MS = int(opt("--devices-ms", "2"))  # their pace: one value every MS ms 
 DEVICES_REPS = int(opt("--devices-reps", "3"))
 BREAKDOWN_RUNS = int(opt("--breakdown", "5"))  # one-shot reads under strace per tool; 0: none
 CONSUMERS = re.compile(opt("--consumers", ""), re.I)  # only notification consumers whose name matches
+# a second bluectl (a path in the repository) read and subscribed beside the first, in the same boot,
+# its rows named after its file ("bluectl-87ff39f read", …): before and after a change, side by side
+COMPARE = os.path.join(REPO, opt("--compare", "")) if opt("--compare", "") else ""
+COMPARE_NAME = os.path.basename(COMPARE)
 BTCTL = shutil.which("bluetoothctl")
 STDBUF = shutil.which("stdbuf")
 BUSCTL = shutil.which("busctl")
@@ -214,6 +218,8 @@ def read_tools(notes=True):
     dev = PERIPH_ADDR
     if BLUECTL:
         tools.append(("bluectl read", lambda: [BLUECTL, "read", dev, "2a19", "--adapter", CENTRAL], {}))
+    if COMPARE:
+        tools.append(("%s read" % COMPARE_NAME, lambda: [COMPARE, "read", dev, "2a19", "--adapter", CENTRAL], {}))
     if os.access(os.path.join(CBIN, "readvalue"), os.X_OK):
         tools.append(("C libdbus (readvalue.c)", lambda: [os.path.join(CBIN, "readvalue"), PATHS[BATTERY]], {}))
     elif notes:
@@ -782,11 +788,13 @@ def notify_consumers(n):
     dev = PERIPH_ADDR
     S = PATHS[STREAM]
     c = []
-    if BLUECTL:
-        base = [BLUECTL, "subscribe", dev, STREAM, "--adapter", CENTRAL, "--count", str(n)]
-        c.append(("bluectl subscribe --format raw", base + ["--format", "raw"], parse_raw, "Notifying", False))
-        c.append(("bluectl subscribe --json", base + ["--json"], parse_json, "Notifying", False))
-        c.append(("bluectl subscribe (default text)", base, parse_text, "Notifying", False))
+    for binary, label in ((BLUECTL, "bluectl"), (COMPARE, COMPARE_NAME)):
+        if not binary:
+            continue
+        base = [binary, "subscribe", dev, STREAM, "--adapter", CENTRAL, "--count", str(n)]
+        c.append(("%s subscribe --format raw" % label, base + ["--format", "raw"], parse_raw, "Notifying", False))
+        c.append(("%s subscribe --json" % label, base + ["--json"], parse_json, "Notifying", False))
+        c.append(("%s subscribe (default text)" % label, base, parse_text, "Notifying", False))
         if RESULTS["env"].get("notify_via"):
             c.append(("bluectl --notify-via acquire (raw)", base + ["--format", "raw", "--notify-via", "acquire"],
                       parse_raw, "NotifyAcquired", False))
@@ -1081,6 +1089,7 @@ def main():
     env = RESULTS["env"]
     env["gatt_channels"] = ENV.get("LAB_GATT_CHANNELS", "")
     env["bluectl"] = sh([BLUECTL, "--version"]).stdout.strip() if BLUECTL else "missing"
+    env["compare"] = COMPARE_NAME
     env["notify_via"] = bool(BLUECTL) and "--notify-via" in sh([BLUECTL, "subscribe", "--help"]).stdout
     env["bluetoothctl"] = sh([BTCTL, "--version"]).stdout.strip() if BTCTL else "missing"
     env["python"] = sys.version.split()[0]
