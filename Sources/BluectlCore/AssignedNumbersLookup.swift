@@ -33,15 +33,16 @@ enum AssignedNumbers {
         (companyCodes, (0..<companyCount).map(companyName(at:)))
     }
 
-    /// The entry shown for `uuid`, in the first table (service, characteristic, descriptor) that has it.
-    static func entry(for uuid: UInt128) -> AssignedUUID? {
+    /// The row shown for `uuid`, in the first table (service, characteristic, descriptor) that has it.
+    static func rowIndex(for uuid: UInt128) -> Int? {
         for kind in BluetoothUUID.Kind.allCases {
-            if let e = entry(for: uuid, kind: kind) { return e }
+            if let index = rowIndex(for: uuid, kind: kind) { return index }
         }
         return nil
     }
 
-    static func entry(for uuid: UInt128, kind: BluetoothUUID.Kind) -> AssignedUUID? {
+    /// The row shown for `uuid` as a `kind` (its primary entry): a binary search of the keys.
+    static func rowIndex(for uuid: UInt128, kind: BluetoothUUID.Kind) -> Int? {
         let end = uuidKindStarts[kind.rank + 1]
         var lo = uuidKindStarts[kind.rank], hi = end
         while lo < hi {
@@ -50,7 +51,27 @@ enum AssignedNumbers {
         }
         // the first row of a UUID is its primary entry
         guard lo < end, uuidKeys[lo] == uuid else { return nil }
-        return row(lo)
+        return lo
+    }
+
+    /// A field of a row.
+    enum Field {
+        case name, identifier, shortName
+    }
+
+    /// One field of row `index`: the only string a name lookup builds (a
+    /// UUID's label is asked per line a subscription prints).
+    static func field(_ field: Field, ofRow index: Int) -> String {
+        withTable { table in
+            guard let view = RowView(index, in: table) else { preconditionFailure("malformed row \(index) of uuidTable") }
+            let range: Range<Int>
+            switch field {
+            case .name: range = view.name
+            case .identifier: range = view.identifier
+            case .shortName: range = view.shortName
+            }
+            return String(decoding: table[range], as: UTF8.self)
+        }
     }
 
     /// The name of company `code`; nil when unassigned.

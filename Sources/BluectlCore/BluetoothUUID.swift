@@ -168,25 +168,31 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// The SIG or vendor name ("Battery Level"), looking in the service, characteristic
     /// and descriptor tables in that order.
-    public var name: String? { AssignedNumbers.entry(for: uint128Value)?.name }
+    public var name: String? { AssignedNumbers.rowIndex(for: uint128Value).map { AssignedNumbers.field(.name, ofRow: $0) } }
 
     /// The name in one table only.
-    public func name(as kind: Kind) -> String? { AssignedNumbers.entry(for: uint128Value, kind: kind)?.name }
+    public func name(as kind: Kind) -> String? {
+        AssignedNumbers.rowIndex(for: uint128Value, kind: kind).map { AssignedNumbers.field(.name, ofRow: $0) }
+    }
 
     /// A short name such as `battery_level`, for display and for the CLI: the shortest tail
     /// of the identifier that `init(_:kind:)` (given this entry's kind) reads back as this UUID.
-    public var shortName: String? { AssignedNumbers.entry(for: uint128Value)?.shortName }
+    public var shortName: String? {
+        AssignedNumbers.rowIndex(for: uint128Value).map { AssignedNumbers.field(.shortName, ofRow: $0) }
+    }
 
     /// `shortName` in one table only.
     public func shortName(as kind: Kind) -> String? {
-        AssignedNumbers.entry(for: uint128Value, kind: kind)?.shortName
+        AssignedNumbers.rowIndex(for: uint128Value, kind: kind).map { AssignedNumbers.field(.shortName, ofRow: $0) }
     }
 
     /// The full identifier, such as `org.bluetooth.characteristic.battery_level`.
-    public var identifier: String? { AssignedNumbers.entry(for: uint128Value)?.identifier }
+    public var identifier: String? {
+        AssignedNumbers.rowIndex(for: uint128Value).map { AssignedNumbers.field(.identifier, ofRow: $0) }
+    }
 
     /// The kinds this UUID has a table entry for (usually none or one).
-    public var kinds: [Kind] { Kind.allCases.filter { AssignedNumbers.entry(for: uint128Value, kind: $0) != nil } }
+    public var kinds: [Kind] { Kind.allCases.filter { AssignedNumbers.rowIndex(for: uint128Value, kind: $0) != nil } }
 
     // MARK: Parsing helpers
 
