@@ -796,7 +796,7 @@ def notify_consumers(n):
         c.append(("%s subscribe --json" % label, base + ["--json"], parse_json, "Notifying", False))
         c.append(("%s subscribe (default text)" % label, base, parse_text, "Notifying", False))
         if RESULTS["env"].get("notify_via"):
-            c.append(("bluectl --notify-via acquire (raw)", base + ["--format", "raw", "--notify-via", "acquire"],
+            c.append(("%s --notify-via acquire (raw)" % label, base + ["--format", "raw", "--notify-via", "acquire"],
                       parse_raw, "NotifyAcquired", False))
     if os.access(os.path.join(CBIN, "notify"), os.X_OK):
         c.append(("C libdbus StartNotify (notify.c)", [os.path.join(CBIN, "notify"), S, str(n)], parse_lines_hex,
