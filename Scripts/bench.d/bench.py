@@ -608,7 +608,7 @@ def lab_report(res, out):
             a = summary.get(("bluectl --notify-via acquire (raw)", n))
             if a and a["rate"]:
                 others = {t: s for (t, m), s in summary.items() if m == n and s["rate"] and not t.startswith("(")
-                          and t != "bluectl --notify-via acquire (raw)"}
+                          and t != "bluectl --notify-via acquire (raw)" and not t.startswith("bluectl-")}
                 top = max(others.items(), key=lambda kv: kv[1]["rate"]) if others else None
                 ar = a["rate"] / top[1]["rate"] if top else None
                 losses = ", ".join(f"{t} {s['lost']}" for (t, m), s in summary.items()
