@@ -8,7 +8,7 @@ TEST_CHR=12345678-1234-5678-1234-56789abcdef1
 STEP_TIMEOUT=${STEP_TIMEOUT:-90}
 shown=0 failed=0 missing=()
 
-implemented() { # same rule as Tests/Lab/lib.sh: `bluectl help SUB` shows SUB's usage
+implemented() { # same rule as the lab tier's usage_errors: `bluectl help SUB` shows SUB's usage
   local h; h=$(timeout 20 "$BLUECTL" help "$1" 2>&1 < /dev/null) || return 1
   grep -qiE "usage:.*[[:space:]/]$1([[:space:]]|$)" <<<"$h"
 }

@@ -28,9 +28,12 @@ struct AdaptersCommand: AsyncParsableCommand {
     }
 }
 
-/// An adapter as `adapters` shows it: "hci0  AA:…  powered  idle  poweredOn  alias".
+/// An adapter as `adapters` shows it: "hci0  AA:…  powered  idle  poweredOn  alias";
+/// after `adapter`'s settings, what each did: "discoverable off->on  pairable on (already)".
 struct AdapterRecord: OutputRecord {
     let adapter: AdapterInfo
+    /// The settings `adapter` was asked for, each with its value before and after.
+    var settings: [AdapterSetting] = []
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         let adapter = self.adapter
@@ -47,6 +50,36 @@ struct AdapterRecord: OutputRecord {
         sink.field("alias", adapter.alias.map { .string($0) },
                    text: .plain("alias", TextSafety.terminalSafe(adapter.alias ?? adapter.systemName ?? "")))
         sink.field("path", .string(adapter.path.rawValue), text: .detail("path", adapter.path.rawValue))
+        sink.field("changed", settings.isEmpty ? nil : .strings(settings.filter(\.changed).map(\.name)),
+                   text: settings.map { .plain($0.name, $0.summary) })
+    }
+}
+
+/// One setting `adapter` was asked for: its name and its value before and after.
+struct AdapterSetting: Sendable {
+    let name: String
+    let before: String
+    let after: String
+
+    var changed: Bool { before != after }
+    /// "discoverable off->on", or "pairable on (already)".
+    var summary: String { changed ? "\(name) \(before)->\(after)" : "\(name) \(after) (already)" }
+
+    /// The settings asked for, read from `before` and `after`, in the order they are applied.
+    static func asked(power: Switch?, alias: String?, discoverable: Switch?, pairable: Switch?,
+                      before: AdapterInfo, after: AdapterInfo) -> [AdapterSetting] {
+        func onOff(_ on: Bool) -> String { on ? "on" : "off" }
+        func quoted(_ info: AdapterInfo) -> String { "\"\(TextSafety.terminalSafe(info.alias ?? info.systemName ?? ""))\"" }
+        var settings: [AdapterSetting] = []
+        let powerSetting = AdapterSetting(name: "power", before: onOff(before.powered), after: onOff(after.powered))
+        if power == .on { settings.append(powerSetting) }   // on first, off last, as applied
+        if alias != nil { settings.append(.init(name: "alias", before: quoted(before), after: quoted(after))) }
+        if pairable != nil { settings.append(.init(name: "pairable", before: onOff(before.pairable), after: onOff(after.pairable))) }
+        if discoverable != nil {
+            settings.append(.init(name: "discoverable", before: onOff(before.discoverable), after: onOff(after.discoverable)))
+        }
+        if power == .off { settings.append(powerSetting) }
+        return settings
     }
 }
 
@@ -73,7 +106,8 @@ struct AdapterCommand: AsyncParsableCommand {
               bluectl adapter hci0 --pairable off --power off
             """)
 
-    @Argument(help: ArgumentHelp("The adapter (default: the first powered one, else the first).", valueName: "hciN"))
+    @Argument(help: ArgumentHelp("The adapter (default: the first powered one, else the first).", valueName: "hciN"),
+              completion: adapterCompletion)
     var name: String?
 
     @Option(help: ArgumentHelp("Power the adapter on or off.", valueName: "on|off"))
@@ -116,7 +150,9 @@ struct AdapterCommand: AsyncParsableCommand {
             if let discoverable { try await central.setDiscoverable(discoverable.isOn, adapter: adapter, timeout: limit) }
             if power == .off { try await central.setPowered(false, adapter: adapter, timeout: limit) }
             let now = try central.adapter(named: adapter.name)
-            _ = AdapterRecord(adapter: now).line(json: json).map(Output.line)
+            let settings = AdapterSetting.asked(power: power, alias: alias, discoverable: discoverable, pairable: pairable,
+                                                before: adapter, after: now)
+            _ = AdapterRecord(adapter: now, settings: settings).line(json: json).map(Output.line)
         }
     }
 }

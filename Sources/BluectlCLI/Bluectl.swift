@@ -19,7 +19,7 @@ public struct Bluectl: AsyncParsableCommand {
         discussion: "Exit codes: \(ExitStatus.summary).",
         version: version,
         subcommands: [AdaptersCommand.self, AdapterCommand.self, ScanCommand.self, DevicesCommand.self, ConnectCommand.self,
-                      DisconnectCommand.self, PairCommand.self, UnpairCommand.self, TrustCommand.self, UntrustCommand.self,
+                      DisconnectCommand.self, PairCommand.self, UnpairCommand.self, RemoveCommand.self, TrustCommand.self, UntrustCommand.self,
                       BlockCommand.self, UnblockCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self,
                       WriteCommand.self, SubscribeCommand.self, ServeCommand.self, AdvertiseCommand.self]
     )
@@ -50,8 +50,10 @@ public struct Bluectl: AsyncParsableCommand {
             if !failure.message.isEmpty { Output.error(TextSafety.oneLine(failure.message)) }
             terminate(failure.status.rawValue)
         } catch let error as BluetoothError {
-            Output.error(TextSafety.oneLine(error.description))
-            terminate(ExitStatus(error).rawValue)
+            // as a device command reports it: with what to do, where there is something
+            let failure = CLIFailure(error)
+            Output.error(TextSafety.oneLine(failure.message))
+            terminate(failure.status.rawValue)
         } catch {
             let code = exitCode(for: error)
             if let help = helpText(for: error, columns: HelpLayout.columns()) {
@@ -71,7 +73,12 @@ public struct Bluectl: AsyncParsableCommand {
 extension Bluectl {
     /// The subcommand called `name` (or by that alias).
     static func subcommand(named name: String) -> ParsableCommand.Type? {
-        configuration.subcommands.first { $0._commandName == name || $0.configuration.aliases.contains(name) }
+        configuration.subcommands.first { $0.configuration.commandName == name || $0.configuration.aliases.contains(name) }
+    }
+
+    /// Every subcommand's name (each sets its own `commandName`).
+    static var subcommandNames: [String] {
+        configuration.subcommands.compactMap { $0.configuration.commandName }
     }
 
     /// What `bluectl SUB --help` and `bluectl help SUB` print: ArgumentParser's
@@ -100,9 +107,11 @@ extension Bluectl {
     }
 }
 
-/// `--adapter`: every command that touches an adapter takes it.
+/// `--adapter`: every command that works on one adapter takes it (`devices`
+/// its own, `AdapterFilter`: it lists every adapter's devices without it).
 struct AdapterChoice: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Adapter to use, e.g. hci0 (default: the first powered one).", valueName: "hciN"))
+    @Option(name: .long, help: ArgumentHelp("Adapter to use, e.g. hci0 (default: the first powered one, else the first).",
+                                            valueName: "hciN"), completion: adapterCompletion)
     var adapter: String?
 
     func validate() throws { try Self.check(adapter) }
@@ -115,8 +124,18 @@ struct AdapterChoice: ParsableArguments {
     }
 }
 
-/// `--adapter` and `--power-on`: the commands that need a powered adapter
-/// (`info` and `disconnect` take only `AdapterChoice`).
+/// `devices --adapter`: only that adapter's devices (without it, every adapter's).
+struct AdapterFilter: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Only this adapter's devices, e.g. hci0 (default: every adapter).", valueName: "hciN"),
+            completion: adapterCompletion)
+    var adapter: String?
+
+    func validate() throws { try AdapterChoice.check(adapter) }
+}
+
+/// `--adapter` and `--power-on`: the commands that may need the radio on, to
+/// scan, connect or advertise (`unpair`/`remove` take only `AdapterChoice`:
+/// they never do).
 struct AdapterOptions: ParsableArguments {
     @OptionGroup var choice: AdapterChoice
 
@@ -143,11 +162,13 @@ struct AdapterOptions: ParsableArguments {
     func open(callTimeout: Duration = .seconds(25), requirePowered: Bool = true) async throws -> (CentralManager, AdapterInfo) {
         let central = try await CentralManager.open(callTimeout: callTimeout)
         do {
-            var chosen = try central.adapter(named: adapter)
+            let adapter = self.adapter
+            var chosen = try await central.onLoop { Result { () throws(BluetoothError) in try central.adapter(named: adapter) } }.get()
             if !chosen.powered, requirePowered || powerOn {
                 guard powerOn else { throw BluetoothError.adapterPoweredOff(chosen.name) }
                 try await central.setPowered(true, adapter: chosen, timeout: .seconds(10))
-                chosen = try central.adapter(named: chosen.name)
+                let name = chosen.name
+                chosen = try await central.onLoop { Result { () throws(BluetoothError) in try central.adapter(named: name) } }.get()
             }
             return (central, chosen)
         } catch {

@@ -38,7 +38,7 @@ struct ConnectCommand: AsyncParsableCommand {
             if pair, peripheral.info?.paired != true {
                 try await peripheral.pair(timeout: deadline.remaining)
             }
-            let record = ConnectRecord(device: peripheral.identifier, name: peripheral.name, madeConnection: session.madeConnection,
+            let record = ConnectRecord(device: peripheral.identifier, name: peripheral.name, madeConnection: await session.madeConnection,
                                        paired: peripheral.info?.paired ?? false, services: peripheral.services.count,
                                        mtu: peripheral.mtu, path: peripheral.path.rawValue)
             _ = record.line(json: json, separator: ", ").map(Output.line)
@@ -77,7 +77,8 @@ struct InfoCommand: AsyncParsableCommand {
         commandName: "info",
         abstract: "Show what BlueZ knows about a device: connection, pairing, RSSI, MTU, services resolved, advertised data.",
         discussion: """
-            Does not connect.
+            Does not connect. Reads what BlueZ knows, so the adapter may be off, unless the device \
+            must be scanned for (then --power-on powers it on).
 
             Examples:
               bluectl info AA:BB:CC:DD:EE:FF
@@ -91,7 +92,7 @@ struct InfoCommand: AsyncParsableCommand {
         try await arguments.run(what: "info \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             guard let info = peripheral.info else { throw BluetoothError.deviceNotFound(device) }
-            let record = InfoRecord(device: DeviceRecord(device: info, adapter: session.adapter.name),
+            let record = InfoRecord(device: DeviceRecord(device: info, adapter: await session.adapter.name),
                                     state: peripheral.state, mtu: peripheral.mtu, services: peripheral.services)
             if json {
                 _ = Output.line(record.json())

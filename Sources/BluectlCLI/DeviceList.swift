@@ -40,41 +40,43 @@ func deviceLabel(_ text: String) -> String {
 /// is reported on its own — a line on stderr naming it and, with `json`, a
 /// `failed` event line on stdout — while the others go on; when all are
 /// done, the command fails with the status of the first device (in the
-/// order given) that failed. `report`, when given, reports instead.
+/// order given) that failed. A failed device is named by its address once
+/// it was found (as its value lines name it), else as given. `report`,
+/// when given, reports instead (`device`: as given, `shown`: as named).
 func forEachDevice(_ devices: [String], sessions: [DeviceSession], json: Bool, what: String,
-                   report: (@Sendable (_ device: String, CLIFailure) -> Void)? = nil,
+                   report: (@Sendable (_ device: String, _ shown: String, CLIFailure) -> Void)? = nil,
                    _ each: @escaping @Sendable (_ device: String, DeviceSession) async throws -> Void) async throws {
     if devices.count == 1 {
         try await each(devices[0], sessions[0])
         return
     }
-    let failures = await withTaskGroup(of: (Int, CLIFailure?).self) { group in
+    let failures = await withTaskGroup(of: (Int, String, CLIFailure)?.self) { group in
         for (index, device) in devices.enumerated() {
-            sessions[index].nameInMessages(deviceLabel(device))
             group.addTask {
                 do {
                     try await each(device, sessions[index])
-                    return (index, nil)
+                    return nil
                 } catch {
                     let failure = cliFailure(error, what: "\(what) of \(device)")
+                    let shown = await sessions[index].peripheral?.identifier.description ?? deviceLabel(device)
                     if let report {
-                        report(deviceLabel(device), failure)
+                        report(deviceLabel(device), shown, failure)
                     } else {
-                        reportDeviceFailure(device: deviceLabel(device), failure, json: json)
+                        reportDeviceFailure(device: shown, failure, json: json)
                     }
-                    return (index, failure)
+                    return (index, shown, failure)
                 }
             }
         }
-        var failures: [(Int, CLIFailure)] = []
-        for await (index, failure) in group {
-            if let failure { failures.append((index, failure)) }
+        var failures: [(Int, String, CLIFailure)] = []
+        for await failure in group {
+            if let failure { failures.append(failure) }
         }
-        return failures.sorted { $0.0 < $1.0 }.map { (devices[$0.0], $0.1) }
+        return failures.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
     }
     guard let first = failures.first else { return }
     throw CLIFailure(first.1.status, "\(failures.count) of \(devices.count) devices failed: "
-        + failures.map { deviceLabel($0.0) }.joined(separator: ", "))
+        + failures.map(\.0).joined(separator: ", "))
 }
 
 /// One device of several failed: "AA:…: why" on stderr and, with `json`, an
@@ -83,9 +85,6 @@ func reportDeviceFailure(device: String, _ failure: CLIFailure, json: Bool) {
     guard !SignalScope.interrupted else { return }
     Output.error("\(device): \(TextSafety.oneLine(failure.message))")
     if json {
-        let record = EventRecord(device: device, event: "failed",
-                                 fields: [("reason", .string(failure.message)), ("exit_status", .int(Int(failure.status.rawValue)))],
-                                 text: failure.message)
-        _ = Output.line(record.json())
+        _ = Output.line(EventLine.failed(failure).record(device: device).json())
     }
 }

@@ -15,7 +15,7 @@ import Foundation
 struct OperationTimeout: ParsableArguments {
     /// Unconditional: "--timeout -1" reaches validation and is rejected by name.
     @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp(
-        "Bound the whole command (finding the device included) to this many seconds (default 30).",
+        "Seconds for finding the device, connecting and the operation (default 30); for subscribe, each set-up, not the notifications.",
         valueName: "SECONDS"))
     var text: String?
 
@@ -65,17 +65,29 @@ let deviceCompletion = CompletionKind.custom { (_: [String], _: Int, _: String) 
     await knownDeviceAddresses(within: .seconds(1))
 }
 
+/// Tab completion of `--adapter` (and `adapter`'s hciN): the adapters
+/// BlueZ has, asked as `deviceCompletion` asks for devices.
+let adapterCompletion = CompletionKind.custom { (_: [String], _: Int, _: String) async -> [String] in
+    await askedOfBluez(within: .seconds(1)) { central in central.adapters.map(\.name).sorted() }
+}
+
 /// The addresses of the devices BlueZ knows, sorted; none when the bus or
 /// bluetoothd does not answer within `limit`.
 func knownDeviceAddresses(within limit: Duration) async -> [String] {
-    await firstValue(within: limit) { () async -> [String] in
+    await askedOfBluez(within: limit) { central in Set(central.devices().map(\.address)).sorted().map(\.description) }
+}
+
+/// What `question` reads of BlueZ on the system bus for a completion (on the
+/// central's loop); none when the bus or bluetoothd does not answer within `limit`.
+private func askedOfBluez(within limit: Duration, _ question: @escaping @Sendable (CentralManager) -> [String]) async -> [String] {
+    await Deadline(after: limit).run { () async -> [String] in
         guard let central = try? await CentralManager.open(callTimeout: limit) else { return [] }
         defer { central.close() }
-        return Set(central.devices().map(\.address)).sorted().map(\.description)
+        return await central.onLoop { question(central) }
     } ?? []
 }
 
-enum AgentChoice: String, ExpressibleByArgument, Sendable {
+enum AgentChoice: String, ExpressibleByArgument, Sendable, CaseIterable {
     case noInputNoOutput = "no-input-no-output"
     /// Passkeys, PINs and confirmations asked on the controlling terminal.
     case keyboardDisplay = "keyboard-display"

@@ -38,9 +38,11 @@ struct DeviceRecord: OutputRecord {
     }
 
     /// Which device this is, where: adapter, address and its type, RSSI, name
-    /// and alias (also the start of a `devices` line).
-    static func describeIdentity<Sink: RecordSink>(of device: DeviceInfo, adapter: String, into sink: inout Sink) {
-        sink.field("adapter", .string(adapter), text: .detail("adapter", adapter))
+    /// and alias (also the start of a `devices` line, which names the adapter
+    /// when it lists several: `namesAdapter`).
+    static func describeIdentity<Sink: RecordSink>(of device: DeviceInfo, adapter: String, namesAdapter: Bool = false,
+                                                   into sink: inout Sink) {
+        sink.field("adapter", .string(adapter), text: namesAdapter ? .plain("adapter", adapter) : .detail("adapter", adapter))
         sink.field("address", .string(device.address.description), text: .plain("device", device.address.description))
         sink.field("address_type", device.addressType.map { .string($0.rawValue) },
                    text: .plain("type", device.addressType?.rawValue ?? "-"))

@@ -11,93 +11,81 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// A point in time the whole command must finish by.
-struct Deadline: Sendable {
-    let end: ContinuousClock.Instant
-    init(seconds: Double) { end = .now + .milliseconds(Int64(seconds * 1000)) }
-    var remaining: Duration { max(.zero, end - .now) }
-}
-
-/// What a device command set up and must undo: the connection it made, the agent it registered.
-final class DeviceSession: Sendable {
-    let central: CentralManager
+/// What a device command set up and must undo (the connection it made,
+/// the notification sessions it started, the agent it registered), owned by
+/// this actor: the device's task and the clean-up after it take turns at it.
+actor DeviceSession {
+    nonisolated let central: CentralManager
     /// Whether --adapter was given (else a device BlueZ knows on another adapter is used there).
-    let adapterGiven: Bool
-    var adapter: AdapterInfo { state.withLock { $0.adapter } }
-    private struct State {
-        var adapter: AdapterInfo
-        var peripheral: Peripheral?
-        var madeConnection = false
-        var sessions: [NotificationSession] = []
-    }
-    private let state: Locked<State>
-    /// The agent registered for pairing, if any: apart from `state`, so that
-    /// the peripheral's pairing preparation can hold it without holding
-    /// the session (no cycle, and no weak reference).
-    private let agent = Locked<PairingAgent?>(nil)
-
+    nonisolated let adapterGiven: Bool
     /// "AA:…: " when the command works on several devices: what this
     /// session says on stderr starts with its device.
-    private let prefix = Locked("")
+    nonisolated let prefix: String
+    /// The adapter the device is on (another powered one when BlueZ knows it there and --adapter was not given).
+    private(set) var adapter: AdapterInfo
+    private(set) var peripheral: Peripheral?
+    /// Whether this command made the connection (and so undoes it).
+    private(set) var madeConnection = false
+    private var sessions: [NotificationSession] = []
+    /// The agent registered for pairing, if any: apart from the session, so
+    /// that the peripheral's pairing preparation can hold it without holding
+    /// the session (no cycle, and no weak reference).
+    private let agent = AgentSlot()
+
+    init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool, device: String? = nil) {
+        self.central = central
+        self.adapterGiven = adapterGiven
+        self.adapter = adapter
+        prefix = device.map { deviceLabel($0) + ": " } ?? ""
+    }
 
     /// Says `text` on stderr, naming the device when there are several.
-    func say(_ text: String) {
-        Output.error(prefix.withLock { $0 } + text)
+    nonisolated func say(_ text: String) {
+        Output.error(prefix + text)
     }
 
     /// Says on stderr that this device waits for its turn to connect (`CentralManager.connect`'s `onQueued`).
     var sayQueued: @Sendable (_ ahead: Int) -> Void {
-        { [self] ahead in say("waiting to connect: \(ahead) \(ahead == 1 ? "connect" : "connects") ahead on \(adapter.name)") }
+        { [self, adapter] ahead in say("waiting to connect: \(ahead) \(ahead == 1 ? "connect" : "connects") ahead on \(adapter.name)") }
     }
 
-    /// Names the device in what this session says (one of several).
-    func nameInMessages(_ device: String) {
-        prefix.withLock { $0 = device + ": " }
-    }
-
-    init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool) {
-        self.central = central
-        self.adapterGiven = adapterGiven
-        state = Locked(State(adapter: adapter))
-    }
-
-    var peripheral: Peripheral? { state.withLock { $0.peripheral } }
     /// Why bluectl's agent refused a pairing question (while it is registered).
-    var agentRefusal: String? { agent.withLock { $0 }?.lastRefusal }
-    var madeConnection: Bool { state.withLock { $0.madeConnection } }
+    var agentRefusal: String? {
+        get async { await agent.refusal }
+    }
 
     /// The device `text` names among those BlueZ knows (on this adapter, or
     /// when no --adapter was given on another powered one, which the session
-    /// then uses), without scanning; nil when BlueZ does not know it.
-    func known(_ text: String) throws -> Peripheral? {
+    /// then uses), without scanning; nil when BlueZ does not know it. Looked
+    /// up on the central's loop in one go: no thread blocked, one moment's view.
+    func known(_ text: String) async throws -> Peripheral? {
         try checkDeviceText(text)
-        if text.hasPrefix("/") {
-            // A path names an object BlueZ has or has not: nothing to scan for.
-            let known = try central.knownDevice(text, adapter: adapter)
-                ?? central.adapters.lazy.compactMap({ try? self.central.knownDevice(text, adapter: $0) }).first
-            if let known { state.withLock { $0.peripheral = known } }
-            return known
-        }
-        if let peripheral = try central.knownDevice(text, adapter: adapter) {
-            state.withLock { $0.peripheral = peripheral }
-            return peripheral
-        }
-        guard !adapterGiven else { return nil }
-        for other in central.adapters where other.powered && other.path != adapter.path {
-            if let peripheral = try central.knownDevice(text, adapter: other) {
-                state.withLock {
-                    $0.adapter = other
-                    $0.peripheral = peripheral
+        let (central, adapter, adapterGiven) = (central, adapter, adapterGiven)
+        let found = try await central.onLoop { () -> Result<(Peripheral, AdapterInfo)?, any Error> in
+            Result {
+                if text.hasPrefix("/") {
+                    // A path names an object BlueZ has or has not, on whichever adapter.
+                    let known = try central.knownDevice(text, adapter: adapter)
+                        ?? central.adapters.lazy.compactMap({ try? central.knownDevice(text, adapter: $0) }).first
+                    return known.map { ($0, adapter) }
                 }
-                return peripheral
+                if let here = try central.knownDevice(text, adapter: adapter) { return (here, adapter) }
+                guard !adapterGiven else { return nil }
+                for other in central.adapters where other.powered && other.path != adapter.path {
+                    if let there = try central.knownDevice(text, adapter: other) { return (there, other) }
+                }
+                return nil
             }
-        }
-        return nil
+        }.get()
+        guard let (peripheral, on) = found else { return nil }
+        self.adapter = on
+        self.peripheral = peripheral
+        return peripheral
     }
 
     /// Finds the device (scanning for it if BlueZ does not know it), leaving 20 % of the time for the rest.
     func find(_ text: String, deadline: Deadline) async throws -> Peripheral {
-        if let known = try known(text) { return known }
+        if let known = try await known(text) { return known }
         if text.hasPrefix("/") {
             throw BluetoothError.deviceNotFound("\(TextSafety.escapedForMessage(text)) (no such device object in BlueZ)")
         }
@@ -109,34 +97,17 @@ final class DeviceSession: Sendable {
         }
         let peripheral = try await central.findDevice(text, adapter: adapter, timeout: scanBudget)
         Trace.log("found \(peripheral.path)")
-        state.withLock { $0.peripheral = peripheral }
+        self.peripheral = peripheral
         return peripheral
     }
 
     /// Has `peripheral` register bluectl's agent (`choice`) right before it
     /// pairs, if it does (see `Peripheral.preparePairing`).
-    func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) {
+    nonisolated func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) {
         guard choice != .none else { return }
         peripheral.preparePairing { [central, agent] peripheral in
-            await Self.registerAgent(choice, for: peripheral, central: central, into: agent)
+            await agent.register(choice, for: peripheral, central: central)
         }
-    }
-
-    private static func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral, central: CentralManager,
-                                      into slot: Locked<PairingAgent?>) async {
-        guard slot.withLock({ $0 }) == nil else { return }
-        // Pairing works without our agent when another default agent exists: don't fail the command.
-        let agent: PairingAgent?
-        switch choice {
-        case .keyboardDisplay:
-            agent = try? await PairingAgent.register(central: central, devices: [peripheral.path], capability: .keyboardDisplay,
-                                                     prompter: { TerminalPrompter.ask($0, device: $1) })
-        default:
-            agent = try? await PairingAgent.register(central: central, devices: [peripheral.path])
-        }
-        guard let agent else { return }
-        Trace.log("agent registered at \(agent.path)")
-        slot.withLock { $0 = agent }
     }
 
     /// Connects unless connected, then waits for the services (connecting
@@ -151,9 +122,8 @@ final class DeviceSession: Sendable {
         var restarts = 0, drops = 0
         while true {
             do {
-                let made = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries,
-                                                     onQueued: onQueued)
-                state.withLock { $0.madeConnection = made }
+                madeConnection = try await central.connect(peripheral, timeout: deadline.remaining, retries: options.retries,
+                                                           onQueued: onQueued)
                 do {
                     try await peripheral.discoverServices(timeout: deadline.remaining)
                 } catch BluetoothError.disconnected(let why) where drops < options.retries {
@@ -171,8 +141,9 @@ final class DeviceSession: Sendable {
                 restarts += 1
                 say("\(error.description); waiting for it to come back")
                 try await central.waitForAdapter(adapter, timeout: deadline.remaining)
-                if peripheral.info == nil {
-                    _ = try await central.findDevice(peripheral.identifier.description, adapter: adapter, timeout: deadline.remaining * 0.8)
+                let (id, adapter, central) = (peripheral.identifier.description, adapter, central)
+                if await central.onLoop({ (try? central.knownDevice(id, adapter: adapter)) ?? nil }) == nil {
+                    _ = try await central.findDevice(id, adapter: adapter, timeout: deadline.remaining * 0.8)
                 }
                 Trace.log("bluetoothd is back: connect to \(peripheral.identifier) again")
             }
@@ -180,16 +151,13 @@ final class DeviceSession: Sendable {
     }
 
     func keep(_ session: NotificationSession) {
-        state.withLock { $0.sessions.append(session) }
+        sessions.append(session)
     }
 
     /// The sessions kept so far, no longer stopped at clean-up (the caller stops them).
     func forgetSessions() -> [NotificationSession] {
-        state.withLock { s in
-            let sessions = s.sessions
-            s.sessions = []
-            return sessions
-        }
+        defer { sessions = [] }
+        return sessions
     }
 
     /// StopNotify, disconnect if we connected, unregister the agent. Never throws.
@@ -198,38 +166,78 @@ final class DeviceSession: Sendable {
     /// signal (`hurry`) each step is bounded: the process must end within
     /// 2 s, and bluetoothd finishes what was sent even if we are gone.
     func cleanUp(disconnect: Bool = true, hurry: Bool = false) async {
-        let s = state.withLock { s -> State in
-            let copy = s
-            s.sessions = []
-            return copy
-        }
-        let registered = agent.withLock { a -> PairingAgent? in
-            defer { a = nil }
-            return a
-        }
-        let peripheral = disconnect && s.madeConnection ? s.peripheral : nil
+        let sessions = forgetSessions()
+        let registered = await agent.take()
+        let peripheral = disconnect && madeConnection ? peripheral : nil
+        let central = central
         if hurry {
             // StopNotify goes out first; bluetoothd handles one client's calls
             // in order, so its reply need not be awaited for long.
-            let sessions = s.sessions
-            _ = await firstValue(within: .milliseconds(500)) {
+            _ = await Deadline(after: .milliseconds(500)).run(shielded: true) {
                 await withTaskGroup(of: Void.self) { group in
                     for session in sessions { group.addTask { await session.stop() } }
                 }
             }
             await withTaskGroup(of: Void.self) { group in
                 if let peripheral {
-                    group.addTask { try? await self.central.cancelPeripheralConnection(peripheral, timeout: .milliseconds(800)) }
+                    group.addTask { try? await central.cancelPeripheralConnection(peripheral, timeout: .milliseconds(800)) }
                 }
                 if let registered { group.addTask { await registered.unregister(timeout: .milliseconds(800)) } }
             }
             return
         }
-        for session in s.sessions { await session.stop() }
+        for session in sessions { await session.stop() }
         if let peripheral {
-            try? await central.cancelPeripheralConnection(peripheral, timeout: .seconds(5))
+            do {
+                try await central.cancelPeripheralConnection(peripheral, timeout: Self.settleLimit)
+            } catch {
+                say("\(peripheral.identifier) may still be connected: \(cliFailure(error, what: "disconnect").message)")
+            }
         }
         await registered?.unregister()
+    }
+
+    /// How long the clean-up waits for BlueZ to show a device it disconnects
+    /// disconnected: the next command (`bluectl read A; bluectl connect A`)
+    /// must find it settled, not going down. bluetoothd 5.66 takes the link
+    /// down 2 s after `Disconnect` (its DISCONNECT_TIMER: the profiles go
+    /// first) and only then answers; more on a slow machine (the lab).
+    static let settleLimit: Duration = .seconds(10)
+}
+
+/// The pairing agent a session registers when its device pairs, and why it
+/// last refused a question.
+private actor AgentSlot {
+    private var agent: PairingAgent?
+
+    /// Registers bluectl's agent for `peripheral` (once). Pairing works
+    /// without it when another default agent exists: a failure to register
+    /// does not fail the command.
+    func register(_ choice: AgentChoice, for peripheral: Peripheral, central: CentralManager) async {
+        guard agent == nil else { return }
+        let registered: PairingAgent?
+        switch choice {
+        case .keyboardDisplay:
+            registered = try? await PairingAgent.register(central: central, for: [peripheral], capability: .keyboardDisplay,
+                                                          prompter: { TerminalPrompter.ask($0, device: $1) })
+        default:
+            registered = try? await PairingAgent.register(central: central, for: [peripheral])
+        }
+        guard let registered, agent == nil else {
+            if let registered { await registered.unregister() }
+            return
+        }
+        Trace.log("agent registered at \(registered.path)")
+        agent = registered
+    }
+
+    /// Why the agent last refused a question, if it did.
+    var refusal: String? { agent?.lastRefusal }
+
+    /// The agent, no longer this slot's (the caller unregisters it).
+    func take() -> PairingAgent? {
+        defer { agent = nil }
+        return agent
     }
 }
 
@@ -243,16 +251,17 @@ func runDeviceCommand(
     disconnectAfter: Bool = true, requirePowered: Bool = true,
     _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void
 ) async throws {
-    try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: what, count: 1,
+    try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: what, devices: [what],
                                 disconnectAfter: disconnectAfter, requirePowered: requirePowered) { sessions, deadline in
         try await body(sessions[0], deadline)
     }
 }
 
-/// `runDeviceCommand` for `count` devices at once: one central, a session
-/// for each device (each undoes what it set up), all cleaned up together.
+/// `runDeviceCommand` for several `devices` at once: one central, a session
+/// for each device (each undoes what it set up; with several, each names
+/// its device in what it says), all cleaned up together.
 func runDevicesCommand(
-    adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String, count: Int,
+    adapterOptions: AdapterOptions, options: DeviceCommandOptions, what: String, devices: [String],
     disconnectAfter: Bool = true, requirePowered: Bool = true,
     _ body: @escaping @Sendable ([DeviceSession], Deadline) async throws -> Void
 ) async throws {
@@ -260,8 +269,9 @@ func runDevicesCommand(
     try await SignalScope.run {
         let deadline = Deadline(seconds: seconds)
         let (central, adapter) = try await adapterOptions.open(requirePowered: requirePowered)
-        let sessions = (0..<count).map { _ in
-            DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil)
+        let sessions = devices.map { device in
+            DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil,
+                          device: devices.count > 1 ? device : nil)
         }
         // The body runs in a task of its own: at the deadline (or a signal) it
         // is cancelled and given a few seconds to undo what it started (a
@@ -274,32 +284,29 @@ func runDevicesCommand(
                 return .failure(error)
             }
         }
-        let finished = await withTaskCancellationHandler {
-            await firstValue(within: deadline.remaining) { await work.value }
-        } onCancel: {
-            work.cancel()
-        }
         let outcome: Result<Void, any Error>
-        if let finished {
+        if let finished = await deadline.run({ await work.value }) {
             outcome = finished
         } else {
             work.cancel()
-            _ = await uncancellable { await firstValue(within: .seconds(5)) { await work.value } }
+            _ = await Deadline(after: .seconds(5)).run(shielded: true) { await work.value }
             outcome = .failure(BluetoothError.timeout("\(what) did not finish within \(formatSeconds(seconds)) s"))
         }
-        let refusal = sessions.lazy.compactMap(\.agentRefusal).first
-        await uncancellable {
-            let hurry = SignalScope.interrupted
-            _ = await firstValue(within: hurry ? .milliseconds(1500) : .seconds(8)) {
-                await withTaskGroup(of: Void.self) { group in
-                    for session in sessions {
-                        group.addTask { await session.cleanUp(disconnect: disconnectAfter, hurry: hurry) }
-                    }
+        var refusal: String?
+        for session in sessions where refusal == nil { refusal = await session.agentRefusal }
+        let hurry = SignalScope.interrupted
+        // StopNotify, then the disconnect's settling (`settleLimit`), devices at once.
+        _ = await Deadline(after: hurry ? .milliseconds(1500) : DeviceSession.settleLimit + .seconds(5)).run(shielded: true) {
+            await withTaskGroup(of: Void.self) { group in
+                for session in sessions {
+                    group.addTask { await session.cleanUp(disconnect: disconnectAfter, hurry: hurry) }
                 }
+                // the discovery that found the devices: stopped, and answered
+                group.addTask { await central.settleFinding() }
             }
         }
         // close() waits for the bus thread; never let that keep the process alive.
-        _ = await uncancellable { await firstValue(within: SignalScope.interrupted ? .milliseconds(200) : .seconds(2)) { central.close() } }
+        _ = await Deadline(after: SignalScope.interrupted ? .milliseconds(200) : .seconds(2)).run(shielded: true) { central.close() }
         if case .failure(let error) = outcome, !SignalScope.interrupted {
             var failure = cliFailure(error, what: what)
             if failure.status == .noPermission, let refusal { failure.message += "; bluectl's agent refused: \(refusal)" }

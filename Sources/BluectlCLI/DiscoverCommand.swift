@@ -44,6 +44,8 @@ struct DiscoverCommand: AsyncParsableCommand {
                 throw BluetoothError.attributeNotFound(kind: "service", what: uuids.map(\.uuidString).joined(separator: ", "),
                                          existing: database.services.map { $0.uuid.label })
             }
+            // Nothing to list is said, not left as an empty output that looks like a failure.
+            if services.isEmpty { session.say("\(peripheral.identifier) has no GATT services (BlueZ resolved none)") }
             for service in services {
                 guard Self.print(.service(service), json: json) else { return }
                 for characteristic in database.characteristics(of: service) {

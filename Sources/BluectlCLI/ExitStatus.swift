@@ -1,4 +1,7 @@
 import BluectlCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// bluectl's exit codes (documented in README.md), mostly from sysexits.h.
 public enum ExitStatus: Int32, Sendable, CaseIterable {
@@ -64,13 +67,18 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .timeout, .cancelled: self = .timeout
         case .disconnected: self = .ioError
         case .inProgress: self = .temporaryFailure
-        case .bluez: self = .failure
+        // NotReady: the adapter is off or not up yet (StartDiscovery on a
+        // powered-off adapter): unavailable, as an adapter found off is.
+        case .bluez(let name, _, _): self = name == Self.notReady ? .unavailable : .failure
         case .unexpected: self = .software
         case .invalidRequest, .ambiguous: self = .usage
         case .notSupported: self = .noPermission
+        case .roleUnavailable: self = .unavailable
         case .valueTooLong: self = .dataError
         }
     }
+
+    static let notReady = "org.bluez.Error.NotReady"
 }
 
 /// A failure the CLI reports as one line on stderr with its exit status.
@@ -83,11 +91,31 @@ public struct CLIFailure: Error, Sendable {
         self.message = message
     }
 
+    /// `error` as bluectl reports it: its exit status, and its description
+    /// with what to do where the user can do something (`--power-on`, the
+    /// bus policy's groups).
     public init(_ error: BluetoothError) {
         switch error {
         case .adapterPoweredOff: self.init(.unavailable, "\(error) (try --power-on)")
+        case .bluez(ExitStatus.notReady, _, _): self.init(.unavailable, "\(error); is the adapter powered? (try --power-on)")
         case .cancelled(let what): self.init(.timeout, "timed out: \(what)")
+        case .accessDenied: self.init(.noPermission, "\(error). \(Self.permissionAdvice)")
+        case .busUnavailable(let address, let reason): self.init(.unavailable, Self.busMessage(address: address, reason: reason))
         default: self.init(ExitStatus(error), error.description)
         }
     }
+
+    /// "cannot connect to the system bus at ADDRESS: why", naming
+    /// DBUS_SYSTEM_BUS_ADDRESS when the address came from it, and how an
+    /// address is written when it was given a bare socket path.
+    static func busMessage(address: String, reason: String, environment: String? = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }) -> String {
+        let source = environment.map { $0.isEmpty ? "" : " (DBUS_SYSTEM_BUS_ADDRESS)" } ?? ""
+        let hint = address.hasPrefix("/") && !address.contains(":") ? "; a socket's address is written unix:path=\(address)" : ""
+        return "cannot connect to the system bus at \(address)\(source): \(reason)\(hint)"
+    }
+
+    /// What to do when the system bus's policy refuses bluectl (README.md, "Permissions").
+    static let permissionAdvice = "the system bus lets only some users talk to bluetoothd here, typically root and the "
+        + "bluetooth group (its policy: /usr/share/dbus-1/system.d/bluetooth.conf, and polkit's rules where the system uses "
+        + "them): add yourself with `sudo usermod -aG bluetooth $USER` and log in again, or run as root"
 }

@@ -20,7 +20,7 @@ struct DevicesCommand: AsyncParsableCommand {
               bluectl devices --service heart_rate --service 180f --adapter hci1
             """)
 
-    @OptionGroup var adapterChoice: AdapterChoice
+    @OptionGroup var adapterFilter: AdapterFilter
 
     @Flag(help: "Only connected devices.")
     var connected = false
@@ -51,14 +51,16 @@ struct DevicesCommand: AsyncParsableCommand {
         filter.services = try serviceTexts.map { try parseServiceUUID($0, option: "--service") }
         let central = try await CentralManager.open()
         defer { central.close() }
-        let adapter = try adapterChoice.adapter.map { try central.adapter(named: $0) }
+        let adapter = try adapterFilter.adapter.map { try central.adapter(named: $0) }
         let names = Dictionary(central.adapters.map { ($0.path, $0.name) }, uniquingKeysWith: { a, _ in a })
         let devices = central.devices(on: adapter, matching: filter)
         if devices.isEmpty, !json {
             Output.error("no \(filter == DeviceFilter() ? "" : "matching ")devices known to BlueZ\(adapter.map { " on \($0.name)" } ?? "")")
         }
+        // Over several adapters, each line starts with its adapter (the same device may be on two).
+        let namesAdapter = adapter == nil && names.count > 1
         for device in devices {
-            let record = KnownDeviceRecord(device: device, adapter: device.adapter.flatMap { names[$0] } ?? "-")
+            let record = KnownDeviceRecord(device: device, adapter: device.adapter.flatMap { names[$0] } ?? "-", namesAdapter: namesAdapter)
             guard let line = record.line(json: json), Output.line(line) else { return }
         }
     }
@@ -68,17 +70,20 @@ struct DevicesCommand: AsyncParsableCommand {
 struct KnownDeviceRecord: OutputRecord {
     let device: DeviceInfo
     let adapter: String
+    /// Whether the text names the adapter (`devices` over several adapters).
+    var namesAdapter = false
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         let device = self.device
-        DeviceRecord.describeIdentity(of: device, adapter: adapter, into: &sink)
+        DeviceRecord.describeIdentity(of: device, adapter: adapter, namesAdapter: namesAdapter, into: &sink)
         sink.field("connected", .bool(device.connected), text: .flag("connected", device.connected))
         sink.field("paired", .bool(device.paired), text: .flag("paired", device.paired))
         sink.field("bonded", .bool(device.bonded), text: .flag("bonded", device.bonded))
         sink.field("trusted", .bool(device.trusted), text: .flag("trusted", device.trusted))
         sink.field("blocked", .bool(device.blocked), text: .flag("blocked", device.blocked))
         sink.field("services_resolved", .bool(device.servicesResolved), text: .flag("resolved", device.servicesResolved))
-        sink.field("service_uuids", .strings(device.serviceUUIDs.map(\.uuidString)),
+        // absent when none, as in scan and info lines
+        sink.field("service_uuids", device.serviceUUIDs.isEmpty ? nil : .strings(device.serviceUUIDs.map(\.uuidString)),
                    text: device.serviceUUIDs.isEmpty ? nil : .labelled("services", device.serviceUUIDs.map(\.label).joined(separator: ",")))
         sink.field("path", .string(device.path.rawValue), text: .detail("path", device.path.rawValue))
     }
@@ -160,22 +165,25 @@ struct UnpairCommand: AsyncParsableCommand {
             Examples:
               bluectl unpair AA:BB:CC:DD:EE:FF
               bluectl unpair AABBCCDDEEFF --adapter hci1 --json
-            """,
-        aliases: ["remove"])
+            """)
 
-    @OptionGroup var arguments: OneDeviceArguments
+    @OptionGroup var arguments: RemoveArguments
 
-    func run() async throws {
-        let (device, json) = (arguments.device, arguments.json)
-        try await arguments.run(what: "remove \(device)", requirePowered: false) { session, deadline in
-            guard let peripheral = try session.known(device) else {
+    func run() async throws { try await Self.remove(arguments) }
+
+    /// What `unpair` and `remove` do.
+    static func remove(_ arguments: RemoveArguments) async throws {
+        let (device, json) = (arguments.device.device, arguments.device.json)
+        try await arguments.run(what: "remove \(device)") { session, deadline in
+            guard let peripheral = try await session.known(device) else {
                 let shown = BluetoothAddress(device)?.description ?? TextSafety.escapedForMessage(device)
-                Output.error("\(shown) is not known to BlueZ on \(session.adapter.name): nothing to remove")
-                if json { _ = Output.line(NotKnownRecord(device: shown).json()) }
+                let adapter = await session.adapter.name
+                Output.error("\(shown) is not known to BlueZ on \(adapter): nothing to remove")
+                if json { _ = Output.line(NotKnownRecord(device: shown, adapter: adapter).json()) }
                 return
             }
             let id = peripheral.identifier
-            let adapter = session.adapter.name
+            let adapter = await session.adapter.name
             let removed = try await session.central.removeDevice(peripheral, timeout: deadline.remaining)
             DeviceChangeRecord(device: id,
                                sentence: removed ? "removed \(id) from \(adapter): its bond and cached GATT database are deleted"
@@ -188,11 +196,33 @@ struct UnpairCommand: AsyncParsableCommand {
     /// `unpair`'s JSON line for a device BlueZ does not know (the text says it on stderr).
     struct NotKnownRecord: OutputRecord {
         let device: String
+        let adapter: String
         func describe<Sink: RecordSink>(into sink: inout Sink) {
             sink.json("device", .string(device))
+            sink.json("adapter", .string(adapter))
             sink.json("removed", .bool(false))
         }
     }
+}
+
+/// `bluectl remove DEVICE`: `unpair` by the name of BlueZ's method. A
+/// subcommand of its own rather than an alias, so that Tab completion, `help
+/// remove` and its man page know it by this name.
+struct RemoveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove",
+        abstract: "The same as unpair: remove a device from BlueZ, its bond and cached GATT database.",
+        discussion: """
+            Adapter1.RemoveDevice, as `bluectl unpair` calls it (see bluectl unpair --help).
+
+            Examples:
+              bluectl remove AA:BB:CC:DD:EE:FF
+              bluectl remove AA:BB:CC:DD:EE:FF --adapter hci1 --json
+            """)
+
+    @OptionGroup var arguments: RemoveArguments
+
+    func run() async throws { try await UnpairCommand.remove(arguments) }
 }
 
 /// A device flag a lifecycle command sets: `Device1.Trusted` or `Device1.Blocked`.
@@ -213,30 +243,52 @@ enum DeviceFlag: Sendable {
     }
 }
 
-/// What the commands that work on one device without connecting take
-/// (info, disconnect, unpair, trust, untrust, block, unblock): the device,
-/// --adapter, --timeout, --json.
-struct OneDeviceArguments: ParsableArguments {
-    @OptionGroup var adapterChoice: AdapterChoice
-    @OptionGroup var deadline: OperationTimeout
-
+/// DEVICE and --json of the commands that work on one device without connecting.
+struct DeviceArgument: ParsableArguments {
     @Argument(help: "Address (AA:BB:CC:DD:EE:FF), D-Bus path, or name.", completion: deviceCompletion)
     var device: String
 
     @Flag(help: "One JSON object.")
     var json = false
+}
 
-    /// `runDeviceCommand` with these options; never disconnects.
-    func run(what: String, requirePowered: Bool = true,
-             _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void) async throws {
+/// What `unpair` and `remove` take: the device, --adapter, --timeout, --json.
+/// No --power-on: RemoveDevice needs no radio, and they never scan.
+struct RemoveArguments: ParsableArguments {
+    @OptionGroup var adapterChoice: AdapterChoice
+    @OptionGroup var deadline: OperationTimeout
+    @OptionGroup var device: DeviceArgument
+
+    /// `runDeviceCommand` with these options, on an adapter powered or not; never disconnects.
+    func run(what: String, _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void) async throws {
         try await runDeviceCommand(adapterOptions: AdapterOptions(adapterChoice), options: DeviceCommandOptions(deadline),
-                                   what: what, disconnectAfter: false, requirePowered: requirePowered, body)
+                                   what: what, disconnectAfter: false, requirePowered: false, body)
+    }
+}
+
+/// What the commands that work on one device without connecting take
+/// (info, disconnect, trust, untrust, block, unblock): the device,
+/// --adapter and --power-on, --timeout, --json. They read or change what
+/// BlueZ keeps, so the adapter may be off; it must be on only when the
+/// device has to be scanned for (then --power-on powers it).
+struct OneDeviceArguments: ParsableArguments {
+    @OptionGroup var adapterOptions: AdapterOptions
+    @OptionGroup var deadline: OperationTimeout
+    @OptionGroup var deviceArgument: DeviceArgument
+
+    var device: String { deviceArgument.device }
+    var json: Bool { deviceArgument.json }
+
+    /// `runDeviceCommand` with these options, on an adapter powered or not; never disconnects.
+    func run(what: String, _ body: @escaping @Sendable (DeviceSession, Deadline) async throws -> Void) async throws {
+        try await runDeviceCommand(adapterOptions: adapterOptions, options: DeviceCommandOptions(deadline),
+                                   what: what, disconnectAfter: false, requirePowered: false, body)
     }
 
     /// Sets `flag` to `on` (a device BlueZ does not know is scanned for, as by `info`).
     func set(_ flag: DeviceFlag, _ on: Bool) async throws {
         let (device, json) = (self.device, self.json)
-        try await run(what: "set \(flag.key) of \(device)", requirePowered: false) { session, deadline in
+        try await run(what: "set \(flag.key) of \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
             let changed = switch flag {
             case .trusted: try await peripheral.setTrusted(on, timeout: deadline.remaining)

@@ -1,32 +1,30 @@
 import BluectlCore
-import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
-/// Standard output for event streams (`subscribe`, `scan`): lines wait in a
-/// bounded queue and a writer thread of their own writes them in arrival
-/// order, so a slow or stopped reader never holds up the D-Bus side (where
+/// Standard output for the streaming commands (`scan`, `subscribe`,
+/// `serve`, `advertise`): whoever has a line (the central's event loop,
+/// where a value or an advertisement arrives, or a task) hands its bytes to
+/// a bounded queue and goes on; a writer thread of its own writes them in
+/// arrival order. Nothing that produces lines ever makes a system call on
+/// stdout, so a slow or stopped reader never holds up the D-Bus side (where
 /// bluetoothd would otherwise queue, and eventually drop, signals for us).
 ///
-/// When lines come one at a time (none in the last millisecond), nothing is
-/// queued and stdout can take the line at once (poll says writable, and the
-/// line is at most PIPE_BUF bytes, so the write cannot block), the producer
-/// writes it itself: one write instead of a wake-up of the writer thread and
-/// a context switch per line, which at a paced stream (a notification every
-/// few milliseconds) was most of subscribe's CPU. In a burst the writer
-/// thread writes them in batches as before.
+/// The policy when the reader is slower than the lines (documented in
+/// docs/output.md): at most `capacity` lines wait (the pipe's own buffer
+/// comes on top); a line that finds the queue full is dropped and counted,
+/// nothing is lost silently: the drop is said on stderr when it starts, the
+/// count goes into the stream as a line of its own (`gapLine`) once there is
+/// room again, and `finish()` says the total on stderr.
 ///
-/// Nothing is lost silently: when the queue is full a line is dropped and
-/// counted, and the count is reported — on stderr, and as a line of its own
-/// in the stream (`gapLine`) once there is room again. A reader that goes
-/// away (EPIPE; SIGPIPE is ignored) closes the queue: `enqueue` then returns
-/// `.closed` and the command stops quietly.
+/// The reader going away is noticed at once, even while nothing is written:
+/// the writer waits in poll(2) on stdout as well as on its wake-up, and Linux
+/// reports POLLERR on a pipe's write end when its read end closes (POLLHUP on
+/// a socket or terminal whose other side went). A write that meets EPIPE
+/// (SIGPIPE is ignored) does the same. Then the queue closes (`enqueue`
+/// answers `.closed`) and `readerGone()` returns, which the command awaits
+/// to end at once (status 141).
 public final class OutputQueue: Sendable {
     public enum Outcome: Sendable, Equatable {
         case queued
@@ -44,28 +42,62 @@ public final class OutputQueue: Sendable {
         /// Dropped since the last report.
         var unreported = 0
         var droppedTotal = 0
+        /// No more lines are taken (`close()`, or the reader went away).
         var closed = false
+        /// The writer has lines in hand or lingers for more (producers need not wake it).
         var writing = false
+        /// Why the last write failed, or the reader was seen gone (EPIPE).
         var writeError: Int32?
-        /// When the last line came (a burst goes to the writer thread).
-        var lastLine = ContinuousClock.now - .seconds(1)
+        /// Lines for stderr, written by the writer thread.
+        var notices: [String] = []
     }
 
     public let capacity: Int
     private let fd: Int32
+    /// The one lock of the command line: the hand-off of bytes from whoever
+    /// produces lines to the writer thread (any thread may produce a line,
+    /// and the writer must not wait for a task or the loop to take them).
+    /// Held only to append or to take the whole queue.
     private let state = Locked(State())
-    private let wakeWriter = DispatchSemaphore(value: 0)
-    private let drained = DispatchSemaphore(value: 0)
+    /// Wakes the writer from poll(2): a pipe (both ends non-blocking) a
+    /// producer writes a byte into when it finds the writer idle, or with a notice.
+    private let wake: (read: Int32, write: Int32)
+    /// Whether stdout is a pipe: the writer then writes at most PIPE_BUF
+    /// bytes after poll says there is room, which never blocks, so it stays
+    /// free to write notices and to see the reader go.
+    private let isPipe: Bool
     /// The line that reports `n` dropped lines in the stream's own format
     /// (nil: report on stderr only, e.g. for raw bytes).
     private let gapLine: @Sendable (Int) -> [UInt8]?
+    /// Yields once when the reader is found gone; ends when the writer ends.
+    private let gone: AsyncStream<Void>
+    private let goneContinuation: AsyncStream<Void>.Continuation
+    /// Ends when the writer has written everything (or the reader went away).
+    private let done: AsyncStream<Void>
+    private let doneContinuation: AsyncStream<Void>.Continuation
 
     /// `capacity`: lines waiting at most (the pipe's own buffer comes on top).
     public init(fd: Int32 = 1, capacity: Int = 100_000, gapLine: @escaping @Sendable (Int) -> [UInt8]? = { _ in nil }) {
         self.fd = fd
         self.capacity = max(1, capacity)
         self.gapLine = gapLine
+        var ends: [Int32] = [-1, -1]
+        if pipe(&ends) == 0 {
+            for end in ends {
+                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            }
+        }
+        wake = (ends[0], ends[1])
+        var info = stat()
+        isPipe = fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO
+        (gone, goneContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (done, doneContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         startThread(name: "bluectl-output") { [self] in writerLoop() }
+    }
+
+    deinit {
+        for end in [wake.read, wake.write] where end >= 0 { Glibc.close(end) }
     }
 
     /// Queues `text` plus a newline.
@@ -81,158 +113,233 @@ public final class OutputQueue: Sendable {
         bytes.withUnsafeBufferPointer { append($0, newline: false) }
     }
 
-    private func append(_ bytes: UnsafeBufferPointer<UInt8>, newline: Bool) -> Outcome {
-        var wake = false
-        let (outcome, report) = state.withLock { s -> (Outcome, Int?) in
-            if s.closed { return (.closed, nil) }
+    /// Says `text` on stderr (`Output.error`) from the writer thread, so
+    /// that the caller (the loop, where a sequence gap is found) makes no
+    /// system call; directly once the queue is closed.
+    public func notice(_ text: String) {
+        if append(nil, newline: false, notice: text) == .closed { Output.error(text) }
+    }
+
+    private func append(_ bytes: UnsafeBufferPointer<UInt8>?, newline: Bool, notice: String? = nil) -> Outcome {
+        let (outcome, signal) = state.withLock { s -> (Outcome, Bool) in
+            if s.closed { return (.closed, false) }
+            if let notice {
+                s.notices.append(notice)
+                return (.queued, true)
+            }
+            guard let bytes else { return (.queued, false) }
             guard s.lines < capacity else {
                 s.unreported += 1
                 s.droppedTotal += 1
-                return (.dropped, s.unreported == 1 ? 0 : nil)
+                guard s.unreported == 1 else { return (.dropped, false) }
+                s.notices.append("output is too slow: the queue of \(capacity) lines is full, dropping values (each is counted)")
+                return (.dropped, true)
             }
-            let now = ContinuousClock.now
-            let paced = now - s.lastLine > .milliseconds(1)
-            s.lastLine = now
-            if paced, s.pending.isEmpty, !s.writing, s.unreported == 0, bytes.count < Int(PIPE_BUF), canWriteNow() {
-                if writeNow(bytes, newline: newline) { return (.queued, nil) }
-                s.writeError = errno
-                s.closed = true
-                return (.closed, nil)
-            }
-            // A writer that is writing comes back for more by itself: wake
-            // it only from idle (a futex wake per line cost more than the write).
-            wake = s.pending.isEmpty && !s.writing
-            var report: Int?
-            if s.unreported > 0, let gap = gapLine(s.unreported) {
-                s.pending.append(contentsOf: gap)
-                s.lines += 1
-                report = s.unreported
+            // A writer that is writing (or lingering) comes back for more by
+            // itself: wake it only from idle (a wake-up per line cost more than the write).
+            var signal = s.pending.isEmpty && !s.writing
+            if s.unreported > 0 {
+                let n = s.unreported
                 s.unreported = 0
+                if let gap = gapLine(n) {
+                    s.pending.append(contentsOf: gap)
+                    s.lines += 1
+                }
+                s.notices.append("output resumed after \(n) dropped \(n == 1 ? "value" : "values")")
+                signal = true
             }
             s.pending.append(contentsOf: bytes)
             if newline { s.pending.append(0x0a) }
             s.lines += 1
-            return (.queued, report)
+            return (.queued, signal)
         }
-        switch (outcome, report) {
-        case (.dropped, 0?):
-            Output.error("output is too slow: the queue of \(capacity) lines is full, dropping values (each is counted)")
-        case (.queued, let n?):
-            Output.error("output resumed after \(n) dropped \(n == 1 ? "value" : "values")")
-        default: break
-        }
-        if wake { wakeWriter.signal() }
+        if signal { wakeWriter() }
         return outcome
     }
 
-    /// Whether `fd` takes a write now without blocking (a pipe with a free
-    /// page, a terminal not stopped, a regular file).
-    private func canWriteNow() -> Bool {
-        var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        return poll(&p, 1, 0) == 1 && p.revents & Int16(POLLOUT) != 0 && p.revents & Int16(POLLERR | POLLHUP | POLLNVAL) == 0
+    private func wakeWriter() {
+        var byte: UInt8 = 1
+        _ = Glibc.write(wake.write, &byte, 1)   // a full pipe is a wake-up already pending
     }
 
-    /// One line straight to `fd` (under the state lock, so lines keep their order).
-    private func writeNow(_ bytes: UnsafeBufferPointer<UInt8>, newline: Bool) -> Bool {
-        guard newline else { return Output.writeAll(fd, UnsafeRawBufferPointer(bytes)) }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count + 1) { line in
-            _ = line.initialize(fromContentsOf: bytes)
-            line[bytes.count] = 0x0a
-            return Output.writeAll(fd, UnsafeRawBufferPointer(line))
-        }
-    }
-
-    /// Lines dropped so far because the queue was full.
-    public var droppedTotal: Int { state.withLock { $0.droppedTotal } }
-
-    /// Whether the reader went away.
-    public var readerGone: Bool { state.withLock { $0.writeError != nil } }
-
-    /// Writes what is queued (and a last gap report), then stops accepting
-    /// lines. Waits until everything is written or the reader went away;
-    /// a signal's 2 s watchdog bounds this when stdout is stuck.
-    public func finish() {
-        let waiting = state.withLock { s -> Bool in
-            if !s.closed, s.unreported > 0, let gap = gapLine(s.unreported) {
+    /// Stops taking lines (a last gap report is queued first); the writer
+    /// goes on writing what is queued. Never waits.
+    public func close() {
+        let signal = state.withLock { s -> Bool in
+            if s.closed { return false }
+            if s.unreported > 0, let gap = gapLine(s.unreported) {
                 s.pending.append(contentsOf: gap)
                 s.lines += 1
                 s.unreported = 0
             }
             s.closed = true
-            return !s.pending.isEmpty || s.writing
+            return true
         }
-        wakeWriter.signal()
-        if waiting { drained.wait() }
-        let total = droppedTotal
-        if total > 0 { Output.error("\(total) \(total == 1 ? "value was" : "values were") dropped in all: output too slow") }
+        if signal { wakeWriter() }
     }
 
-    /// `finish()` off the cooperative thread pool (it blocks until written).
-    public func finished() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            startThread(name: "bluectl-finish") { [self] in
-                finish()
-                continuation.resume()
+    /// Closes, then waits until everything queued is written or the reader
+    /// went away (the caller bounds the wait: `Deadline.run`), and says on
+    /// stderr how many lines were dropped in all, if any. Returns whether
+    /// the reader went away.
+    @discardableResult
+    public func finish() async -> Bool {
+        close()
+        for await _ in done {}
+        let (total, gone) = state.withLock { ($0.droppedTotal, $0.writeError != nil) }
+        if total > 0 { Output.error("\(total) \(total == 1 ? "value was" : "values were") dropped in all: output too slow") }
+        return gone
+    }
+
+    /// Runs `body` until it ends, or until stdout's reader goes away: then
+    /// `body` is cancelled and this throws the quiet 141 (`.brokenPipe`).
+    /// Uses `readerGone()`: one such wait per queue.
+    public func endingWhenReaderGone<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask { [self] in
+                if await readerGone() { throw CLIFailure(.brokenPipe, "") }
+                return nil
             }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let value = next { return value }
+            }
+            throw CancellationError()   // not reached: `body` answers first unless the reader went
         }
+    }
+
+    /// Returns when the reader has gone away (true), or when the writer
+    /// ended without that (false: everything written). One waiter only.
+    public func readerGone() async -> Bool {
+        for await _ in gone { return true }
+        return false
+    }
+
+    // MARK: - The writer thread
+
+    private enum Step {
+        case write
+        /// Nothing queued just now: wait a millisecond for more before going idle.
+        case linger
+        case idle
+        /// Everything written after `close()`, or the reader gone (true).
+        case end(readerGone: Bool)
     }
 
     private func writerLoop() {
         // Two buffers change places: the writer writes one while lines go
         // into the other, and both keep their capacity.
         var batch: [UInt8] = []
+        var lingered = false
+        /// Why stdout failed (EPIPE: the reader went away), to record.
+        var failure: Int32?
         while true {
-            wakeWriter.wait()
-            // After a write, linger a millisecond (still `writing`, so nobody
-            // wakes us) before going idle: in a burst the next lines come
-            // meanwhile and go out together, instead of a futex wake and a
-            // write every few lines (that was 10 % of a scan burst's CPU).
-            // Lines that come one at a time never wait for this: they are
-            // written directly (`append`).
-            var lingered = false
-            while true {
-                let got = state.withLock { s -> Bool? in
-                    guard s.writeError == nil else {
-                        s.writing = false
-                        return false
-                    }
-                    if s.pending.isEmpty {
-                        if s.writing, !lingered, !s.closed { return nil }
-                        s.writing = false
-                        return false
-                    }
+            var notices: [String] = []
+            let step = state.withLock { s -> Step in
+                swap(&notices, &s.notices)
+                if let failure, s.writeError == nil {
+                    // Nothing more is taken or written.
+                    s.writeError = failure
+                    s.closed = true
+                    s.pending = []
+                    s.lines = 0
+                    s.writing = false
+                }
+                if s.writeError != nil { return .end(readerGone: true) }
+                if !s.pending.isEmpty {
                     swap(&batch, &s.pending)
                     s.lines = 0
                     s.writing = true
-                    return true
+                    return .write
                 }
-                if got == nil {
-                    lingered = true
-                    usleep(1000)
-                    continue
-                }
-                guard got == true else { break }
+                if s.closed { return .end(readerGone: false) }
+                // After a write, linger a millisecond (still `writing`, so
+                // nobody wakes us) before going idle: in a burst the next
+                // lines come meanwhile and go out together, instead of a
+                // wake-up and a write every few lines.
+                if s.writing, !lingered { return .linger }
+                s.writing = false
+                return .idle
+            }
+            for notice in notices { Output.error(notice) }
+            switch step {
+            case .write:
                 lingered = false
-                let ok = batch.withUnsafeBytes { Output.writeAll(fd, $0) }
-                let code = errno
+                if !write(batch) { failure = errno }
                 // Keep a small buffer's room; give a burst's back.
                 if batch.capacity > 1 << 20 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
-                if !ok {
-                    state.withLock { s in
-                        s.writeError = code
-                        s.closed = true
-                        s.pending = []
-                        s.lines = 0
-                        s.writing = false
-                    }
-                    break
-                }
-            }
-            let done = state.withLock { $0.closed && $0.pending.isEmpty && !$0.writing }
-            if done {
-                drained.signal()
+            case .linger:
+                lingered = true
+                if !waitForWork(timeout: 1) { failure = EPIPE }
+            case .idle:
+                lingered = false
+                if !waitForWork(timeout: -1) { failure = EPIPE }
+            case .end(let readerGone):
+                if readerGone { goneContinuation.yield() }
+                goneContinuation.finish()
+                doneContinuation.finish()
                 return
             }
         }
+    }
+
+    /// Writes `bytes` whole; false when the reader went away (or any
+    /// other write error). To a pipe, only as much as poll says fits.
+    private func write(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            guard isPipe else { return Output.writeAll(fd, buffer) }
+            var offset = 0
+            while offset < buffer.count {
+                guard waitForRoom() else {
+                    errno = EPIPE
+                    return false
+                }
+                let chunk = min(Int(PIPE_BUF), buffer.count - offset)
+                guard Output.writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + chunk])) else { return false }
+                offset += chunk
+            }
+            return true
+        }
+    }
+
+    /// Waits until the pipe has room (POLLOUT: a free page, so PIPE_BUF
+    /// bytes go in without blocking), writing notices meanwhile; false when
+    /// the reader went away.
+    private func waitForRoom() -> Bool {
+        while true {
+            var fds = [pollfd(fd: fd, events: Int16(POLLOUT), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+            let n = poll(&fds, 2, -1)
+            if n < 0 { if errno == EINTR { continue }; return false }
+            if fds[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return false }
+            if fds[1].revents & Int16(POLLIN) != 0 {
+                drainWake()
+                let notices = state.withLock { s -> [String] in
+                    defer { s.notices = [] }
+                    return s.notices
+                }
+                for notice in notices { Output.error(notice) }
+            }
+            if fds[0].revents & Int16(POLLOUT) != 0 { return true }
+        }
+    }
+
+    /// Sleeps until a producer wakes the writer or `timeout` ms pass (-1:
+    /// no limit), watching stdout for its reader going away; false when it did.
+    private func waitForWork(timeout: Int32) -> Bool {
+        while true {
+            var fds = [pollfd(fd: fd, events: 0, revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+            // (Without a wake-up pipe, which pipe(2) may refuse, look every millisecond.)
+            let n = poll(&fds, 2, wake.read < 0 ? 1 : timeout)
+            if n < 0 { if errno == EINTR { continue }; return true }
+            if fds[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return false }
+            if fds[1].revents & Int16(POLLIN) != 0 { drainWake() }
+            return true
+        }
+    }
+
+    private func drainWake() {
+        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        while read(wake.read, &bytes, 32) == 32 {}
     }
 }

@@ -2,7 +2,6 @@
 
 import ArgumentParser
 import BluectlCore
-import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,7 +23,7 @@ struct ServeCommand: AsyncParsableCommand {
                   "value": "0040", "descriptors": [{"uuid": "2901",
                     "flags": ["read"], "value": "6872"}]}]}]}
             UUIDs are hex or SIG names, values hex, flags as BlueZ names them: read, write, \
-            write-without-response, notify, indicate, encrypt-read, …. A bad SPEC is refused with \
+            write-without-response, notify, indicate, encrypt-read and the others BlueZ lists. A bad SPEC is refused with \
             its JSON path before anything is registered (exit 65).
 
             Reads are answered from the current value; each write replaces it and is printed, as are \
@@ -54,7 +53,8 @@ struct ServeCommand: AsyncParsableCommand {
             help: ArgumentHelp("Stop serving after this many seconds (exit 0).", valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Fail a read or write nobody answered after this many seconds (default 10).", valueName: "SECONDS"))
     var requestDeadline: String?
 
     @Flag(help: "One JSON object per line.")
@@ -72,8 +72,8 @@ struct ServeCommand: AsyncParsableCommand {
         let (adapterOptions, advertise, name, json) = (self.adapterOptions, self.advertise, self.name, self.json)
         let timeout = try timeoutText.map { try parseSeconds($0, option: "--timeout") }
         let deadline = try requestDeadline.map { try parseSeconds($0, option: "--request-deadline") } ?? 10
-        try await withPeripheralManager(adapterOptions, requestDeadline: deadline) { manager in
-            try await serve(manager, services: services, advertise: advertise, name: name, json: json, timeout: timeout)
+        try await withPeripheralManager(adapterOptions, requestDeadline: deadline) { manager, output in
+            try await serve(manager, services: services, advertise: advertise, name: name, json: json, timeout: timeout, output: output)
         }
     }
 
@@ -93,7 +93,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     private func serve(_ manager: PeripheralManager, services definitions: [MutableService], advertise: Bool, name: String?,
-                       json: Bool, timeout: Double?) async throws {
+                       json: Bool, timeout: Double?, output: OutputQueue) async throws {
         var served: [PublishedService] = []
         for definition in definitions { served.append(try await manager.add(definition)) }
         var advertised: AdvertisementData?
@@ -104,52 +104,47 @@ struct ServeCommand: AsyncParsableCommand {
             advertised = data
         }
         let ready = ServerEventRecord(event: "serving", adapter: manager.adapter, services: served, advertised: advertised)
-        guard Output.line(ready.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+        output.line(ready.line(json: json) ?? "")
         let all = served
+        let feed = StandardInputFeed(central: manager.central, apply: { line, number in
+            Self.apply(line, number: number, to: manager, served: all, output: output)
+        }, waitForRoom: { await manager.waitUntilReadyToUpdate() })
+        feed.start()
+        defer { feed.stop() }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await Self.printEvents(manager, json: json) }
-            group.addTask { await Self.feedUpdates(manager, served: all) }
+            group.addTask { try await Self.printEvents(manager, json: json, output: output) }
             if let timeout {
                 group.addTask { try await Task.sleep(for: .seconds(timeout)) }
             }
-            // The first to end: the timeout, or the event stream (stdout gone, bus lost).
+            // The first to end: the timeout, or the event stream (bus lost).
             _ = try await group.next()
             group.cancelAll()
         }
     }
 
-    /// One line per event, until cancelled; a reader gone from stdout ends it (141).
-    private static func printEvents(_ manager: PeripheralManager, json: Bool) async throws {
+    /// One line per event, until cancelled.
+    private static func printEvents(_ manager: PeripheralManager, json: Bool, output: OutputQueue) async throws {
         for await event in manager.events {
             guard let record = ServerEventRecord(event, adapter: manager.adapter) else { continue }
-            guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+            output.line(record.line(json: json) ?? "")
         }
         if !Task.isCancelled { throw CLIFailure(.unavailable, "lost the system bus") }
     }
 
-    /// Applies the value updates read from stdin; a bad line is reported on
-    /// stderr and skipped. Waits for room when the bus is backed up, so no
-    /// update is dropped. The end of stdin ends nothing.
-    private static func feedUpdates(_ manager: PeripheralManager, served: [PublishedService]) async {
-        let lines = StandardInputLines()
-        var number = 0
-        for await line in lines {
-            number += 1
-            if line.allSatisfy(\.isWhitespace) { continue }
-            let update: ServeSpec.Update
-            do {
-                update = try ServeSpec.update(line, served: served)
-            } catch {
-                Output.error("stdin line \(number): \(error)")
-                continue
-            }
-            while !manager.updateValue(update.value, for: update.characteristic) {
-                await manager.waitUntilReadyToUpdate()
-                if Task.isCancelled { return }
-            }
+    /// Applies a value update read from stdin (on the loop); a bad line is
+    /// reported on stderr and skipped. False: no room now (the bus is
+    /// backed up), offered again once there is, so no update is dropped.
+    private static func apply(_ line: String, number: Int, to manager: PeripheralManager, served: [PublishedService],
+                              output: OutputQueue) -> Bool {
+        if line.allSatisfy(\.isWhitespace) { return true }
+        let update: ServeSpec.Update
+        do {
+            update = try ServeSpec.update(line, served: served)
+        } catch {
+            output.notice("stdin line \(number): \(error)")
+            return true
         }
-        // stdin ended: keep serving until the signal or the timeout
-        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        return manager.updateValue(update.value, for: update.characteristic)
     }
 }
 
@@ -185,7 +180,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                                                                   valueName: "UUID=HEX"))
     var serviceData: [String] = []
 
-    @Option(help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
     var appearance: String?
 
     @Flag(name: .customLong("tx-power"), help: "Include the TX power.")
@@ -257,21 +252,21 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let data = try self.data()
         let (adapterOptions, json) = (self.adapterOptions, self.json)
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
-        try await withPeripheralManager(adapterOptions) { manager in
+        try await withPeripheralManager(adapterOptions) { manager, output in
             try await manager.startAdvertising(data)
             let record = ServerEventRecord(event: "advertising", adapter: manager.adapter, services: [], advertised: data)
-            guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
-            try await Self.wait(manager, duration: duration, json: json)
+            output.line(record.line(json: json) ?? "")
+            try await Self.wait(manager, duration: duration, json: json, output: output)
         }
     }
 
     /// Until the duration passes or bluetoothd stops the advertisement (exit 1: it did not say why).
-    private static func wait(_ manager: PeripheralManager, duration: Double?, json: Bool) async throws {
+    private static func wait(_ manager: PeripheralManager, duration: Double?, json: Bool, output: OutputQueue) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in manager.events {
                     if let record = ServerEventRecord(event, adapter: manager.adapter) {
-                        guard Output.line(record.line(json: json) ?? "") else { throw CLIFailure(.brokenPipe, "") }
+                        output.line(record.line(json: json) ?? "")
                     }
                     if case .advertisingStopped = event {
                         throw CLIFailure(.failure, "bluetoothd stopped the advertisement (the adapter was powered off or removed)")
@@ -285,25 +280,37 @@ struct AdvertiseCommand: AsyncParsableCommand {
     }
 }
 
-/// Runs `body` with a peripheral manager on the chosen adapter, under
-/// SignalScope; whatever ends it (a signal, an error, the end), everything
-/// the manager registered is unregistered before the process exits.
+/// Runs `body` with a peripheral manager on the chosen adapter and stdout
+/// behind an `OutputQueue`, under SignalScope; whatever ends it (a signal,
+/// an error, stdout's reader going away: 141, the end), everything the
+/// manager registered is unregistered before the process exits, and what is
+/// queued is written (after a signal, for at most 0.3 s).
 func withPeripheralManager(_ adapterOptions: AdapterOptions, requestDeadline: Double = 10,
-                           _ body: @escaping @Sendable (PeripheralManager) async throws -> Void) async throws {
-    try await SignalScope.run {
-        let (central, adapter) = try await adapterOptions.open()
-        let manager = PeripheralManager(central: central, adapter: adapter, requestDeadline: .seconds(requestDeadline))
-        let outcome: Result<Void, any Error>
-        do {
-            try await body(manager)
-            outcome = .success(())
-        } catch {
-            outcome = .failure(error)
+                           _ body: @escaping @Sendable (PeripheralManager, OutputQueue) async throws -> Void) async throws {
+    let output = OutputQueue()
+    let outcome: Result<Void, any Error>
+    do {
+        try await SignalScope.run {
+            let (central, adapter) = try await adapterOptions.open()
+            let manager = PeripheralManager(central: central, adapter: adapter, requestDeadline: .seconds(requestDeadline))
+            let outcome: Result<Void, any Error>
+            do {
+                try await output.endingWhenReaderGone { try await body(manager, output) }
+                outcome = .success(())
+            } catch {
+                outcome = .failure(error)
+            }
+            _ = await Deadline.none.run(shielded: true) { await manager.stop() }
+            central.close()
+            try outcome.get()
         }
-        await uncancellable { await manager.stop() }
-        central.close()
-        try outcome.get()
+        outcome = .success(())
+    } catch {
+        outcome = .failure(error)
     }
+    let limit = SignalScope.interrupted ? Deadline(after: .milliseconds(300)) : .none
+    _ = await limit.run(shielded: true) { await output.finish() }
+    try outcome.get()
 }
 
 /// Refuses a name no advertisement can carry: control characters, or longer than a scan response holds.
@@ -419,38 +426,5 @@ struct ServerEventRecord: OutputRecord {
             sink.json("length", .int(advertised.advertisingDataLength))
         }
         sink.field("detail", detail.map { .string($0) }, text: detail.map { .plain("detail", $0) })
-    }
-}
-
-/// The lines of standard input, read by a thread of their own (a blocking
-/// read must not hold a task's thread). At most `buffered` lines wait to be
-/// taken, so a producer faster than bluetoothd is held back by the pipe.
-struct StandardInputLines: AsyncSequence {
-    typealias Element = String
-    let buffered = 256
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<String>.Iterator
-        let room: DispatchSemaphore
-
-        mutating func next() async -> String? {
-            let line = await base.next()
-            if line != nil { room.signal() }
-            return line
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        let (stream, continuation) = AsyncStream<String>.makeStream()
-        let room = DispatchSemaphore(value: buffered)
-        // a serial queue of its own is overcommitting: its blocking reads get a thread of their own
-        DispatchQueue(label: "bluectl-stdin").async {
-            while let line = readLine(strippingNewline: true) {
-                room.wait()
-                if case .terminated = continuation.yield(line) { return }
-            }
-            continuation.finish()
-        }
-        return AsyncIterator(base: stream.makeAsyncIterator(), room: room)
     }
 }

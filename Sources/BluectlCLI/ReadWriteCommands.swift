@@ -72,11 +72,11 @@ struct ReadCommand: AsyncParsableCommand {
         if devices.count > 1, format == .raw { throw rawTakesOneDevice }
         let several = devices.count > 1
         try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: "read \(characteristic) of \(device)",
-                                    count: devices.count) { sessions, deadline in
+                                    devices: devices) { sessions, deadline in
           try await forEachDevice(devices, sessions: sessions, json: format == .json, what: "read \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: session.sayQueued)
+            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: await session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             let value: [UInt8]
             var descriptor: GattDescriptor?
@@ -207,11 +207,11 @@ struct WriteCommand: AsyncParsableCommand {
         let (devices, options, json, characteristic) = (try deviceList(device), self.options, self.json, self.characteristic)
         let asked: WriteType? = withResponse ? .withResponse : (withoutResponse ? .withoutResponse : nil)
         try await runDevicesCommand(adapterOptions: adapterOptions, options: options, what: "write \(characteristic) of \(device)",
-                                    count: devices.count) { sessions, deadline in
+                                    devices: devices) { sessions, deadline in
           try await forEachDevice(devices, sessions: sessions, json: json, what: "write \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
             session.registerAgent(options.agent, for: peripheral)
-            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: session.sayQueued)
+            try await session.connect(peripheral, options: options, deadline: deadline, onQueued: await session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             var record = WriteRecord(device: peripheral.identifier.description, characteristic: chr.uuid, bytes: bytes)
             if let descriptorSelector {

@@ -1,5 +1,6 @@
 import BluectlCore
 import Dispatch
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,25 +35,27 @@ public enum Output {
 /// up (StopDiscovery, StopNotify, Disconnect of what it started), and then
 /// end the process with 130 / 143 — within 2 s even if cleanup hangs.
 public enum SignalScope {
-    /// The first signal received (later ones are ignored while cleaning up).
-    private static let received = Locked<Int32?>(nil)
+    /// The first signal received (0: none; later ones are ignored while
+    /// cleaning up). Written once by the signal source, read by any task:
+    /// an atomic, the one value the command line shares between threads
+    /// besides the output queue's hand-off.
+    private static let received = Atomic<Int32>(0)
 
     public static func run(_ work: @escaping @Sendable () async throws -> Void) async throws {
         signal(SIGPIPE, SIG_IGN)
         let task = Task { try await work() }
+        // Dispatch only for its signal sources: a signal arrives on a
+        // Dispatch thread, which cancels the work and starts the 2 s limit.
         var sources: [DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                let first = received.withLock { value -> Bool in
-                    guard value == nil else { return false }
-                    value = number
-                    return true
-                }
-                guard first else { return }
+                guard received.compareExchange(expected: 0, desired: number, ordering: .acquiringAndReleasing).exchanged else { return }
                 task.cancel()
-                DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
+                // A thread of its own: the limit must hold even when every task is stuck.
+                startThread(name: "bluectl-signal-limit") {
+                    usleep(2_000_000)
                     Output.error("cleanup did not finish within 2 s")
                     terminate(128 + number)
                 }
@@ -62,20 +65,15 @@ public enum SignalScope {
         }
         defer { sources.forEach { $0.cancel() } }
         let outcome = await task.result
-        if let number = received.withLock({ $0 }) {
+        let number = received.load(ordering: .acquiring)
+        if number != 0 {
             throw CLIFailure(number == SIGINT ? .interrupted : .terminated, "")
         }
         try outcome.get()
     }
 
     /// Whether a signal asked us to stop.
-    public static var interrupted: Bool { received.withLock { $0 != nil } }
-}
-
-/// Runs `body` outside the current task's cancellation, for cleanup that
-/// must happen after a cancel (StopDiscovery after Ctrl-C).
-public func uncancellable<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
-    await Task { await body() }.value
+    public static var interrupted: Bool { received.load(ordering: .acquiring) != 0 }
 }
 
 /// Ends the process now with `status`: `_exit`, because other threads (the

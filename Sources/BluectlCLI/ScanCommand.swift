@@ -27,7 +27,7 @@ struct ScanCommand: AsyncParsableCommand {
     var name: String?
 
     /// Unconditional: "-70" is a value here, not an option.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127…20).", valueName: "MIN"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Only devices at least this strong, in dBm (-127 to 20).", valueName: "MIN"))
     var rssi: Int?
 
     @Flag(help: "Report every advertisement, not only the first of each device.")
@@ -36,7 +36,8 @@ struct ScanCommand: AsyncParsableCommand {
     @Option(name: .customLong("timeout"), parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds.", valueName: "SECONDS"))
     var timeoutText: String?
 
-    @Option(help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
+    /// Unconditional: "--count -1" reaches validation and is refused by name.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many distinct devices.", valueName: "N"))
     var count: Int?
 
     @Option(help: ArgumentHelp("le, bredr or auto.", valueName: "TRANSPORT"))
@@ -99,19 +100,7 @@ struct ScanCommand: AsyncParsableCommand {
     /// "restored NAME (saved …): filter …" as a text or JSON line.
     static func restoredLine(_ saved: CentralRestoreState, filter: CentralRestoreState.ScanFilter, id: String,
                              used: Bool, json: Bool) -> String {
-        var parts: [String] = filter.services.map { "service \($0)" }
-        if let name = filter.name { parts.append("name contains \"\(name)\"") }
-        if let rssi = filter.rssi { parts.append("rssi >= \(rssi)") }
-        if filter.duplicates { parts.append("duplicates") }
-        parts.append("transport \(filter.transport)")
-        let how = saved.running ? "was still running (pid \(saved.pid), killed or crashed)" : "ended normally"
-        let record = EventRecord(
-            event: "restored",
-            fields: [("restore_id", .string(id)), ("saved", .string(saved.saved)), ("was_running", .bool(saved.running)),
-                     ("filter", .strings(parts)), ("used", .bool(used))],
-            text: "restored \(id) (saved \(saved.saved); \(how)): \(parts.joined(separator: ", "))"
-                + (used ? "" : " (not used: filter options given)"))
-        return record.line(json: json) ?? ""
+        EventLine.scanRestored(saved, filter: filter, id: id, used: used).record().line(json: json) ?? ""
     }
 
     /// One discovery's line with its line break, JSON or text, as `run` queues
@@ -178,33 +167,26 @@ struct ScanCommand: AsyncParsableCommand {
             defer { central.close() }
             // Lines wait in a bounded queue for a slow reader (dropped ones are counted and reported).
             let queue = OutputQueue(capacity: 100_000) { dropped in
-                let record = EventRecord(event: "dropped", fields: [("count", .int(dropped))],
-                                         text: "\(dropped) scan \(dropped == 1 ? "event" : "events") dropped: output too slow")
-                return record.lineBytes(json: json)
+                EventLine.dropped(dropped, of: "scan event").record().lineBytes(json: json)
             }
             if let restored { queue.line(restored) }
             // A line per event is rendered and queued where BlueZ's change is applied
             // (the central's loop), with no hand-over per event; the live table takes
-            // the stream. stdout closing ends the scan (once the session exists).
-            let started = Locked<ScanSession?>(nil)
+            // the stream. The reader going away ends the scan (below).
             let adapterName = adapter.name
             let printLine: ScanSession.DiscoverySink = { discovery in
-                guard queue.enqueue(Self.line(discovery, adapter: adapterName, json: json)) == .closed else { return }
-                let session: ScanSession? = started.withLock { $0 }
-                session?.cancel()
+                queue.enqueue(Self.line(discovery, adapter: adapterName, json: json))
             }
             // The live loop keeps its own time and count; otherwise the scan ends by itself.
             let session = try await central.startScan(
                 adapter: adapter, options: sessionOptions,
                 duration: liveAgeOut == nil ? timeout.map { .seconds($0) } : nil,
                 limit: liveAgeOut == nil ? count : nil, onDiscovery: liveAgeOut == nil ? printLine : nil)
-            started.withLock { $0 = session }
-            if queue.readerGone { session.cancel() }
             let outcome: Result<Void, any Error>
             if let liveAgeOut {
                 // The live loop ends at --timeout itself: it must restore the terminal
-                // before the process ends, which withTimeLimit does not wait for.
-                await queue.finished()   // the restored line, above the table
+                // before the process ends.
+                await queue.finish()   // the restored line, above the table
                 do {
                     try await LiveScanView.run(session.discoveries, adapter: adapter.name, count: count, ageOut: liveAgeOut,
                                                timeout: timeout)
@@ -214,32 +196,18 @@ struct ScanCommand: AsyncParsableCommand {
                 }
             } else {
                 do {
-                    for try await _ in session.discoveries {}  // only ends or fails: printLine has the events
+                    // Only ends or fails (printLine has the events), or the reader goes away.
+                    try await queue.endingWhenReaderGone { for try await _ in session.discoveries {} }
                     outcome = .success(())
                 } catch {
                     outcome = .failure(error)
                 }
             }
-            _ = await uncancellable { try? await session.stop() }
-            await queue.finished()
+            _ = await Deadline.none.run(shielded: true) { try? await session.stop() }
+            let readerGone = await queue.finish()
             if let saveStore { try? saveStore.save(Self.state(scanOptions, adapter: adapter.name, running: false)) }
-            if queue.readerGone { throw CLIFailure(.brokenPipe, "") }
+            if readerGone { throw CLIFailure(.brokenPipe, "") }
             try outcome.get()
         }
     }
-}
-
-/// Runs `body` until it returns, throws, or `seconds` pass (then it is
-/// cancelled and the result is success: the time limit is a normal end).
-func withTimeLimit(seconds: Double?, _ body: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
-    let outcome: @Sendable () async -> Result<Void, any Error> = {
-        do {
-            try await body()
-            return .success(())
-        } catch {
-            return .failure(error)
-        }
-    }
-    guard let seconds else { return await outcome() }
-    return await firstValue(within: .seconds(seconds), outcome) ?? .success(())
 }

@@ -31,16 +31,15 @@ enum ServiceNotifier {
     /// When the unit has `WatchdogSec=`, pings at half that interval, each
     /// time only after a round trip to the bus daemon succeeded — so a
     /// stuck I/O thread or a dead bus connection stops the pings and
-    /// systemd restarts us. Returns the pinging task (nil: no watchdog).
-    static func startWatchdog(central: CentralManager) -> Task<Void, Never>? {
+    /// systemd restarts us. Runs until the calling task is cancelled;
+    /// returns at once when there is no watchdog.
+    static func runWatchdog(central: CentralManager) async {
         var usec: UInt64 = 0
-        guard sd_watchdog_enabled(0, &usec) > 0, usec > 0 else { return nil }
+        guard sd_watchdog_enabled(0, &usec) > 0, usec > 0 else { return }
         let interval = Duration.microseconds(Int64(clamping: usec / 2))
-        return Task {
-            while !Task.isCancelled {
-                if await central.busResponds(within: interval) { send("WATCHDOG=1") }
-                try? await Task.sleep(for: interval)
-            }
+        while !Task.isCancelled {
+            if await central.busResponds(within: interval) { send("WATCHDOG=1") }
+            try? await Task.sleep(for: interval)
         }
     }
 

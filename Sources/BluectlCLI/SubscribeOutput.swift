@@ -3,7 +3,8 @@ import BluectlCore
 /// What `subscribe` writes: one line per value and, between them, event
 /// lines (restored state, disconnected, reconnected, values dropped) in
 /// the same format, so that a log shows every gap where it happened.
-/// Everything goes through the bounded `OutputQueue`.
+/// Everything goes through the bounded `OutputQueue` (the event lines'
+/// copies on stderr too: its writer thread writes them).
 struct SubscribeOutput: Sendable {
     let format: ValueFormat?
     /// The device, as its lines name it.
@@ -23,8 +24,7 @@ struct SubscribeOutput: Sendable {
     /// The bounded queue to stdout; what it drops is reported as one event line (of no one device).
     static func queue(format: ValueFormat?, capacity: Int) -> OutputQueue {
         OutputQueue(capacity: capacity) { dropped in
-            eventBytes(format: format, device: nil, namesDevice: false, event: "dropped", fields: [("count", .int(dropped))],
-                       text: "\(dropped) \(dropped == 1 ? "value" : "values") dropped: output too slow")
+            eventBytes(format: format, device: nil, namesDevice: false, .dropped(dropped, of: "value"))
         }
     }
 
@@ -45,18 +45,22 @@ struct SubscribeOutput: Sendable {
     /// Queues an event line (`EventRecord`). With raw output the stream has no
     /// lines, so events go to stderr only. Always also on stderr when stdout is
     /// JSON or a file, so that journald sees the gaps.
-    func event(_ event: String, _ fields: [(String, JSONValue)] = [], text: String) {
-        if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, event: event, fields: fields, text: text) {
+    /// `device` names it otherwise than the value lines (a failed device, by its address).
+    func event(_ line: EventLine, device: String? = nil) {
+        let device = device ?? self.device
+        if let bytes = Self.eventBytes(format: format, device: device, namesDevice: namesDevice, line) {
             queue.enqueue(bytes)
         }
-        if format == .raw || !ValueText.stdoutIsTerminal { Output.error(namesDevice ? "\(device): \(text)" : text) }
+        if format == .raw || !ValueText.stdoutIsTerminal { queue.notice(namesDevice ? "\(device): \(line.text)" : line.text) }
     }
 
-    static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, event: String, fields: [(String, JSONValue)],
-                           text: String) -> [UInt8]? {
+    /// The `restored` event line of a `--restore-id` run: what the last run saved.
+    func reportRestored(_ state: CentralRestoreState, id: String) {
+        event(.subscribeRestored(state, id: id))
+    }
+
+    static func eventBytes(format: ValueFormat?, device: String?, namesDevice: Bool, _ line: EventLine) -> [UInt8]? {
         guard format != .raw else { return nil }
-        let record = EventRecord(time: ValueText.timestamp(), device: device, event: event, fields: fields, text: text,
-                                 namesDevice: namesDevice)
-        return record.lineBytes(json: format == .json)
+        return line.record(time: ValueText.timestamp(), device: device, namesDevice: namesDevice).lineBytes(json: format == .json)
     }
 }

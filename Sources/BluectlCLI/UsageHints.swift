@@ -32,7 +32,7 @@ enum UsageHints {
 
     /// `unknown subcommand "NAME"`, with the nearest subcommand when there is one.
     static func unknownSubcommand(_ name: String) -> String {
-        let subcommands = Bluectl.configuration.subcommands.map { $0._commandName } + ["help"]
+        let subcommands = Bluectl.subcommandNames + ["help"]
         return "unknown subcommand \"\(TextSafety.escapedForMessage(name))\"" + suggestion(closest(to: name, among: subcommands))
     }
 
@@ -128,20 +128,14 @@ enum UsageHints {
     }
 
     /// A command's option names ("--adapter", "-h") and whether each takes a
-    /// value, from ArgumentParser's description of it (its --experimental-dump-help).
+    /// value, from ArgumentParser's description of it: what
+    /// `bluectl [SUB] --experimental-dump-help` prints, reached through the
+    /// public parse-and-message API (not the underscored `_dumpHelp()`).
     struct OptionNames {
         var takesValue: [String: Bool] = [:]
 
-        private struct Dump: Decodable {
-            struct Command: Decodable { var arguments: [Argument]? }
-            struct Argument: Decodable { var kind: String; var names: [Name]? }
-            struct Name: Decodable { var kind: String; var name: String }
-            var command: Command
-        }
-
         init(_ command: ParsableCommand.Type) {
-            guard let dump = try? JSONDecoder().decode(Dump.self, from: Data(command._dumpHelp().utf8)) else { return }
-            for argument in dump.command.arguments ?? [] where argument.kind != "positional" {
+            for argument in ArgumentDump.arguments(of: command) where argument.kind != "positional" {
                 for name in argument.names ?? [] {
                     takesValue[(name.kind == "long" ? "--" : "-") + name.name] = argument.kind == "option"
                 }

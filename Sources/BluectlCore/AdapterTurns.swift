@@ -7,14 +7,12 @@ import BluectlDBus
 ///   connection at a time; a second `Device1.Connect` while one is pending
 ///   fails with `InProgress` or `le-connection-abort-by-local`, which is
 ///   how connecting to several devices at once goes wrong in other tools.
-/// - `.find`: a scan run to find a device. bluetoothd keeps one discovery
-///   per client (a second `StartDiscovery` from the same connection is
-///   `InProgress`, and one `StopDiscovery` ends both), so finders take turns;
-///   a finder whose device another finder's scan turns up is done without
-///   its turn (`CentralManager.findDevice`).
+///
+/// (Finding devices takes no turns: finders share one discovery,
+/// `FindingDiscovery`.)
 final class AdapterTurns: Sendable {
     enum Kind: Hashable, Sendable {
-        case connect, find
+        case connect
     }
 
     /// A turn held: give it back with `CentralManager.release(_:)`.

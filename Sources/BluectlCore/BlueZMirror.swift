@@ -153,8 +153,22 @@ package final class BlueZMirror: Sendable {
 
     // MARK: - Reading
 
-    /// The tree as it is now (from any thread: a copy handed over by the loop).
+    /// The tree as it is now (from any thread: a copy handed over by the
+    /// loop). Blocks a thread off the loop until the loop answers: for
+    /// synchronous code only (the public getters, and the loop itself, where
+    /// it runs inline); async code asks `currentTree()` or `properties(_:_:)`.
     package var tree: BlueZObjectTree { loop.sync { [self] in state.value.tree } }
+
+    /// The tree as it is now, for async code: read on the loop and handed
+    /// over (`EventLoop.submit`), no thread blocked.
+    package func currentTree() async -> BlueZObjectTree {
+        await loop.submit { [self] in state.value.tree }
+    }
+
+    /// One object's properties of `interface` now (nil: not in the tree), for async code.
+    package func properties(_ path: ObjectPath, _ interface: String) async -> PropertyMap? {
+        await loop.submit { [self] in state.value.tree.properties(path, interface) }
+    }
 
     /// Whether bluetoothd is on the bus now.
     package var bluetoothdRunning: Bool { loop.sync { [self] in state.value.owner != nil } }

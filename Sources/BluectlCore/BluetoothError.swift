@@ -47,6 +47,11 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
     case ambiguous(kind: String, what: String, candidates: [String])
     /// The attribute's flags do not allow the operation (no call was made).
     case notSupported(String)
+    /// bluetoothd offers no interface for what is asked on this adapter: no
+    /// GattManager1 (serving GATT) or LEAdvertisingManager1 (advertising);
+    /// no call was made. Unlike `notSupported`, it is the adapter (or
+    /// bluetoothd's build) that lacks the role, not the request.
+    case roleUnavailable(String)
     /// The value is longer than the write allows.
     case valueTooLong(length: Int, limit: Int, type: WriteType)
 
@@ -89,7 +94,7 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
             return "\(kind) \(what) not found; the device has: \(list)"
         case .ambiguous(let kind, let what, let candidates):
             return "\(kind) \(what) is ambiguous (\(candidates.count) match); name one by path or handle: \(candidates.joined(separator: ", "))"
-        case .notSupported(let what):
+        case .notSupported(let what), .roleUnavailable(let what):
             return what
         case .valueTooLong(let length, let limit, let type):
             let how = type == .withResponse ? "with response" : "without response"

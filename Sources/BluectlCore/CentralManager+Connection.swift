@@ -59,14 +59,13 @@ extension CentralManager {
 
     /// The device `text` names on `adapter`: an address, a D-Bus path, or a
     /// name/alias in BlueZ's tree; if unknown, scans for it until `timeout`.
-    /// Finders on one adapter take turns at scanning (`AdapterTurns`), and
-    /// one whose device turns up in the tree meanwhile (another finder's
-    /// scan saw it) is done at once: finding several devices costs one scan
-    /// at a time, never a refused `StartDiscovery`.
+    /// Finders on one adapter share one discovery (`FindingDiscovery`):
+    /// each is done as soon as its device turns up in BlueZ's tree, and the
+    /// last one out stops the discovery, so finding several devices at once
+    /// costs one scan, never a refused `StartDiscovery`.
     /// Throws `BluetoothError.deviceNotFound`, or `.invalidRequest` when a name is ambiguous.
     public func findDevice(_ text: String, adapter: AdapterInfo, timeout: Duration) async throws -> Peripheral {
-        if let found = try lookUp(text, adapter: adapter) { return found }
-        let start = ContinuousClock.now
+        if let found = try await lookUpFromTask(text, adapter: adapter) { return found }
         let adapterPath = adapter.path
         let found = try await withThrowingTaskGroup(of: DeviceInfo?.self) { group -> DeviceInfo? in
             group.addTask { [mirror] in
@@ -80,9 +79,9 @@ extension CentralManager {
                 return await mirror.loop.submit { box.value }
             }
             group.addTask { [self] in
-                let turn = try await turns.take(.find, on: adapterPath, timeout: timeout, what: "find \(text)")
-                defer { turns.release(turn) }
-                return try await scan(for: text, adapter: adapter, timeout: timeout - (ContinuousClock.now - start))
+                // Ends when the device is found (cancelled) or at the time limit.
+                try await finding.scan(on: adapter, of: self, for: timeout)
+                return nil
             }
             defer { group.cancelAll() }
             for try await device in group {
@@ -90,43 +89,22 @@ extension CentralManager {
             }
             return nil
         }
-        if let found { return peripheral(found) }
+        if let found { return await mirror.loop.submit { [self] in peripheral(found) } }
         // It may have appeared without an advertisement we matched (a name change).
-        if let found = try lookUp(text, adapter: adapter) { return found }
+        if let found = try await lookUpFromTask(text, adapter: adapter) { return found }
         throw BluetoothError.deviceNotFound("\(text) (not known to BlueZ on \(adapter.name) and not seen while scanning)")
-    }
-
-    /// One scan on `adapter` until a device `text` matches is seen, or
-    /// `timeout`; StopDiscovery has been answered when this returns.
-    private func scan(for text: String, adapter: AdapterInfo, timeout: Duration) async throws -> DeviceInfo? {
-        guard timeout > .zero else { return nil }
-        if let known = try lookUp(text, adapter: adapter)?.info { return known }
-        let address = BluetoothAddress(text)
-        var options = ScanOptions()
-        options.transport = .le
-        // The scan's duration is the budget (a loop timer ends the stream).
-        let session = try await startScan(adapter: adapter, options: options, duration: timeout)
-        var found: DeviceInfo?
-        do {
-            for try await discovery in session.discoveries {
-                let device = discovery.device
-                let matches = address.map { device.address == $0 } ?? (device.name == text || device.alias == text)
-                if matches {
-                    found = device
-                    break
-                }
-            }
-        } catch {}
-        // Also when cancelled (another finder's scan saw the device): the
-        // next finder's StartDiscovery must come after this StopDiscovery.
-        try? await session.stop()
-        return found
     }
 
     /// The device `text` names among those BlueZ already knows on `adapter`
     /// (no scan); nil when unknown.
     public func knownDevice(_ text: String, adapter: AdapterInfo) throws -> Peripheral? {
         try lookUp(text, adapter: adapter)
+    }
+
+    /// `knownDevice(_:adapter:)` for async code: looked up on the central's
+    /// event loop and handed over, without blocking the calling thread.
+    func lookUpFromTask(_ text: String, adapter: AdapterInfo) async throws -> Peripheral? {
+        try await mirror.loop.submit { [self] in Result { try lookUp(text, adapter: adapter) } }.get()
     }
 
     private func lookUp(_ text: String, adapter: AdapterInfo) throws -> Peripheral? {
@@ -189,7 +167,7 @@ extension CentralManager {
         let id = peripheral.identifier.description
         // Connected already, as the mirror has it (the missing signal of
         // 5.66 is only ever a missing *true*): nothing to run.
-        let seen = mirror.tree.properties(path, BlueZ.deviceInterface)
+        let seen = await mirror.properties(path, BlueZ.deviceInterface)
         guard let seen else { throw BluetoothError.deviceNotFound(id) }
         if seen["Connected"]?.bool == true { return false }
         let start = ContinuousClock.now
@@ -287,8 +265,9 @@ extension CentralManager {
             }
         }
         let (now, _) = await driver.look(peripheral.deviceGetAll, timeout: .seconds(5))
-        let connected = Peripheral.deviceProperties(in: now)?["Connected"]?.bool ?? (peripheral.info?.connected ?? false)
-        try await driver.run(start: .start(connected: connected), cancel: .timeout, setUp: { driver in
+        var connected = Peripheral.deviceProperties(in: now)?["Connected"]?.bool
+        if connected == nil { connected = await mirror.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool }
+        try await driver.run(start: .start(connected: connected ?? false), cancel: .timeout, setUp: { driver in
             driver.after(timeout, .timeout)
             peripheral.local.value.transition = .disconnecting
             driver.onEnd { peripheral.local.value.transition = nil }

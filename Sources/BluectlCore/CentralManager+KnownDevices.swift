@@ -54,7 +54,8 @@ extension CentralManager {
     @discardableResult
     public func removeDevice(_ peripheral: Peripheral, timeout: Duration = .seconds(10)) async throws(BluetoothError) -> Bool {
         let path = peripheral.path
-        guard let adapterPath = peripheral.info?.adapter else { return false }
+        guard let device = await mirror.properties(path, BlueZ.deviceInterface),
+              let adapterPath = DeviceInfo(path: path, properties: device).adapter else { return false }
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapterPath, interface: BlueZ.adapterInterface, member: "RemoveDevice",
@@ -142,7 +143,7 @@ extension Peripheral {
     }
 
     private func setFlag(_ name: String, _ on: Bool, what: String, timeout: Duration) async throws(BluetoothError) -> Bool {
-        guard let now = central.mirror.tree.properties(path, BlueZ.deviceInterface) else {
+        guard let now = await central.mirror.properties(path, BlueZ.deviceInterface) else {
             throw .deviceNotFound("\(identifier) (no longer known to BlueZ)")
         }
         if now[name]?.bool == on { return false }

@@ -9,8 +9,10 @@ public final class CentralManager: Sendable {
     public let callTimeout: Duration
     /// The one `Peripheral` of each device (see `peripheral(_:)`), the loop's.
     let peripheralTable: LoopBound<[ObjectPath: WeakPeripheral]>
-    /// Whose turn it is to connect, or to scan for a device, on each adapter.
+    /// Whose turn it is to connect on each adapter.
     let turns: AdapterTurns
+    /// The discovery each adapter runs while devices are being looked for (`findDevice`).
+    let finding: FindingDiscovery
 
     private init(connection: DBusConnection, mirror: BlueZMirror, callTimeout: Duration) {
         self.connection = connection
@@ -18,6 +20,7 @@ public final class CentralManager: Sendable {
         self.callTimeout = callTimeout
         peripheralTable = LoopBound([:], loop: mirror.loop)
         turns = AdapterTurns(loop: mirror.loop)
+        finding = FindingDiscovery(loop: mirror.loop)
     }
 
     /// Connects to the system bus and reads BlueZ's tree.
@@ -162,6 +165,8 @@ public final class CentralManager: Sendable {
     public func startScan(adapter: AdapterInfo, options: ScanOptions, duration: Duration? = nil,
                           limit: Int? = nil,
                           onDiscovery: ScanSession.DiscoverySink? = nil) async throws(BluetoothError) -> ScanSession {
+        // The steps, not the events: BLUECTL_DEBUG=1 shows what was asked of bluetoothd.
+        Trace.log("scan \(adapter.name): SetDiscoveryFilter \(options.traceDescription)")
         do {
             _ = try await connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
@@ -229,8 +234,11 @@ public final class CentralManager: Sendable {
                 tracker.value.held = nil
             }
             continuation.finish()
+            Trace.log("scan \(adapter.name): StartDiscovery refused: \(error)")
             throw BluetoothError.from(error, operation: "start discovery on \(adapter.name)")
         }
+        Trace.log("scan \(adapter.name): StartDiscovery answered; results from here on"
+            + (duration.map { ", for \($0)" } ?? "") + (limit.map { ", until \($0) devices" } ?? ""))
         // What was found meanwhile goes out first, in order, then the rest as it comes.
         mirror.loop.execute {
             let held = tracker.value.held ?? []
@@ -291,32 +299,37 @@ final class ScanEnd: Sendable {
     }
 
     /// Ends the stream and sends StopDiscovery (once); the task answers
-    /// with the call's failure, if any.
+    /// with the call's failure, if any. On the loop (a sink, a timer, a
+    /// job); a task asks through `stopFromTask()`.
     @discardableResult
     func stop() -> Task<BluetoothError?, Never> {
-        state.loop.sync { [self] in
-            if let stopping = state.value.stopping { return stopping }
-            let (central, adapter) = (central, adapter)
-            let task = Task { () -> BluetoothError? in
-                do {
-                    _ = try await central.connection.callMethod(
-                        destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
-                        member: "StopDiscovery", timeout: central.callTimeout)
-                    return nil
-                } catch {
-                    return BluetoothError.from(error, operation: "stop discovery on \(adapter.name)")
-                }
+        if let stopping = state.value.stopping { return stopping }
+        let (central, adapter) = (central, adapter)
+        let task = Task { () -> BluetoothError? in
+            Trace.log("scan \(adapter.name): StopDiscovery")
+            do {
+                _ = try await central.connection.callMethod(
+                    destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                    member: "StopDiscovery", timeout: central.callTimeout)
+                return nil
+            } catch {
+                return BluetoothError.from(error, operation: "stop discovery on \(adapter.name)")
             }
-            state.value.stopping = task
-            if let timer = state.value.timer { state.loop.cancel(timer) }
-            // Finishing runs onTermination, which may ask again: it finds `stopping`.
-            continuation.finish()
-            return task
         }
+        state.value.stopping = task
+        if let timer = state.value.timer { state.loop.cancel(timer) }
+        // Finishing runs onTermination, which may ask again: it finds `stopping`.
+        continuation.finish()
+        return task
     }
 
     /// Whether the scan was stopped (on the loop).
     var hasStopped: Bool { state.value.stopping != nil }
+
+    /// `stop()` from a task: handed to the loop, no thread blocked.
+    func stopFromTask() async -> Task<BluetoothError?, Never> {
+        await state.loop.submit { [self] in stop() }
+    }
 
     /// `stop()` without waiting for the loop: from where blocking is not allowed.
     func stopSoon() {
@@ -353,7 +366,7 @@ public struct ScanSession: Sendable {
     /// however often this is called (or the scan also ended by its duration,
     /// its limit or its consumer's cancellation); returns when BlueZ answered.
     public func stop() async throws(BluetoothError) {
-        if let failure = await end.stop().value { throw failure }
+        if let failure = await end.stopFromTask().value { throw failure }
     }
 
     /// Stops the scan as `stop()` does, without waiting: for where waiting

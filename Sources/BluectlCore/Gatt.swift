@@ -78,19 +78,6 @@ public enum WriteType: String, Sendable, Equatable {
     var bluezType: String { self == .withResponse ? "request" : "command" }
 }
 
-/// BlueZ names remote attribute objects by handle (`service000a`,
-/// `char000b`, `desc000d`, hex) and exports no `Handle` property for them
-/// (5.66): the handle from the last path element, or nil.
-func attributeHandle(fromPath path: ObjectPath) -> Int? {
-    let last = path.lastComponent
-    for prefix in ["service", "char", "desc"] where last.hasPrefix(prefix) {
-        let digits = last.dropFirst(prefix.count)
-        guard digits.count == 4, let value = Int(digits, radix: 16), value > 0 else { return nil }
-        return value
-    }
-    return nil
-}
-
 /// A GATT service as BlueZ exports it (`GattService1`).
 public struct GattService: Sendable, Equatable {
     package var path: ObjectPath
@@ -110,7 +97,7 @@ public struct GattService: Sendable, Equatable {
         self.uuid = uuid
         device = p["Device"]?.objectPath ?? path.parent ?? path
         isPrimary = p["Primary"]?.bool ?? true
-        handle = p["Handle"]?.integer ?? attributeHandle(fromPath: path)
+        handle = p["Handle"]?.integer ?? BlueZ566.attributeHandle(fromPath: path)
         includes = (p["Includes"]?.array ?? []).compactMap(\.objectPath)
     }
 }
@@ -141,7 +128,7 @@ public struct GattCharacteristic: Sendable, Equatable {
         service = p["Service"]?.objectPath ?? path.parent ?? path
         flags = p["Flags"]?.stringArray ?? []
         properties = CharacteristicProperties(flags: flags)
-        handle = p["Handle"]?.integer ?? attributeHandle(fromPath: path)
+        handle = p["Handle"]?.integer ?? BlueZ566.attributeHandle(fromPath: path)
         mtu = p["MTU"]?.integer
         isNotifying = p["Notifying"]?.bool ?? false
         value = p["Value"]?.bytes
@@ -180,7 +167,7 @@ public struct GattDescriptor: Sendable, Equatable {
         self.uuid = uuid
         characteristic = p["Characteristic"]?.objectPath ?? path.parent ?? path
         flags = p["Flags"]?.stringArray ?? []
-        handle = p["Handle"]?.integer ?? attributeHandle(fromPath: path)
+        handle = p["Handle"]?.integer ?? BlueZ566.attributeHandle(fromPath: path)
     }
 
     /// BlueZ lists no flags for many descriptors; only an explicit list without a read flag says no.
@@ -287,11 +274,11 @@ public struct GattDatabase: Sendable, Equatable {
 
     static func label(_ uuid: BluetoothUUID, _ handle: Int?) -> String {
         guard let handle else { return uuid.label }
-        return uuid.label + " handle \(handle)"
+        return uuid.label + " handle " + AttributeSelector.hex(handle)
     }
 
     static func candidate(_ path: ObjectPath, _ handle: Int?) -> String {
-        if let handle { return "handle:\(handle) (\(path.rawValue))" }
+        if let handle { return "handle:\(AttributeSelector.hex(handle)) (\(path.rawValue))" }
         return path.rawValue
     }
 }
@@ -343,8 +330,14 @@ public enum AttributeSelector: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .uuid(let uuid): return uuid.name.map { "\(uuid.shortString) (\($0))" } ?? uuid.uuidString
         case .path(let path): return path
-        case .handle(let handle): return "handle \(handle)"
+        case .handle(let handle): return "handle " + Self.hex(handle)
         }
+    }
+
+    /// A handle as bluectl shows it everywhere (`discover`, messages): "0x0021".
+    static func hex(_ handle: Int) -> String {
+        let digits = String(handle, radix: 16)
+        return "0x" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 }
 

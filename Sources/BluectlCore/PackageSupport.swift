@@ -20,25 +20,122 @@ extension BlueZ {
     package static func isObjectPath(_ text: String) -> Bool { ObjectPath(text) != nil }
 }
 
-/// For the command line and the tests, not the core (whose deadlines are
-/// loop timers): runs `body` with a deadline: its value, or nil when time ran out first
-/// (or the caller was cancelled). Returns at the deadline even when `body`
-/// ignores cancellation (a thread blocked in write(2), a call that never
-/// answers): `body` is cancelled and left to finish on its own — a task
-/// group would wait for it.
-package func firstValue<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
-    let first = HandOff<T?>()
-    let work = Task {
-        first.settle(.success(await body()))
+/// BluectlDBus's `LoopBound`: a value only one event loop touches.
+package typealias LoopBound<Value> = BluectlDBus.LoopBound<Value>
+
+extension CentralManager {
+    /// A value only this central's event loop touches: the command line's
+    /// state that BlueZ's values update where they arrive (a `subscribe`
+    /// job's count and end), with no lock.
+    package func loopBound<Value>(_ value: Value) -> LoopBound<Value> {
+        LoopBound(value, loop: mirror.loop)
     }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        if first.settle(.success(nil)) { work.cancel() }
+
+    /// Runs `body` on this central's event loop and hands its result back,
+    /// with no thread blocked (`EventLoop.submit`): for async code that
+    /// reads or changes loop-bound state, or reads several things of the
+    /// library at one moment (its synchronous getters run inline there).
+    package func onLoop<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await mirror.loop.submit(body)
     }
-    defer { timer.cancel() }
-    return await withTaskCancellationHandler {
-        (try? await first.wait()) ?? nil
-    } onCancel: {
-        if first.settle(.success(nil)) { work.cancel() }
+
+    /// Hands `body` to this central's event loop without waiting: from any
+    /// thread, including where waiting is not allowed (a writer thread, a
+    /// sink on the loop itself).
+    package func onLoopSoon(_ body: @escaping @Sendable () -> Void) {
+        mirror.loop.execute(body)
+    }
+
+    /// Calls `onReadable` on this central's event loop whenever `fd` is
+    /// readable (or at its end), until `unwatch(_:)`: the loop's poll waits
+    /// for it beside the bus, so reading it (what is there) never blocks and
+    /// needs no thread. On the loop only.
+    package func watch(_ fd: Int32, _ onReadable: @escaping () -> Void) -> LoopWatch {
+        mirror.loop.watch(fd, onReadable)
+    }
+
+    /// Stops watching (no effect when already stopped). On the loop only.
+    package func unwatch(_ watch: LoopWatch) {
+        mirror.loop.unwatch(watch)
+    }
+
+    /// Returns once the discoveries `findDevice` started are stopped and
+    /// answered (the last finder out does not wait for it): the command
+    /// line's clean-up, so that bluectl stops what it started.
+    package func settleFinding() async {
+        await finding.settle()
+    }
+}
+
+/// A descriptor an event loop watches (`CentralManager.watch(_:_:)`).
+package typealias LoopWatch = EventLoop.WatchID
+
+/// A point in time work must be done by: the one way the command line (and
+/// the tests) bound work in time. The library's own deadlines are loop
+/// timers; this is for tasks.
+///
+/// `run` returns at the deadline even when the work ignores cancellation (a
+/// thread blocked in write(2), a call that never answers): the work is
+/// cancelled and left to end on its own, where a task group would wait for
+/// it. `shielded` work does not see its caller's cancellation (the clean-up
+/// after Ctrl-C must still send StopNotify), only the deadline.
+package struct Deadline: Sendable {
+    /// When time is up.
+    package let end: ContinuousClock.Instant
+
+    /// `duration` from now.
+    package init(after duration: Duration) { end = .now + duration }
+
+    /// `seconds` from now.
+    package init(seconds: Double) { self.init(after: .milliseconds(Int64(seconds * 1000))) }
+
+    /// A deadline that does not come (a year away: what bounds the work is something else).
+    package static var none: Deadline { Deadline(after: .seconds(31_536_000)) }
+
+    /// The time left (zero once passed).
+    package var remaining: Duration { max(.zero, end - .now) }
+
+    /// `body`'s value, or nil when the deadline passed first, or the
+    /// caller was cancelled (unless `shielded`); then `body` is cancelled.
+    package func run<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async -> T) async -> T? {
+        let first = HandOff<T>()
+        let work = Task {
+            first.settle(.success(await body()))
+        }
+        let timer = Task { [end] in
+            try? await Task.sleep(until: end, clock: .continuous)
+            if first.settle(.failure(CancellationError())) { work.cancel() }
+        }
+        defer { timer.cancel() }
+        let value: T
+        do {
+            if shielded {
+                value = try await first.wait()
+            } else {
+                value = try await withTaskCancellationHandler {
+                    try await first.wait()
+                } onCancel: {
+                    if first.settle(.failure(CancellationError())) { work.cancel() }
+                }
+            }
+        } catch {
+            return nil   // time ran out (or the caller was cancelled): `work` ends on its own
+        }
+        // `body` answered: let its task end too (at once), so that nothing it
+        // captured outlives this call (a process about to exit must hold no
+        // task that still references what it was working on).
+        await work.value
+        return value
+    }
+
+    /// `body`'s value, or `expired` thrown when the deadline passes first
+    /// (the caller's cancellation ends it with `CancellationError`).
+    package func run<T: Sendable>(orThrow expired: @autoclosure () -> any Error,
+                                  _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let outcome = await run { () async -> Result<T, any Error> in
+            do { return .success(try await body()) } catch { return .failure(error) }
+        }
+        guard let outcome else { throw Task.isCancelled ? CancellationError() : expired() }
+        return try outcome.get()
     }
 }

@@ -134,10 +134,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// `Device1` properties asked from bluetoothd directly (`GetAll`), not
-    /// from the mirror. BlueZ 5.66 does not always emit `Connected=true`:
-    /// when the ATT channel is up before the kernel's Device Connected event,
-    /// `device_add_connection` returns early ("already connected") without
-    /// a PropertiesChanged, so a signal-only view can wait forever.
+    /// from the mirror: BlueZ 5.66 does not always emit `Connected=true`
+    /// (`BlueZ566.connectPollInterval`), so a signal-only view can wait forever.
     package func fetchDeviceProperties(timeout: Duration = .seconds(5)) async -> PropertyMap? {
         let reply = try? await central.connection.call(deviceGetAll, timeout: timeout)
         return reply.flatMap { Self.deviceProperties(in: .success($0)) }
@@ -161,7 +159,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
 
     /// Whether bluetoothd says the device is connected (asked directly).
     public func isConnected() async -> Bool {
-        await fetchDeviceProperties()?["Connected"]?.bool ?? (info?.connected ?? false)
+        if let asked = await fetchDeviceProperties()?["Connected"]?.bool { return asked }
+        return await central.mirror.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool ?? false
     }
 
     /// The GATT database as BlueZ exports it now (empty until services are resolved).
@@ -222,7 +221,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         let id = identifier.description
         // Resolved already, as the mirror has it: the machine's start on it
         // is its end, and nothing needs to run.
-        let seen = central.mirror.tree
+        let seen = await central.mirror.currentTree()
         guard let seenDevice = seen.properties(path, BlueZ.deviceInterface) else { throw BluetoothError.deviceNotFound(id) }
         if seenDevice["Connected"]?.bool == true, seenDevice["ServicesResolved"]?.bool == true {
             var machine = ServiceDiscoveryStateMachine()
@@ -331,10 +330,8 @@ public final class Peripheral: Sendable, CustomStringConvertible {
             throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) is not writable (flags: \(characteristic.flags.joined(separator: ",")))")
         }
         var limit = characteristic.maximumWriteValueLength(for: type)
-        if value.count > limit, type == .withoutResponse, characteristic.mtu == nil {
-            // BlueZ 5.66 drops MTU from a disconnected device's cached objects and brings it
-            // back on reconnection without a signal (gatt-client.c characteristic_mtu_exists):
-            // ask before refusing on the 23-byte default.
+        if BlueZ566.mayHaveLostMTU(characteristic, type: type, length: value.count, limit: limit) {
+            // Ask before refusing on the 23-byte default.
             let reply = try? await central.connection.callMethod(
                 destination: BlueZ.service, path: characteristic.path, interface: BlueZ.properties, member: "Get",
                 arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: central.callTimeout)
@@ -379,8 +376,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         // Reading a characteristic that notifies makes bluetoothd send every
         // subscriber a Value signal: say so to bluectl's subscribers (ReadMarker).
         let connection = central.connection
-        let marked = interface == BlueZ.characteristicInterface
-            && central.mirror.tree.properties(objectPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        let marked = if interface == BlueZ.characteristicInterface {
+            await central.mirror.properties(objectPath, BlueZ.characteristicInterface)?["Notifying"]?.bool == true
+        } else {
+            false
+        }
         if marked { ReadMarker.send(ReadMarker.started, path: objectPath, on: connection) }
         @Sendable func finished(_ serial: UInt32, _ bytes: [UInt8]) async {
             guard marked else { return }
@@ -492,11 +492,11 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         central.mirror.loop.sync { [self] in local.value.pairing.preparation = body }
     }
 
-    /// Retries on `org.bluez.Error.InProgress` every 10 ms (as bleak does),
-    /// for at most `limit`; then `BluetoothError.inProgress`. Other errors are
-    /// translated to `BluetoothError`.
+    /// Retries on `org.bluez.Error.InProgress` every
+    /// `BlueZ566.inProgressRetryInterval`, for at most `limit`; then
+    /// `BluetoothError.inProgress`. Other errors are translated to `BluetoothError`.
     func retryingInProgress<T: Sendable>(
-        what: @autoclosure @escaping @Sendable () -> String, limit: Duration = .seconds(3), _ body: @escaping @Sendable () async throws -> T
+        what: @autoclosure @escaping @Sendable () -> String, limit: Duration = BlueZ566.inProgressRetryLimit, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         do {
             return try await retryingInProgressOnce(what: what(), limit: limit, body)
@@ -516,7 +516,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
                 return try await body()
             } catch let error as DBusError {
                 if error.remoteName == "org.bluez.Error.InProgress", ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
+                    try await Task.sleep(for: BlueZ566.inProgressRetryInterval)
                     continue
                 }
                 throw BluetoothError(error, operation: what())

@@ -151,7 +151,8 @@ extension PeripheralManager {
             maximum = length
         }
         let includes = (p["SupportedIncludes"]?.array ?? []).compactMap(\.string)
-        return AdvertisingLimits(supportedInstances: free.map { $0 + (active ?? 0) }, activeInstances: active,
+        return AdvertisingLimits(supportedInstances: BlueZ566.totalAdvertisingInstances(supportedInstances: free, activeInstances: active),
+                                 activeInstances: active,
                                  maximumLength: maximum, supportedIncludes: includes)
     }
 
@@ -162,8 +163,8 @@ extension PeripheralManager {
     /// is taken.
     @discardableResult
     public func startAdvertising(_ data: AdvertisementData) async throws(BluetoothError) -> Advertisement {
-        guard let limits = advertisingLimits else {
-            throw .notSupported("\(adapter.name) cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)")
+        guard let limits = await loop.submit({ [self] in advertisingLimits }) else {
+            throw .roleUnavailable("\(adapter.name) cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)")
         }
         try data.check(maximumLength: limits.maximumLength)
         if data.includesTxPower, !limits.supportedIncludes.isEmpty, !limits.supportedIncludes.contains("tx-power") {
@@ -172,7 +173,7 @@ extension PeripheralManager {
         if let free = limits.supportedInstances.map({ $0 - (limits.activeInstances ?? 0) }), free <= 0 {
             throw .notSupported("\(adapter.name) advertises \(limits.activeInstances ?? 0) advertisements already, all it can (SupportedInstances)")
         }
-        let path = loop.sync { [self] () -> ObjectPath in
+        let path = await loop.submit { [self] () -> ObjectPath in
             let path = base.appending("adv\(server.value.nextAdvertisement)")!
             server.value.nextAdvertisement += 1
             server.value.advertisements[path] = data
@@ -194,7 +195,7 @@ extension PeripheralManager {
         do {
             try await register("RegisterAdvertisement", path)
         } catch {
-            loop.sync { [self] in
+            await loop.submit { [self] in
                 server.value.advertisements[path] = nil
                 connection.unexport(path)
             }
@@ -210,7 +211,7 @@ extension PeripheralManager {
     }
 
     func unregisterAdvertisement(_ path: ObjectPath) async {
-        let known = loop.sync { [self] in server.value.advertisements.removeValue(forKey: path) != nil }
+        let known = await loop.submit { [self] in server.value.advertisements.removeValue(forKey: path) != nil }
         guard known else { return }
         try? await register("UnregisterAdvertisement", path)
         connection.unexport(path)

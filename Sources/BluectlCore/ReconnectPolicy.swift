@@ -55,7 +55,7 @@ public struct ReconnectPolicy: Sendable, Equatable {
             case .attributeNotFound:
                 return afterSuccess
             case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest, .cancelled,
-                 .ambiguous, .notSupported, .valueTooLong:
+                 .ambiguous, .notSupported, .roleUnavailable, .valueTooLong:
                 return false
             }
         default:

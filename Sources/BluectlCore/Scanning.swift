@@ -34,6 +34,15 @@ public struct ScanOptions: Sendable, Equatable {
         return .stringVariantDictionary(filter)
     }
 
+    /// The filter as the trace shows it: "transport le, duplicates off, services 180d".
+    var traceDescription: String {
+        var parts = ["transport \(transport.rawValue)", "duplicates \(duplicates ? "on" : "off")"]
+        if !services.isEmpty { parts.append("services " + services.map(\.shortString).joined(separator: ",")) }
+        if let rssi { parts.append("rssi >= \(rssi)") }
+        if let nameContains { parts.append("name contains \"\(nameContains)\" (checked by bluectl)") }
+        return parts.joined(separator: ", ")
+    }
+
     /// BlueZ merges the filters of all its clients, so every result is checked
     /// again against ours (docs/bluez-pitfalls.md, 9).
     public func matches(_ device: DeviceInfo) -> Bool {

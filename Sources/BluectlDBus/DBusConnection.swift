@@ -27,9 +27,9 @@ import Glibc
 ///   sender is that name's current unique owner, tracked from
 ///   `NameOwnerChanged` — another client cannot impersonate bluetoothd.
 ///
-/// An embedded connection (`embedded()`) runs the same code over an
-/// in-memory wire: a test answers its calls and emits signals by hand, on a
-/// virtual clock (swift-nio's `EmbeddedChannel`).
+/// An embedded connection (`embedded()`, EmbeddedBus.swift) runs the same
+/// code over an in-memory wire: a test answers its calls and emits signals
+/// by hand, on a virtual clock (swift-nio's `EmbeddedChannel`).
 public final class DBusConnection: Sendable {
     /// The address tried: `$DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
     public static var systemBusAddress: String {
@@ -62,7 +62,7 @@ public final class DBusConnection: Sendable {
     public typealias OwnerHandler = @Sendable (_ name: String, _ newOwner: String?) -> Void
 
     /// Where messages go and come from.
-    fileprivate enum Wire: Sendable {
+    enum Wire: Sendable {
         case libdbus(LibDBusWire)
         case embedded(EmbeddedBus)
     }
@@ -150,23 +150,11 @@ public final class DBusConnection: Sendable {
         return connection
     }
 
-    /// A connection over an in-memory wire, for tests: what it sends is
-    /// recorded on the returned `EmbeddedBus` (the bus daemon's own methods
-    /// are answered there), replies and signals are what the test hands
-    /// in, and its loop's clock is virtual.
-    package static func embedded(uniqueName: String = ":1.99", owners: [String: String] = [:]) -> (DBusConnection, EmbeddedBus) {
-        let loop = EventLoop(embeddedAt: .now)
-        let bus = EmbeddedBus(uniqueName: uniqueName, owners: owners)
-        let connection = DBusConnection(wire: .embedded(bus), loop: loop, address: "embedded:", uniqueName: uniqueName)
-        bus.attach(connection)
-        return (connection, bus)
-    }
-
     private static let initializeThreadsOnce: Void = {
         _ = dbus_threads_init_default()
     }()
 
-    private init(wire: Wire, loop: EventLoop, address: String, uniqueName: String) {
+    init(wire: Wire, loop: EventLoop, address: String, uniqueName: String) {
         self.wire = wire
         self.loop = loop
         self.address = address
@@ -186,6 +174,9 @@ public final class DBusConnection: Sendable {
             loop.execute { [self] in shutDown() }
         }
     }
+
+    /// On the loop: `close()` asked the I/O thread to stop.
+    var stopRequested: Bool { tables.value.stopRequested }
 
     /// Whether the connection is open (not closed, not lost).
     public var isConnected: Bool { loop.sync { [self] in !tables.value.closed && !tables.value.stopRequested } }
@@ -425,82 +416,15 @@ public final class DBusConnection: Sendable {
     }
 
     /// On the loop, after the socket was written: the drain handlers whose level is reached.
-    private func runDrainHandlers() {
+    func runDrainHandlers() {
         guard !tables.value.drainHandlers.isEmpty, outgoingBacklog <= tables.value.drainedBelow else { return }
         let handlers = tables.value.drainHandlers
         tables.value.drainHandlers = []
         for handler in handlers { handler() }
     }
 
-    // MARK: - The I/O thread
-
-    private func startIOThread(_ io: LibDBusWire) {
-        startThread(name: "bluectl-dbus-io") { [self] in
-            loop.adoptCurrentThread()
-            runLoop(io)
-            shutDown()
-            loop.releaseThread()
-            io.ended()
-        }
-    }
-
-    private func runLoop(_ io: LibDBusWire) {
-        let busFD: Int32 = {
-            var fd: Int32 = -1
-            dbus_connection_get_unix_fd(io.raw, &fd)
-            return fd
-        }()
-        // The poll set, refilled each turn (one array for the loop's life, not one per turn).
-        var fds: [pollfd] = []
-        fds.reserveCapacity(4)
-        while true {
-            // 1. run the jobs handed in (calls to send, subscriptions, …)
-            loop.runJobs()
-            if tables.value.stopRequested { return }
-            // 2. wait for the bus (what libdbus's watches ask for), a wake-up,
-            //    a watched descriptor, or the nearest timer
-            let watched = loop.watched
-            fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: busFD, events: io.pollEvents, revents: 0))
-            fds.append(pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0))
-            for watch in watched { fds.append(pollfd(fd: watch.fd, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&fds, nfds_t(fds.count), loop.hasJobs ? 0 : millisecondsToNextTimer())
-            if ready < 0 && errno != EINTR { return }
-            if fds[1].revents & Int16(POLLIN) != 0 {
-                var counter: UInt64 = 0
-                _ = read(io.wakeFD, &counter, 8)
-            }
-            // 3. move the bytes poll found, then handle every complete message
-            io.handle(fds[0].revents)
-            var connected = dbus_connection_get_is_connected(io.raw) != 0
-            while let message = dbus_connection_pop_message(io.raw) {
-                // what was handed in before this message arrived applies to it
-                loop.runJobs()
-                let owned = RawMessage(taking: message)
-                if !handle(owned) { connected = false }
-            }
-            if !connected { return }
-            runDrainHandlers()
-            // 4. the watched descriptors that are ready (an AcquireNotify socket)
-            for (index, watch) in watched.enumerated() where fds[index + 2].revents != 0 {
-                loop.descriptorReady(watch.id)
-                loop.runJobs()
-            }
-            // 5. the timers whose time has come (call deadlines among them)
-            loop.fireDueTimers()
-        }
-    }
-
-    private func millisecondsToNextTimer() -> Int32 {
-        guard let next = loop.nextDeadline else { return -1 }
-        let remaining = next - loop.now
-        if remaining <= .zero { return 0 }
-        let ms = remaining.seconds * 1000
-        return Int32(min(ms.rounded(.up), 60_000))
-    }
-
     /// Returns false when the message says the connection is gone.
-    private func handle(_ raw: RawMessage) -> Bool {
+    func handle(_ raw: RawMessage) -> Bool {
         let message: DBusMessage
         do {
             message = try MessageCodec.decode(raw.pointer)
@@ -517,7 +441,7 @@ public final class DBusConnection: Sendable {
 
     /// Handles one incoming message on the loop (the embedded wire hands its
     /// messages here directly); false when it says the connection is gone.
-    fileprivate func handle(_ message: DBusMessage) -> Bool {
+    func handle(_ message: DBusMessage) -> Bool {
         switch message.kind {
         case .methodReturn, .error:
             guard let serial = message.replySerial, let call = takePending(serial: serial) else { return true }
@@ -593,7 +517,7 @@ public final class DBusConnection: Sendable {
 
     /// On the loop, once: the connection is closed; every call waiting
     /// fails and the disconnect handlers run.
-    fileprivate func shutDown() {
+    func shutDown() {
         guard !tables.value.closed else { return }
         if case .libdbus(let io) = wire { dbus_connection_close(io.raw) }
         tables.value.closed = true
@@ -640,261 +564,6 @@ private enum Outgoing: Sendable {
     init(_ message: DBusMessage, for wire: DBusConnection.Wire) throws(DBusError) {
         let raw = try MessageCodec.encode(message)
         if case .embedded = wire { self = .message(message) } else { self = .raw(raw) }
-    }
-}
-
-/// The libdbus connection and the descriptor that wakes its I/O thread.
-private final class LibDBusWire: Sendable {
-    /// Touched only by the I/O thread (and by `deinit`, once it has stopped).
-    nonisolated(unsafe) let raw: OpaquePointer
-    let wakeFD: Int32
-    /// Posted once the I/O thread has shut the connection down.
-    nonisolated(unsafe) private let done = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
-
-    init(raw: OpaquePointer, wakeFD: Int32) {
-        self.raw = raw
-        self.wakeFD = wakeFD
-        sem_init(done, 0, 0)
-    }
-
-    deinit {
-        dbus_connection_unref(raw)
-        _ = closeDescriptor(wakeFD)
-        sem_destroy(done)
-        done.deallocate()
-    }
-
-    func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
-    }
-
-    // MARK: libdbus's watches of the socket
-
-    /// The socket's watches, as libdbus hands them out
-    /// (`dbus_connection_set_watch_functions`): the I/O thread polls for
-    /// what they ask and hands them what poll found (`dbus_watch_handle`),
-    /// so libdbus reads and writes without a poll of its own. (Its
-    /// `dbus_connection_read_write` polls the socket again, with no wait:
-    /// a second system call per message, which the lab's emulated CPUs
-    /// charge dearly.) libdbus calls the functions below from inside its
-    /// own calls, which the I/O thread alone makes, and from `connect`'s
-    /// before that thread starts.
-    nonisolated(unsafe) private var readWatch: OpaquePointer?
-    nonisolated(unsafe) private var writeWatch: OpaquePointer?
-
-    /// Installs the watch functions (libdbus adds its watches at once); false when libdbus is out of memory.
-    func watchSocket() -> Bool {
-        let add: DBusAddWatchFunction = { watch, data in
-            let io = Unmanaged<LibDBusWire>.fromOpaque(data!).takeUnretainedValue()
-            let flags = dbus_watch_get_flags(watch)
-            if flags & DBUS_WATCH_READABLE.rawValue != 0 { io.readWatch = watch }
-            if flags & DBUS_WATCH_WRITABLE.rawValue != 0 { io.writeWatch = watch }
-            return 1
-        }
-        let remove: DBusRemoveWatchFunction = { watch, data in
-            let io = Unmanaged<LibDBusWire>.fromOpaque(data!).takeUnretainedValue()
-            if io.readWatch == watch { io.readWatch = nil }
-            if io.writeWatch == watch { io.writeWatch = nil }
-        }
-        // Whether a watch is enabled is asked at every turn (`pollEvents`).
-        let toggled: DBusWatchToggledFunction = { _, _ in }
-        // Unretained: the connection is closed (its watches removed) before this object goes.
-        return dbus_connection_set_watch_functions(raw, add, remove, toggled, Unmanaged.passUnretained(self).toOpaque(), nil) != 0
-    }
-
-    /// What to poll the socket for: what the enabled watches ask.
-    var pollEvents: Int16 {
-        var events: Int16 = 0
-        if let readWatch, dbus_watch_get_enabled(readWatch) != 0 { events |= Int16(POLLIN) }
-        if let writeWatch, dbus_watch_get_enabled(writeWatch) != 0 { events |= Int16(POLLOUT) }
-        return events
-    }
-
-    /// Hands libdbus what poll found on the socket: it reads (and queues
-    /// the complete messages), writes what waits, or learns the socket's end.
-    func handle(_ revents: Int16) {
-        let trouble = (revents & Int16(POLLERR) != 0 ? DBUS_WATCH_ERROR.rawValue : 0)
-            | (revents & Int16(POLLHUP) != 0 ? DBUS_WATCH_HANGUP.rawValue : 0)
-        if let readWatch, revents & Int16(POLLIN) != 0 || trouble != 0 {
-            _ = dbus_watch_handle(readWatch, (revents & Int16(POLLIN) != 0 ? DBUS_WATCH_READABLE.rawValue : 0) | trouble)
-        }
-        if let writeWatch, revents & Int16(POLLOUT) != 0 {
-            _ = dbus_watch_handle(writeWatch, DBUS_WATCH_WRITABLE.rawValue)
-        }
-    }
-
-    func ended() { sem_post(done) }
-
-    /// Waits for the I/O thread's end (and lets the next waiter through).
-    func waitForEnd() {
-        while sem_wait(done) != 0 {}
-        sem_post(done)
-    }
-}
-
-/// The in-memory wire of an embedded connection, and the test's hands on
-/// it: every message the connection sends is recorded here, the bus
-/// daemon's own methods (AddMatch, RemoveMatch, GetNameOwner, Ping) are
-/// answered as dbus-daemon would, and the test answers the rest and emits
-/// signals (`reply`, `fail`, `emit`, `setOwner`), on the connection's virtual
-/// clock (`advance(by:)`).
-package final class EmbeddedBus: Sendable {
-    /// What the connection sent, and the bus daemon's name table: written on
-    /// the loop, read by the test's thread, hence a lock.
-    private struct Log {
-        var nextSerial: UInt32 = 1
-        var sent: [DBusMessage] = []
-        /// How many of `sent` `nextCall` has handed out already, per position.
-        var taken: Set<Int> = []
-        var owners: [String: String]
-    }
-    private let log: Locked<Log>
-    private let uniqueName: String
-    /// Weak: the connection holds its wire (this), the test holds the connection.
-    private let connectionBox = Locked(WeakConnection())
-
-    private struct WeakConnection {
-        weak var value: DBusConnection?
-    }
-
-    fileprivate init(uniqueName: String, owners: [String: String]) {
-        self.uniqueName = uniqueName
-        log = Locked(Log(owners: owners))
-    }
-
-    fileprivate func attach(_ connection: DBusConnection) {
-        connectionBox.withLock { $0.value = connection }
-    }
-
-    private var connection: DBusConnection {
-        guard let connection = connectionBox.withLock({ $0.value }) else { preconditionFailure("no embedded connection") }
-        return connection
-    }
-
-    /// On the loop: a message the connection sends. Returns its serial.
-    fileprivate func receive(_ message: DBusMessage) -> UInt32 {
-        var message = message
-        message.sender = uniqueName
-        let serial = log.withLock { log -> UInt32 in
-            defer { log.nextSerial += 1 }
-            message.serial = log.nextSerial
-            log.sent.append(message)
-            return log.nextSerial
-        }
-        if message.kind == .methodCall, message.destination == DBusConnection.busName {
-            answerAsBusDaemon(message)
-        }
-        return serial
-    }
-
-    private func answerAsBusDaemon(_ call: DBusMessage) {
-        var reply: DBusMessage
-        switch call.member {
-        case "AddMatch", "RemoveMatch", "Ping":
-            reply = .methodReturn(to: call)
-        case "GetNameOwner":
-            let name = call.arguments.first?.string ?? ""
-            if let owner = log.withLock({ $0.owners[name] }) {
-                reply = .methodReturn(to: call, arguments: [.string(owner)])
-            } else {
-                reply = .error(to: call, name: "org.freedesktop.DBus.Error.NameHasNoOwner",
-                               message: "Could not get owner of name '\(name)': no such name")
-            }
-        default:
-            reply = .error(to: call, name: "org.freedesktop.DBus.Error.UnknownMethod", message: "not modelled")
-        }
-        reply.sender = DBusConnection.busName
-        deliver(reply)
-    }
-
-    /// Hands `message` to the connection, as if it came off the bus.
-    package func deliver(_ message: DBusMessage) {
-        let connection = self.connection
-        connection.loop.execute {
-            if !connection.handle(message) { connection.shutDown() }
-        }
-    }
-
-    // MARK: - The test's side
-
-    /// Every message sent so far, in order (bus daemon calls included).
-    package var sent: [DBusMessage] { log.withLock { $0.sent } }
-
-    /// The method calls sent so far to anyone but the bus daemon.
-    package var calls: [DBusMessage] {
-        sent.filter { $0.kind == .methodCall && $0.destination != DBusConnection.busName }
-    }
-
-    /// The next method call to `member` not handed out before (in the
-    /// order sent), waiting for it up to `limit` of real time; nil if none
-    /// came (the test then fails saying what was sent instead).
-    package func nextCall(_ member: String, limit: Duration = .seconds(10)) async -> DBusMessage? {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            let found = log.withLock { log -> DBusMessage? in
-                for (index, message) in log.sent.enumerated()
-                where message.kind == .methodCall && message.member == member && !log.taken.contains(index) {
-                    log.taken.insert(index)
-                    return message
-                }
-                return nil
-            }
-            if let found { return found }
-            if ContinuousClock.now >= deadline { return nil }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-    }
-
-    /// Answers `call` with `arguments`.
-    package func reply(to call: DBusMessage, _ arguments: [DBusValue] = [], from sender: String? = nil) {
-        var reply = DBusMessage.methodReturn(to: call, arguments: arguments)
-        reply.sender = sender ?? call.destination.flatMap { name in log.withLock { $0.owners[name] } } ?? call.destination
-        deliver(reply)
-    }
-
-    /// Answers `call` with the error `name`.
-    package func fail(_ call: DBusMessage, name: String, message: String = "") {
-        var reply = DBusMessage.error(to: call, name: name, message: message)
-        reply.sender = call.destination.flatMap { name in log.withLock { $0.owners[name] } } ?? call.destination
-        deliver(reply)
-    }
-
-    /// Emits `signal` from the current owner of `name` (or from `name` itself when it is unique).
-    package func emit(_ signal: DBusMessage, from name: String) {
-        var signal = signal
-        signal.sender = name.hasPrefix(":") ? name : log.withLock { $0.owners[name] }
-        deliver(signal)
-    }
-
-    /// `name` gets a new owner (nil: none), with the bus daemon's NameOwnerChanged.
-    package func setOwner(_ name: String, to owner: String?) {
-        let old = log.withLock { log -> String? in
-            defer { log.owners[name] = owner }
-            return log.owners[name]
-        }
-        var signal = DBusMessage.signal(
-            path: ObjectPath(verified: "/org/freedesktop/DBus"), interface: DBusConnection.busName,
-            member: "NameOwnerChanged", arguments: [.string(name), .string(old ?? ""), .string(owner ?? "")])
-        signal.sender = DBusConnection.busName
-        deliver(signal)
-    }
-
-    /// Waits (up to `limit` of real time) until the loop has a timer: the
-    /// code under test has started what `advance(by:)` is to move on.
-    package func untilTimerScheduled(limit: Duration = .seconds(10)) async -> Bool {
-        let loop = connection.loop
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            if loop.sync({ loop.nextDeadline != nil }) { return true }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return false
-    }
-
-    /// Moves the connection's virtual clock on, firing its timers on the way.
-    package func advance(by duration: Duration) {
-        connection.loop.advance(by: duration)
     }
 }
 

@@ -109,11 +109,21 @@ package final class EventLoop: @unchecked Sendable {
     /// Whether the calling thread is running this loop now.
     package var inLoop: Bool { pthread_getspecific(Self.currentKey) == identity }
 
-    /// Traps in debug builds (tests) when called off the loop: the check
-    /// behind `LoopBound`.
+    /// Traps in debug builds (tests) when called off the loop: the loop's
+    /// own bookkeeping (timers, watches), whose callers are all in this file
+    /// and the connection's.
     @inline(__always)
     package func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
         assert(inLoop, "touched off its event loop", file: file, line: line)
+    }
+
+    /// Traps in every build when called off the loop: the check behind
+    /// `LoopBound`, whose values code of every layer reaches. One
+    /// thread-local read and a compare (`pthread_getspecific`);
+    /// docs/benchmarks.md has what it costs per notification.
+    @inline(__always)
+    package func preconditionInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        precondition(inLoop, "touched off its event loop", file: file, line: line)
     }
 
     /// Runs `body` as the loop on this thread (re-entrant).
@@ -331,7 +341,9 @@ package final class EventLoop: @unchecked Sendable {
 }
 
 /// A loop-only value (swift-nio's `NIOLoopBound`): no lock, because only
-/// its loop ever touches it; debug builds check that on every access.
+/// its loop ever touches it; every access checks that, in release builds
+/// too (a value touched off its loop is a data race, which must trap rather
+/// than corrupt BlueZ's state quietly).
 package final class LoopBound<Value>: @unchecked Sendable {
     package let loop: EventLoop
     private var stored: Value
@@ -344,11 +356,11 @@ package final class LoopBound<Value>: @unchecked Sendable {
     /// The value; from the loop only.
     package var value: Value {
         _read {
-            loop.assertInLoop()
+            loop.preconditionInLoop()
             yield stored
         }
         _modify {
-            loop.assertInLoop()
+            loop.preconditionInLoop()
             yield &stored
         }
     }

@@ -7,9 +7,9 @@ struct HelpTextTests {
     static let subcommands = Bluectl.configuration.subcommands
 
     @Test("every subcommand's help has two or three examples of itself")
-    func examples() {
+    func examples() throws {
         for command in Self.subcommands {
-            let name = command._commandName
+            let name = try #require(command.configuration.commandName)
             let text = command.configuration.discussion
             let examples = text.split(separator: "\n").filter { $0 == "  bluectl \(name)" || $0.hasPrefix("  bluectl \(name) ") }
             #expect(text.contains("Examples:") && (2...3).contains(examples.count), "\(name): \(text)")
@@ -19,7 +19,7 @@ struct HelpTextTests {
     @Test("SUB --help goes through the root: its usage line names bluectl")
     func usageNamesTheTool() async throws {
         for command in Self.subcommands {
-            let name = command._commandName
+            let name = try #require(command.configuration.commandName)
             #expect(await Bluectl.parseSubcommandDirectly([name, "--help"]) == nil, "\(name) --help parsed directly")
             let help = Bluectl.helpMessage(for: command, columns: 1000)
             #expect(help.contains("USAGE: bluectl \(name)"), "\(name): \(help.prefix(200))")
@@ -51,7 +51,7 @@ struct HelpTextTests {
     @Test("SUB --help and help SUB end with SUB's examples, after OPTIONS")
     func examplesLast() throws {
         for command in Self.subcommands {
-            let name = command._commandName
+            let name = try #require(command.configuration.commandName)
             for arguments in [[name, "--help"], ["help", name]] {
                 let help = try Self.printedHelp(arguments)
                 let lines = help.split(separator: "\n", omittingEmptySubsequences: false)
@@ -66,7 +66,7 @@ struct HelpTextTests {
     @Test("no help line is wider than 80 columns, and no example wraps (78 at most, with its indent)")
     func width() throws {
         for command in Self.subcommands {
-            let name = command._commandName
+            let name = try #require(command.configuration.commandName)
             let help = try Self.printedHelp([name, "--help"])
             for line in help.split(separator: "\n") {
                 #expect(line.count <= 80, "\(name): \(line.count) columns: \(line)")
@@ -74,6 +74,15 @@ struct HelpTextTests {
             let discussion = command.configuration.discussion
             let examples = discussion.split(separator: "\n").drop { $0 != "Examples:" }.dropFirst()
             for line in examples { #expect(line.count <= 78, "\(name): \(line)") }
+        }
+    }
+
+    @Test("help is ASCII: the man pages are generated from it, and their generator drops any other character (-127…20 read -12720)")
+    func asciiOnly() throws {
+        for command in [Bluectl.self] + Self.subcommands {
+            let help = Bluectl.helpMessage(for: command, columns: 1000)
+            let other = help.unicodeScalars.filter { !$0.isASCII }
+            #expect(other.isEmpty, "\(command.configuration.commandName ?? "bluectl"): \(String(String.UnicodeScalarView(other)))")
         }
     }
 

@@ -228,12 +228,12 @@ private let failed = "org.bluez.Error.Failed"
     }
 
     @Test func classifiesErrors() {
-        #expect(ConnectError.classify(name: failed, message: "le-connection-abort-by-local") == .abortedByLocal)
-        #expect(ConnectError.classify(name: "org.bluez.Error.InProgress", message: "In Progress") == .inProgress)
-        #expect(ConnectError.classify(name: failed, message: "br-connection-profile-unavailable") == .dualMode)
-        #expect(ConnectError.classify(name: "org.bluez.Error.AlreadyConnected", message: "") == .alreadyConnected)
-        #expect(ConnectError.classify(name: failed, message: "le-connection-concurrent-connection-limit") == .noSlot)
-        #expect(ConnectError.classify(name: failed, message: "Software caused connection abort") == .other)
+        #expect(BlueZ566.connectError(name: failed, message: "le-connection-abort-by-local") == .abortedByLocal)
+        #expect(BlueZ566.connectError(name: "org.bluez.Error.InProgress", message: "In Progress") == .inProgress)
+        #expect(BlueZ566.connectError(name: failed, message: "br-connection-profile-unavailable") == .dualMode)
+        #expect(BlueZ566.connectError(name: "org.bluez.Error.AlreadyConnected", message: "") == .alreadyConnected)
+        #expect(BlueZ566.connectError(name: failed, message: "le-connection-concurrent-connection-limit") == .noSlot)
+        #expect(BlueZ566.connectError(name: failed, message: "Software caused connection abort") == .other)
     }
 
     static func machine(in state: ConnectionStateMachine.State) -> ConnectionStateMachine {

@@ -68,7 +68,7 @@ private func tree() -> BlueZObjectTree {
         } catch {
             guard case .ambiguous(_, _, let candidates) = error else { Issue.record("expected ambiguous"); return }
             #expect(candidates.count == 2)
-            #expect(candidates[0].hasPrefix("handle:17"))
+            #expect(candidates[0].hasPrefix("handle:0x0011 "))  // 17, in hex as bluectl shows handles
         }
         #expect(try db.characteristic(AttributeSelector("handle:0x13", kind: .characteristic)).handle == 19)
         #expect(try db.characteristic(AttributeSelector(dev + "/service0010/char0011", kind: .characteristic)).handle == 17)
@@ -108,11 +108,11 @@ private func tree() -> BlueZObjectTree {
 
 @Suite struct AttributeHandleTests {
     @Test func handlesFromBlueZPaths() {
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015")!) == 0x15)
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016")!) == 0x16)
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016/desc0018")!) == 0x18)
-        #expect(attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00")!) == nil)
-        #expect(attributeHandle(fromPath: ObjectPath("/x/charzzzz")!) == nil)
-        #expect(attributeHandle(fromPath: ObjectPath("/x/char0000")!) == nil)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015")!) == 0x15)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016")!) == 0x16)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00/service0015/char0016/desc0018")!) == 0x18)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_00")!) == nil)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/x/charzzzz")!) == nil)
+        #expect(BlueZ566.attributeHandle(fromPath: ObjectPath("/x/char0000")!) == nil)
     }
 }

@@ -145,9 +145,9 @@ struct AdvertisementDataTests {
 
     @Test("the write type: BlueZ's option when given, else unknown (5.66 sends none; its ATT server takes either kind)")
     func writeKind() {
-        #expect(ATTRequest.writeKind(options: ["type": .string("reliable")]) == .reliable)
-        #expect(ATTRequest.writeKind(options: ["type": .string("command")]) == .command)
-        #expect(ATTRequest.writeKind(options: [:]) == nil)
-        #expect(ATTRequest.writeKind(options: ["type": .string("other")]) == nil)
+        #expect(BlueZ566.writeKind(options: ["type": .string("reliable")]) == .reliable)
+        #expect(BlueZ566.writeKind(options: ["type": .string("command")]) == .command)
+        #expect(BlueZ566.writeKind(options: [:]) == nil)
+        #expect(BlueZ566.writeKind(options: ["type": .string("other")]) == nil)
     }
 }

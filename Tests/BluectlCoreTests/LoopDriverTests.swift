@@ -91,6 +91,13 @@ struct EmbeddedBlueZ {
         changed(Self.characteristic, BlueZ.characteristicInterface, ["Value": .bytes(bytes)], from: sender)
     }
 
+    /// Subscribes to `characteristic` as the first subscriber (StartNotify answered).
+    func subscribe(_ peripheral: Peripheral, to characteristic: GattCharacteristic) async throws -> NotificationSession {
+        let subscribing = Task { try await peripheral.subscribe(to: characteristic) }
+        bus.reply(to: try #require(await bus.nextCall("StartNotify")))
+        return try await subscribing.value
+    }
+
     /// Answers the next `GetAll` of Device1 with `properties`.
     func answerGetAll(_ properties: [String: DBusValue]) async throws {
         let call = try #require(await bus.nextCall("GetAll"))
@@ -275,41 +282,6 @@ struct EmbeddedBlueZ {
         #expect(try await discovering.value.count == 1)
     }
 
-    /// Notifications: one StartNotify for two subscribers, every value to
-    /// each, the first leaving changes nothing in BlueZ, the last one's
-    /// leaving sends StopNotify and waits for its answer.
-    @Test func notifySharedByTwoSubscribersAndStoppedByTheLast() async throws {
-        let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor())
-        defer { lab.close() }
-        let peripheral = try lab.peripheral
-        let characteristic = try peripheral.characteristic(.uuid(BluetoothUUID(uint16: 0x2a37)))
-        let subscribing = Task { try await peripheral.subscribe(to: characteristic) }
-        lab.notify([0xEE])   // before StartNotify's answer: not this session's
-        lab.bus.reply(to: try #require(await lab.bus.nextCall("StartNotify")))
-        let first = try await subscribing.value
-        #expect(first.sharing == NotificationSession.Sharing.own)
-        let second = try await peripheral.subscribe(to: characteristic)
-        #expect(lab.calls("StartNotify").count == 1, "the second subscriber shares the session")
-        lab.notify([1])
-        lab.notify([2])
-        var firstValues = first.values.makeAsyncIterator()
-        var secondValues = second.values.makeAsyncIterator()
-        #expect(try await firstValues.next() == [1])
-        #expect(try await firstValues.next() == [2])
-        #expect(try await secondValues.next() == [1])
-        #expect(try await secondValues.next() == [2])
-        #expect(peripheral.isNotifying(characteristic))
-        await first.stop()
-        #expect(lab.calls("StopNotify").isEmpty, "a subscriber is left")
-        lab.notify([3])
-        #expect(try await secondValues.next() == [3])
-        let stopping = Task { await second.stop() }
-        lab.bus.reply(to: try #require(await lab.bus.nextCall("StopNotify")))
-        await stopping.value
-        #expect(try await secondValues.next() == nil)
-        #expect(!peripheral.isNotifying(characteristic))
-    }
-
     /// The device disconnects while a read waits: BlueZ answers the read
     /// "Not connected" before it signals the disconnect; the read reports a
     /// disconnect (after asking bluetoothd), not a BlueZ failure.
@@ -334,9 +306,7 @@ struct EmbeddedBlueZ {
         defer { lab.close() }
         let peripheral = try lab.peripheral
         let characteristic = try peripheral.characteristic(.uuid(BluetoothUUID(uint16: 0x2a37)))
-        let subscribing = Task { try await peripheral.subscribe(to: characteristic) }
-        lab.bus.reply(to: try #require(await lab.bus.nextCall("StartNotify")))
-        let session = try await subscribing.value
+        let session = try await lab.subscribe(peripheral, to: characteristic)
         var values = session.values.makeAsyncIterator()
         lab.notify([1])
         #expect(try await values.next() == [1])
@@ -377,96 +347,5 @@ extension BluetoothError {
     var isDisconnected: Bool {
         if case .disconnected = self { return true }
         return false
-    }
-}
-
-/// Connects on one adapter take turns (`AdapterTurns`): the second waits,
-/// told how many are ahead, and sends nothing to bluetoothd until the first
-/// has ended; a wait longer than its timeout ends in a timeout of its own.
-@Suite(.timeLimit(.minutes(1))) struct ConnectTurnTests {
-    static let second = Fixture.device(Fixture.hci0, "AA_BB_CC_DD_EE_02")
-
-    /// The next call to `member` on `path` (the first device's driver may poll in between).
-    static func nextCall(_ lab: EmbeddedBlueZ, _ member: String, on path: ObjectPath) async -> DBusMessage? {
-        while let call = await lab.bus.nextCall(member) {
-            if call.path == path { return call }
-            lab.bus.reply(to: call, [.stringVariantDictionary(["Connected": .boolean(true)])])
-        }
-        return nil
-    }
-
-    /// A central knowing two disconnected sensors on hci0, and their peripherals.
-    static func start() async throws -> (EmbeddedBlueZ, Peripheral, Peripheral) {
-        let lab = try await EmbeddedBlueZ.start(twoSensors())
-        let adapter = try lab.central.adapter(named: "hci0")
-        let second = try #require(try lab.central.knownDevice(Self.second.rawValue, adapter: adapter))
-        return (lab, try lab.peripheral, second)
-    }
-
-    static func twoSensors() -> [ObjectPath: [String: [String: DBusValue]]] {
-        var objects = EmbeddedBlueZ.sensor(connected: false, resolved: false)
-        var other = Fixture.deviceProperties(name: "Second")
-        other["Address"] = .string("AA:BB:CC:DD:EE:02")
-        objects[second] = [BlueZ.deviceInterface: other]
-        return objects
-    }
-
-    @Test func secondConnectWaitsForTheFirstToEnd() async throws {
-        let (lab, first, second) = try await Self.start()
-        defer { lab.close() }
-        let connectingFirst = Task { try await lab.central.connect(first, timeout: .seconds(30)) }
-        try await lab.answerGetAll(["Connected": .boolean(false)])
-        let firstConnect = try #require(await lab.bus.nextCall("Connect"))
-        #expect(firstConnect.path == EmbeddedBlueZ.device)
-
-        let (queued, queuedContinuation) = AsyncStream<Int>.makeStream()
-        let connectingSecond = Task {
-            try await lab.central.connect(second, timeout: .seconds(30)) { ahead in queuedContinuation.yield(ahead) }
-        }
-        var aheads = queued.makeAsyncIterator()
-        #expect(await aheads.next() == 1)
-        #expect(lab.calls("Connect").count == 1, "the second Connect waits for its turn")
-        #expect(!lab.calls("GetAll").contains { $0.path == Self.second }, "and does not even look before it")
-
-        lab.bus.reply(to: firstConnect)
-        lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["Connected": .boolean(true)])
-        #expect(try await connectingFirst.value == true)
-
-        let look = try #require(await Self.nextCall(lab, "GetAll", on: Self.second))
-        lab.bus.reply(to: look, [.stringVariantDictionary(["Connected": .boolean(false)])])
-        let secondConnect = try #require(await lab.bus.nextCall("Connect"))
-        #expect(secondConnect.path == Self.second)
-        lab.bus.reply(to: secondConnect)
-        lab.changed(Self.second, BlueZ.deviceInterface, ["Connected": .boolean(true)])
-        #expect(try await connectingSecond.value == true)
-    }
-
-    @Test func aWaitLongerThanItsTimeoutIsATimeoutAndLeavesTheLine() async throws {
-        let (lab, first, second) = try await Self.start()
-        defer { lab.close() }
-        let connectingFirst = Task { try await lab.central.connect(first, timeout: .seconds(60)) }
-        try await lab.answerGetAll(["Connected": .boolean(false)])
-        let firstConnect = try #require(await lab.bus.nextCall("Connect"))
-
-        let (queued, queuedContinuation) = AsyncStream<Int>.makeStream()
-        let connectingSecond = Task {
-            try await lab.central.connect(second, timeout: .seconds(5)) { ahead in queuedContinuation.yield(ahead) }
-        }
-        var aheads = queued.makeAsyncIterator()
-        #expect(await aheads.next() == 1)
-        lab.bus.advance(by: .seconds(5))
-        await #expect(throws: BluetoothError.timeout("connect to AA:BB:CC:DD:EE:02: still waiting for the adapter's turn")) {
-            try await connectingSecond.value
-        }
-        #expect(lab.calls("Connect").count == 1, "the second never sent its Connect")
-
-        // The first is unaffected, and the line is empty after it: a third connect goes at once.
-        lab.bus.reply(to: firstConnect)
-        lab.changed(EmbeddedBlueZ.device, BlueZ.deviceInterface, ["Connected": .boolean(true)])
-        #expect(try await connectingFirst.value == true)
-        let third = Task { try await lab.central.connect(second, timeout: .seconds(5)) }
-        let look = try #require(await Self.nextCall(lab, "GetAll", on: Self.second))
-        lab.bus.reply(to: look, [.stringVariantDictionary(["Connected": .boolean(true)])])
-        #expect(try await third.value == false, "connected already, as bluetoothd answered")
     }
 }

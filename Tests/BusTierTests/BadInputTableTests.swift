@@ -42,6 +42,9 @@ private func connectFirst(_ bus: PrivateBus) async throws {
 }
 
 private let longHex = String(repeating: "00", count: 245)
+/// A SPEC serve accepts (the lab's heart-rate server).
+private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
 
 private let rows: [BadInput] = [
@@ -60,7 +63,10 @@ private let rows: [BadInput] = [
     // info and disconnect neither connect nor pair: they do not offer what only that needs
     BadInput(args: ["info", D, "--retries", "3"], code: 64, message: "bluectl: unknown option \"--retries\""),
     BadInput(args: ["info", D, "--agent", "none"], code: 64, message: "bluectl: unknown option \"--agent\""),
-    BadInput(args: ["disconnect", D, "--power-on"], code: 64, message: "bluectl: unknown option \"--power-on\""),
+    // unpair/remove never scan and devices only reads: no --power-on (disconnect, info, trust, block take it: they may scan)
+    BadInput(args: ["unpair", D, "--power-on"], code: 64, message: "bluectl: unknown option \"--power-on\""),
+    BadInput(args: ["remove", D, "--power-on"], code: 64, message: "bluectl: unknown option \"--power-on\""),
+    BadInput(args: ["devices", "--power-on"], code: 64, message: "bluectl: unknown option \"--power-on\""),
     BadInput(args: ["read", D, "12x4"], code: 64, message: "invalid UUID \"12x4\""),
     BadInput(args: ["read", D, ""], code: 64, message: "invalid UUID \"\": empty"),
     BadInput(args: ["read", D, "0000180d-0000-1000-8000-00805f9b34fbXX"], code: 64, message: "8-4-4-4-12"),
@@ -101,16 +107,23 @@ private let rows: [BadInput] = [
     BadInput(args: ["subscribe", D, "2a37", "--queue", "0"], code: 64, message: "invalid --queue \"0\""),
     BadInput(args: ["subscribe", D, "2a37", "--queue", "-1"], code: 64, message: "invalid --queue \"-1\""),
     BadInput(args: ["subscribe", D, "2a37", "--check-sequence", "u64"], code: 64, message: "bluectl: invalid --check-sequence \"u64\""),
-    BadInput(args: ["subscribe", D, "2a37", "--notify-via", "socket"], code: 64, message: "bluectl: invalid --notify-via \"socket\""),
+    BadInput(args: ["subscribe", D, "2a37", "--notify-via", "socket"], code: 64,
+             message: "bluectl: invalid --notify-via \"socket\": expected notify or acquire\n"),
     BadInput(args: ["subscribe", D, "2a37", "--restore-id", "../x"], code: 64, message: "invalid restore id \"../x\""),
     BadInput(args: ["subscribe", D, "2a37", "--restore-id", ""], code: 64, message: "invalid restore id \"\""),
     BadInput(args: ["subscribe"], code: 64, message: "give DEVICE and CHARACTERISTIC"),
     BadInput(args: ["subscribe", D], code: 64, message: "give at least one CHARACTERISTIC"),
     BadInput(args: ["scan", "--rssi", "1000"], code: 64, message: "invalid --rssi \"1000\""),
+    // a negative number is a value refused by name, not a missing one
+    BadInput(args: ["scan", "--count", "-1"], code: 64, message: "bluectl: invalid --count \"-1\": expected 1 or more\n"),
+    BadInput(args: ["serve", "/nonexistent.json", "--request-deadline", "-1"], code: 64,
+             message: "bluectl: invalid --request-deadline \"-1\": expected a positive number of seconds\n"),
+    BadInput(args: ["advertise", "--appearance", "-1"], code: 64, message: "bluectl: invalid --appearance \"-1\": expected 0 to 65535"),
     // other options (64)
     BadInput(args: ["read", D, "2a38", "--adapter", "foo"], code: 64, message: "invalid adapter name \"foo\""),
     BadInput(args: ["read", D, "2a38", "--adapter", "hci"], code: 64, message: "invalid adapter name \"hci\""),
-    BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64, message: "bluectl: invalid --agent \"bogus\""),
+    BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64,
+             message: "bluectl: invalid --agent \"bogus\": expected no-input-no-output, keyboard-display or none\n"),
     BadInput(args: ["read", D, "2a38", "--format", "xml"], code: 64, message: "bluectl: invalid --format \"xml\": expected hex, utf8, raw, json or decoded\n"),
     // values (64)
     BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),
@@ -129,6 +142,9 @@ private let rows: [BadInput] = [
     BadInput(args: ["write", D, HeartRateGatt.customUUID, tooLongWithResponse], code: 65, message: "write limit of 512 bytes"),
     // not found (68)
     BadInput(args: ["read", D, "2a99"], code: 68, message: "characteristic 2a99 (Database Change Increment) not found; the device has: 2a37"),
+    // handles in hex, as discover shows them and as they may be typed
+    BadInput(args: ["read", D, "handle:0x99"], code: 68,
+             message: "characteristic handle 0x0099 not found; the device has: 2a37 (Heart Rate Measurement) handle 0x000b"),
     BadInput(args: ["read", D, "2a37", "--descriptor", "2901"], code: 68, message: "descriptor 2901"),
     BadInput(args: ["read", "11:22:33:44:55:66", "2a38", "--timeout", "2"], code: 68, message: "device 11:22:33:44:55:66"),
     BadInput(args: ["info", "/org/bluez/hci0/dev_11_22_33_44_55_66"], code: 68, message: "no such device object"),
@@ -137,11 +153,32 @@ private let rows: [BadInput] = [
     BadInput(args: ["read", D, "2a38"], code: 69, message: "no Bluetooth adapter found", setup: .noAdapter),
     BadInput(args: ["connect", D], code: 69, message: "bluetoothd is not running", setup: .noStandIn),
     BadInput(args: ["read", D, "2a38"], code: 69, message: "unix:path=/nonexistent/bus", setup: .noBus),
+    BadInput(args: ["adapters"], code: 69,
+             message: "at unix:path=/nonexistent/bus (DBUS_SYSTEM_BUS_ADDRESS): Failed to connect to socket /nonexistent/bus: No such file or directory",
+             setup: .noBus),
+    // a command that must scan says what to do about an adapter that is off
+    BadInput(args: ["scan", "--timeout", "2"], code: 69, message: "bluectl: adapter hci0 is powered off (try --power-on)\n",
+             setup: .fresh { bus, _ in try await bus.setPowered("hci0", false) }),
+    BadInput(args: ["info", "11:22:33:44:55:66", "--timeout", "3"], code: 69, message: "Resource Not Ready (org.bluez.Error.NotReady); is the adapter powered? (try --power-on)",
+             setup: .fresh { bus, _ in try await bus.setPowered("hci0", false) }),
+    // StartDiscovery refused with NotReady: the adapter is not ready (69), not a BlueZ failure (1)
+    BadInput(args: ["scan", "--timeout", "2"], code: 69, message: "start discovery on hci0 failed: Resource Not Ready (org.bluez.Error.NotReady)",
+             setup: .fresh { bus, _ in try await bus.injectError("/org/bluez/hci0", "StartDiscovery", "org.bluez.Error.NotReady", "Resource Not Ready") }),
+    // no GattManager1 / LEAdvertisingManager1: the peripheral role is unavailable (69), not refused (77)
+    BadInput(args: ["serve", heartRateSpecFile], code: 69, message: "cannot serve GATT (bluetoothd exports no GattManager1 for it)",
+             setup: .fresh { bus, _ in try await bus.dropAdapterInterface("hci0", "org.bluez.GattManager1") }),
+    BadInput(args: ["advertise", "--name", "x"], code: 69, message: "cannot advertise (bluetoothd exports no LEAdvertisingManager1 for it)",
+             setup: .fresh { bus, _ in try await bus.dropAdapterInterface("hci0", "org.bluez.LEAdvertisingManager1") }),
     BadInput(args: ["read", D, "2a38"], code: 69, message: "adapter hci0 is powered off",
              setup: .fresh { bus, _ in try await bus.setPowered("hci0", false) }),
     // not permitted (77)
     BadInput(args: ["read", D, "2a38"], code: 77, message: "access denied by the bus policy",
              setup: .deny("org.bluez.GattCharacteristic1", "ReadValue")),
+    // and what to do about it
+    BadInput(args: ["scan", "--timeout", "2"], code: 77, message: "typically root and the bluetooth group",
+             setup: .deny("org.bluez.Adapter1", "StartDiscovery")),
+    BadInput(args: ["scan", "--timeout", "2"], code: 77, message: "add yourself with `sudo usermod -aG bluetooth $USER` and log in again, or run as root",
+             setup: .deny("org.bluez.Adapter1", "StartDiscovery")),
     BadInput(args: ["write", D, "2a39", "01"], code: 77, message: "Write refused",
              setup: .fresh { bus, g in try await bus.injectError(g.control, "WriteValue", "org.bluez.Error.NotPermitted", "Write refused") }),
     // what bluetoothd shows is malformed

@@ -11,7 +11,8 @@ struct CompletionTests {
             source <('\(bluectl)' --generate-completion-script bash)
             COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1)
             COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
-            _bluectl
+            # as bash calls it: the command, the word being completed, the word before it
+            _bluectl "${COMP_WORDS[0]}" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
             printf '%s\\n' "${COMPREPLY[@]}"
             """
         var env = bus?.environment ?? ["PATH": "/usr/bin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/bus"]
@@ -34,5 +35,25 @@ struct CompletionTests {
         }
         let none = try await Self.bashCompletions(nil, ["bluectl", "read", ""])
         #expect(none.exitCode == 0 && none.stdoutLines.isEmpty && none.stderr.isEmpty, "\(none)")
+    }
+
+    @Test("every name completes: a subcommand (remove too), its DEVICE, --adapter's adapters; help remove names remove")
+    func everyName() async throws {
+        try await withPrivateBus(adapters: [.hci0, AdapterSpec("hci1", address: "00:AA:01:01:00:01", alias: "second")]) { bus in
+            try await bus.addAdvertiser("hci0", "AA:BB:CC:DD:EE:01", [.name("one"), .rssi(-50)])
+            let scan = try await bus.runBluectl(["scan", "--count", "1", "--timeout", "10"])
+            #expect(scan.exitCode == 0, "\(scan)")
+            let re = try await Self.bashCompletions(bus, ["bluectl", "re"])
+            #expect(re.stdoutLines.sorted() == ["read", "remove"], "\(re)")
+            let remove = try await Self.bashCompletions(bus, ["bluectl", "remove", ""])
+            #expect(remove.stdoutLines == ["AA:BB:CC:DD:EE:01"], "\(remove)")
+            for words in [["bluectl", "read", "--adapter", ""], ["bluectl", "devices", "--adapter", ""], ["bluectl", "adapter", ""]] {
+                let adapters = try await Self.bashCompletions(bus, words)
+                #expect(adapters.stdoutLines == ["hci0", "hci1"], "\(words): \(adapters)")
+            }
+            let help = try await bus.runBluectl(["help", "remove"])
+            #expect(help.exitCode == 0 && help.stdout.contains("USAGE: bluectl remove ") && !help.stdout.contains("bluectl unpair ["),
+                    "\(help)")
+        }
     }
 }

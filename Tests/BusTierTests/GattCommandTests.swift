@@ -403,7 +403,7 @@ struct GattCommandTests {
             let r = try await bus.runBluectl(["read", heartRateAddress, "fff1"])
             expectCleanFailure(r, 64, "ambiguous")
             #expect(r.stderr.contains(one) && r.stderr.contains(two), "\(r)")
-            #expect(r.stderr.contains("handle:25") && r.stderr.contains("handle:27"), "\(r)")
+            #expect(r.stderr.contains("handle:0x0019 (") && r.stderr.contains("handle:0x001b ("), "\(r)")  // 25 and 27, in hex as discover shows them
             let byPath = try await bus.runBluectl(["read", heartRateAddress, two])
             #expect(byPath.stdout == "22\n", "\(byPath)")
             let byHandle = try await bus.runBluectl(["read", heartRateAddress, "handle:25"])

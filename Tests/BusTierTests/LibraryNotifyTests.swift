@@ -22,7 +22,7 @@ struct LibraryNotifyTests {
 
     /// The first `count` values of `session` (nil when they do not come within 10 s).
     static func take(_ count: Int, from session: NotificationSession) async -> [[UInt8]]? {
-        await firstValue(within: .seconds(10)) {
+        await Deadline(after: .seconds(10)).run {
             var seen: [[UInt8]] = []
             do {
                 for try await value in session.values {

@@ -21,7 +21,7 @@ struct LibraryScanTests {
 
     /// Everything the stream yields until it ends (a hang fails the test after 20 s).
     static func drain(_ session: ScanSession) async -> [Discovery]? {
-        await firstValue(within: .seconds(20)) {
+        await Deadline(after: .seconds(20)).run {
             var seen: [Discovery] = []
             do { for try await discovery in session.discoveries { seen.append(discovery) } } catch {}
             return seen

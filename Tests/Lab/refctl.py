@@ -1,7 +1,7 @@
 #!/usr/bin/python3 -Iu
 """refctl: a python3-dbus stand-in for bluectl's CLI contract, used only to
-prove the lab and the lab tier's checks (Tests/Lab/selftest.sh runs
-run-checks.sh with BLUECTL=refctl.py). It is a test double, not a product:
+prove the lab and the lab tier's checks (Tests/Lab/selftest.py runs
+run-checks.py with BLUECTL=refctl.py). It is a test double, not a product:
 plain, sequential, no retries beyond the documented ones. Like bluectl, a
 command that had to connect (read, write, ...) disconnects again at its end;
 `connect` keeps the connection.

@@ -5,7 +5,11 @@
 #   the installed bluectl runs (--version is the package's version, help works),
 #   and is not 40 MB larger for Foundation's ICU data;
 #   man shows bluectl(1) and a subcommand's page, with the exit codes (its
-#   EXIT STATUS lists bluectl's), the examples and the JSON fields;
+#   EXIT STATUS lists bluectl's), the examples and the JSON fields; every
+#   page renders without a groff warning in the C and UTF-8 locales, with no
+#   raw markdown, no dropped text, and every doc it names installed; help and
+#   remove have pages of their own; the Description says central and
+#   peripheral; BluectlCore's DocC reference is installed;
 #   the completion scripts parse (bash -n, zsh -n, fish -n: Scripts/deps
 #   installs zsh and fish, and a missing one fails);
 #   the systemd unit runs /usr/bin/bluectl, and systemd-analyze accepts it;
@@ -60,6 +64,44 @@ subs=$("$bin" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -E '^  [a-z]' | awk
 pages=$(cd "$root/usr/share/man/man1" && ls bluectl-*.1.gz | sed 's/^bluectl-//; s/\.1\.gz$//' | sort)
 [ "$pages" = "$(printf '%s\n' $subs help | sort)" ] \
   && pass "man pages: bluectl(1) and one per subcommand ($(echo $pages | wc -w))" || fail "man pages '$(echo $pages)' for subcommands '$(echo $subs)'"
+
+# every page, as a user meets it (man -l, in the C locale as in UTF-8): no groff
+# warning, nothing of the markdown left raw, no character the generator dropped,
+# and every doc a page names is installed
+docs_named=
+for gz in "$root"/usr/share/man/man1/*.1.gz; do
+  name=$(basename "$gz" .1.gz)
+  for loc in C C.UTF-8; do
+    warnings=$(LC_ALL=$loc MANWIDTH=100 man --warnings -l "$gz" 2>&1 > /dev/null || true)
+    [ -z "$warnings" ] || fail "man -l $name ($loc): $warnings"
+  done
+  text=$(LC_ALL=C man_page "$gz")
+  grep -q '^ *#' <<< "$text" && fail "$name: a raw markdown heading: $(grep -m1 '^ *#' <<< "$text")"
+  grep -q 'docs/[a-z-]*\.md' <<< "$text" && fail "$name: names the source tree's $(grep -o -m1 'docs/[a-z-]*\.md' <<< "$text"), which is not installed"
+  [ "$(wc -l <<< "$text")" -gt 12 ] || fail "$name: nearly empty ($(wc -l <<< "$text") lines)"
+  docs_named+=" $(grep -o '/usr/share/doc/bluectl/[a-z-]*\.md' <<< "$text" | tr '\n' ' ' || true)"
+done
+missing=; for d in $(tr ' ' '\n' <<< "$docs_named" | sort -u); do [ -f "$root$d" ] || missing+=" $d"; done
+[ -z "$missing" ] && [ -n "$(echo $docs_named)" ] && pass "man pages: every doc they name is installed ($(tr ' ' '\n' <<< "$docs_named" | sort -u | grep -c .))" \
+  || fail "man pages name docs the package does not install:$missing"
+page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl-scan.1.gz")
+grep -q "in dBm (-127 to 20)" <<< "$page" && pass "man bluectl-scan: --rssi's range whole (-127 to 20)" || fail "man bluectl-scan: $(grep -m1 'in dBm' <<< "$page")"
+page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl-serve.1.gz")
+page=$(tr '\n' ' ' <<< "$page" | tr -s ' ')   # one line: man breaks (and hyphenates) where it likes
+grep -q "indicate, encrypt-\{0,1\} \{0,1\}read and the others BlueZ lists. A bad SPEC" <<< "$page" && ! grep -q "encrypt-read, \." <<< "$page" \
+  && pass "man bluectl-serve: its flags sentence whole" || fail "man bluectl-serve: $(grep -m1 'encrypt-read' <<< "$page")"
+page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl.1.gz")
+grep -q "^ *Several devices" <<< "$page" && ! grep -q "###" <<< "$page" && pass "man bluectl: JSON OUTPUT's subsections are headings" \
+  || fail "man bluectl: $(grep -m1 'Several devices' <<< "$page")"
+page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl-help.1.gz")
+grep -q "Prints the help of a subcommand" <<< "$page" && pass "man bluectl-help: says what it does" || fail "man bluectl-help: $page"
+page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl-remove.1.gz")
+grep -q "bluectl remove \[--adapter" <<< "$page" && pass "man bluectl-remove: its synopsis" || fail "man bluectl-remove: $(head -8 <<< "$page")"
+dpkg-deb -f "$deb" Description | grep -q "central and peripheral" && pass "Description: central and peripheral" \
+  || fail "Description: $(dpkg-deb -f "$deb" Description | head -1)"
+ref=$root/usr/share/doc/bluectl/reference
+[ -f "$ref/index.html" ] && [ -f "$ref/data/documentation/bluectlcore.json" ] \
+  && pass "DocC reference of BluectlCore installed ($(du -sk "$ref" | cut -f1) KB)" || fail "no DocC reference under $ref"
 
 bash -n "$root/usr/share/bash-completion/completions/bluectl" && pass "bash completion parses" || fail "bash -n"
 # shellcheck disable=SC1091

@@ -1,5 +1,5 @@
-/// Connecting to a peripheral the way BlueZ really behaves (docs/bluez-pitfalls.md,
-/// 1 and 2). A pure value: the driver (`CentralManager.connect`)
+/// Connecting to a peripheral the way BlueZ really behaves (5.66's error
+/// replies, delays and missing signals: `BlueZ566`). A pure value: the driver (`CentralManager.connect`)
 /// feeds it events and performs the actions it returns; tests do the same
 /// with no bus.
 ///
@@ -89,7 +89,8 @@ package struct ConnectionStateMachine: StateMachine, Equatable {
     package let pollInterval: Duration
 
     /// `maxAttempts` ≥ 1 counts the first attempt.
-    package init(maxAttempts: Int = 3, retryDelay: Duration = .milliseconds(250), pollInterval: Duration = .milliseconds(250)) {
+    package init(maxAttempts: Int = 3, retryDelay: Duration = BlueZ566.connectRetryDelay,
+                 pollInterval: Duration = BlueZ566.connectPollInterval) {
         self.maxAttempts = max(1, maxAttempts)
         self.retryDelay = retryDelay
         self.pollInterval = pollInterval
@@ -216,7 +217,7 @@ package struct ConnectionStateMachine: StateMachine, Equatable {
 
     private mutating func connectFailed(attempt: Int, name: String, message: String) -> [Action] {
         let retriesLeft = attempt < maxAttempts
-        switch ConnectError.classify(name: name, message: message) {
+        switch BlueZ566.connectError(name: name, message: message) {
         case .alreadyConnected:
             guard deviceConnected else {
                 state = .awaitingConnected(attempt: attempt)
@@ -298,23 +299,8 @@ package enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// The kinds of Connect error replies that need different handling.
+/// The kinds of Connect error replies that need different handling
+/// (`BlueZ566.connectError(name:message:)` tells them apart).
 enum ConnectError: Equatable {
     case alreadyConnected, abortedByLocal, inProgress, dualMode, noSlot, other
-
-    static func classify(name: String, message: String) -> ConnectError {
-        switch name {
-        case "org.bluez.Error.AlreadyConnected": return .alreadyConnected
-        case "org.bluez.Error.InProgress": return .inProgress
-        default: break
-        }
-        let lower = message.lowercased()
-        if lower.contains("le-connection-abort-by-local") { return .abortedByLocal }
-        if lower.contains("br-connection-profile-unavailable") { return .dualMode }
-        if lower.contains("le-connection-concurrent-connection-limit") || lower.contains("le-connection-memory-allocation") {
-            return .noSlot
-        }
-        if name == "org.bluez.Error.Failed", lower.contains("in progress") || lower.contains("busy") { return .inProgress }
-        return .other
-    }
 }

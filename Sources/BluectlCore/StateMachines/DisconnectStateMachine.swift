@@ -1,7 +1,8 @@
 /// Disconnecting a peripheral: `Device1.Disconnect`, then waiting for the
 /// link to be down — `Connected=false`, the device's removal or bluetoothd
 /// leaving — and, because bluetoothd 5.66 does not always signal it, asking
-/// bluetoothd every `pollInterval` after Disconnect's reply.
+/// bluetoothd every `pollInterval` after Disconnect's reply
+/// (`BlueZ566.disconnectPollInterval`).
 ///
 ///     idle ──start(connected)──▶ disconnecting ──reply──▶ waiting ──Connected=false / polled false──▶ done
 ///       └─ start(not connected) ──▶ done          └─ error reply ──▶ failed
@@ -50,7 +51,7 @@ package struct DisconnectStateMachine: StateMachine, Equatable {
     package private(set) var state: State = .idle
     package let pollInterval: Duration
 
-    package init(pollInterval: Duration = .milliseconds(300)) {
+    package init(pollInterval: Duration = BlueZ566.disconnectPollInterval) {
         self.pollInterval = pollInterval
     }
 

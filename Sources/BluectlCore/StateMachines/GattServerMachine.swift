@@ -170,7 +170,7 @@ package struct GattServerMachine: StateMachine, Equatable {
             guard GattFlag.allowsSubscribe(attribute.flags) else {
                 return [.replyError(id, .notSupported, "the characteristic has neither notify nor indicate")]
             }
-            // bluetoothd calls StartNotify for each central that subscribes (StopNotify only after the last)
+            // 5.66 calls StartNotify for each central that subscribes, StopNotify only after the last (`BlueZ566`)
             guard !attribute.notifying else { return [.replyDone(id), .report(.subscribed(attribute: number))] }
             attribute.notifying = true
             attributes[number] = attribute

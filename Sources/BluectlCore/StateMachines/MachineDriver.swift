@@ -23,12 +23,15 @@ extension StateMachine {
 }
 
 /// Runs one state machine on the event loop — the one generic driver of
-/// connect, service discovery and notifications. Everything reaches the
-/// machine as an event on the loop (mirror changes, D-Bus replies, signals,
-/// timers, the caller's cancellation), and `perform` carries out each action
-/// the machine returns, also on the loop; nothing else touches the machine.
+/// connect, service discovery, notifications and the GATT server.
+/// Everything reaches the machine as an event on the loop (mirror changes,
+/// D-Bus replies, signals, timers, the caller's cancellation), and `perform`
+/// carries out each action the machine returns, also on the loop; nothing
+/// else touches the machine.
 /// The caller awaits the first answer (`answer(_:)`); the driver lets go of
-/// its timers and its mirror observer when the machine finishes.
+/// its timers and its mirror observer when the machine finishes. A machine
+/// that serves rather than answers once (`GattServerMachine`) is started by
+/// `start(perform:)` instead, and runs until it finishes.
 package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Sendable {
     package typealias Perform = (Machine.Action, MachineDriver) -> Void
 
@@ -42,9 +45,13 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         /// caller's first look at bluetoothd), handed to the machine right
         /// after it.
         var early: [Machine.Event] = []
-        var timers: [EventLoop.TimerID] = []
-        /// Timers a later one replaces (`after(_:_:replacing:)`).
-        var keyedTimers: [String: EventLoop.TimerID] = [:]
+        /// The timers not yet fired, by the driver's own number: a fired or
+        /// cancelled one leaves, so a machine that runs long (the GATT
+        /// server's) keeps only those it still waits for.
+        var timers: [UInt64: EventLoop.TimerID] = [:]
+        var lastTimer: UInt64 = 0
+        /// Timers a later one replaces or `cancelTimer(_:)` cancels, by key.
+        var keyedTimers: [String: UInt64] = [:]
         var observer: UInt64?
         /// Run once when the machine ends (unsubscribing, finishing streams).
         var cleanup: [() -> Void] = []
@@ -104,6 +111,24 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         }
     }
 
+    /// Starts, on the loop, a machine that has no start event and no caller
+    /// awaiting an answer (the GATT server: it serves bluetoothd's calls
+    /// until stopped); each `send` then runs it. Events sent before are
+    /// handed to it now.
+    package func start(perform: @escaping Perform) {
+        loop.assertInLoop()
+        guard !running.value.ended, !running.value.started else { return }
+        running.value.perform = perform
+        running.value.started = true
+        let early = running.value.early
+        running.value.early.removeAll()
+        for event in early { send(event) }
+    }
+
+    /// The machine as it is now (loop only): what it holds, for reads of
+    /// its state between events.
+    package var machine: Machine { running.value.machine }
+
     /// The tree now, as the machine's start is to see it: the changes
     /// followed so far are in it, so they are not replayed after the start.
     /// Read on the loop and handed over: the caller's thread never blocks.
@@ -162,9 +187,25 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     /// Sends `event` after `delay` (a loop timer, dropped when the machine
     /// ends). With `key`, it replaces the timer of that key still running.
     package func after(_ delay: Duration, _ event: Machine.Event, replacing key: String? = nil) {
-        let timer = loop.schedule(after: delay) { [self] in send(event) }
-        running.value.timers.append(timer)
-        if let key, let earlier = running.value.keyedTimers.updateValue(timer, forKey: key) { loop.cancel(earlier) }
+        guard !running.value.ended else { return }
+        running.value.lastTimer += 1
+        let number = running.value.lastTimer
+        running.value.timers[number] = loop.schedule(after: delay) { [self] in
+            running.value.timers[number] = nil
+            if let key, running.value.keyedTimers[key] == number { running.value.keyedTimers[key] = nil }
+            send(event)
+        }
+        if let key, let earlier = running.value.keyedTimers.updateValue(number, forKey: key),
+           let timer = running.value.timers.removeValue(forKey: earlier) {
+            loop.cancel(timer)
+        }
+    }
+
+    /// Cancels the timer of `key` still running (nothing when there is none).
+    package func cancelTimer(_ key: String) {
+        guard let number = running.value.keyedTimers.removeValue(forKey: key),
+              let timer = running.value.timers.removeValue(forKey: number) else { return }
+        loop.cancel(timer)
     }
 
     /// Sends a D-Bus method call; its reply becomes the event `map` makes of it.
@@ -206,8 +247,9 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     private func finish() {
         guard !running.value.ended else { return }
         running.value.ended = true
-        for timer in running.value.timers { loop.cancel(timer) }
+        for timer in running.value.timers.values { loop.cancel(timer) }
         running.value.timers.removeAll()
+        running.value.keyedTimers.removeAll()
         if let observer = running.value.observer { mirror.stopObserving(observer) }
         let cleanup = running.value.cleanup
         running.value.cleanup.removeAll()

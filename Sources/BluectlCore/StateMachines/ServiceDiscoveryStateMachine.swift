@@ -1,4 +1,4 @@
-/// Waiting for BlueZ's own GATT discovery (docs/bluez-pitfalls.md, 3): bluetoothd
+/// Waiting for BlueZ's own GATT discovery (its 5.66 races: `BlueZ566`): bluetoothd
 /// discovers the whole database itself and sets `Device1.ServicesResolved`;
 /// we wait for it while racing `Connected=false`, the device's removal and a
 /// timeout. ServicesResolved can flip true before the service objects are
@@ -71,8 +71,8 @@ package struct ServiceDiscoveryStateMachine: StateMachine, Equatable {
     package let quietTime: Duration
     package let pollInterval: Duration
 
-    package init(settleTime: Duration = .milliseconds(500), quietTime: Duration = .milliseconds(200),
-                 pollInterval: Duration = .milliseconds(500)) {
+    package init(settleTime: Duration = BlueZ566.servicesSettleTime, quietTime: Duration = BlueZ566.servicesQuietTime,
+                 pollInterval: Duration = BlueZ566.servicesPollInterval) {
         self.settleTime = settleTime
         self.quietTime = quietTime
         self.pollInterval = pollInterval
