@@ -239,7 +239,9 @@ def notify_code(bus, work, bin_copy, address, service, flags):
     (peers/py_notify.py, handed the characteristic's path), each receiving
     the stand-in's EmitNotifications burst of 100 and of 3,000 values. Per
     value: the difference of the two runs over 2,900 values (start-up
-    cancels out); the whole process: the 3,000-value run, start-up to exit."""
+    cancels out); the whole process: the 3,000-value run, start-up to exit.
+    Heap allocations per value the same way, from memcheck's count of the
+    whole process (every malloc, calloc and realloc of every thread)."""
     subprocess.run(["cc", "-O2", "-o", os.path.join(work, "notify"), os.path.join(REPO, "Scripts", "bench.d", "notify.c")]
                    + flags, check=True)
     stream = "b1ec7100-0000-4000-8000-000000000001"
@@ -257,34 +259,46 @@ def notify_code(bus, work, bin_copy, address, service, flags):
     def notifying():
         return "true" in bus.busctl("get-property", "org.bluez", chr_path, "org.bluez.GattCharacteristic1", "Notifying").stdout
 
-    def count(argv, n):
-        out = os.path.join(work, "cg.notify")
+    def count(argv, n, tool, figure):
+        """`figure` of valgrind `tool`'s stderr (None: not there), and the lines the consumer printed."""
         with open(os.path.join(work, "notify.out"), "w") as sink:
-            p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv, env=bus.env,
+            p = subprocess.Popen(["valgrind", *tool] + argv, env=bus.env,
                                  stdout=sink, stderr=subprocess.PIPE, text=True)
             bus._wait(lambda: notifying() or p.poll() is not None, "Notifying", timeout=120)
             bus.mock("EmitNotifications", "ouu", chr_path, 0, n)
             _, err = p.communicate(timeout=1200)
         bus._wait(lambda: not notifying(), "Notifying false", timeout=60)
         lines = _lines(os.path.join(work, "notify.out"))
-        ir = next((int(l.split()[-1].replace(",", "")) for l in err.splitlines() if "Collected" in l), None)
-        if ir is None or p.returncode != 0:
-            sys.exit(f"bench: {argv[0]} under callgrind failed (status {p.returncode}): {err[-600:]}")
-        return ir, lines
+        found = figure(err)
+        if found is None or p.returncode != 0:
+            sys.exit(f"bench: {argv[0]} under valgrind {tool[0]} failed (status {p.returncode}): {err[-600:]}")
+        return found, lines
+
+    callgrind = ["--tool=callgrind", f"--callgrind-out-file={os.path.join(work, 'cg.notify')}"]
+    def collected(err):
+        return next((int(l.split()[-1].replace(",", "")) for l in err.splitlines() if "Collected" in l), None)
+    memcheck = ["--tool=memcheck", "--leak-check=no"]
+    def allocations(err):
+        m = re.search(r"total heap usage: ([\d,]+) allocs", err)
+        return int(m.group(1).replace(",", "")) if m else None
 
     rows = []
+    small, big = NOTIFY_COUNTS
     for name, argv in tools:
-        counts = {n: count(argv(n), n) for n in NOTIFY_COUNTS}
-        small, big = NOTIFY_COUNTS
-        rows.append((name, (counts[big][0] - counts[small][0]) / (big - small), counts[big][0], counts[big][1]))
+        counts = {n: count(argv(n), n, callgrind, collected) for n in NOTIFY_COUNTS}
+        allocs = {n: count(argv(n), n, memcheck, allocations)[0] for n in NOTIFY_COUNTS}
+        rows.append((name, (counts[big][0] - counts[small][0]) / (big - small), counts[big][0], counts[big][1],
+                     (allocs[big] - allocs[small]) / (big - small)))
     c_value = next(r[1] for r in rows if r[0].startswith("C "))
     py_whole = next(r[2] for r in rows if r[0].startswith("python3"))
-    print(f"\nNotifications (the stand-in's burst; instructions per value from the runs of {NOTIFY_COUNTS[0]:,} and "
-          f"{NOTIFY_COUNTS[1]:,} values; the whole process: the run of {NOTIFY_COUNTS[1]:,}, start-up to exit)\n")
-    print(f"| tool | per value | × the C client | whole process, {NOTIFY_COUNTS[1]:,} values | × python3-dbus | lines out |")
-    print("|---|---|---|---|---|---|")
-    for name, per, whole, lines in rows:
-        print(f"| {name} | {per:,.0f} | {per / c_value:.2f} | {whole / 1e6:.1f} M | {whole / py_whole:.2f} | {lines:,} |")
+    print(f"\nNotifications (the stand-in's burst; instructions and heap allocations per value from the runs of "
+          f"{small:,} and {big:,} values; the whole process: the run of {big:,}, start-up to exit)\n")
+    print(f"| tool | per value | × the C client | allocations per value | whole process, {big:,} values | "
+          f"× python3-dbus | lines out |")
+    print("|---|---|---|---|---|---|---|")
+    for name, per, whole, lines, allocs in rows:
+        print(f"| {name} | {per:,.0f} | {per / c_value:.2f} | {allocs:.1f} | {whole / 1e6:.1f} M | "
+              f"{whole / py_whole:.2f} | {lines:,} |")
 
 
 def _lines(path):
