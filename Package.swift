@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 // bluectl: Bluetooth Low Energy for Linux (central and peripheral), over BlueZ's D-Bus API.
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
-// BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped) →
+// BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped; CCrypto:
+// libcrypto's AES-CCM for encrypted sensor advertisements) →
 // BluectlCLI (commands; CSystemd for sd_notify) → bluectl (the executable).
 import PackageDescription
 
@@ -30,13 +31,18 @@ let package = Package(
             providers: [.apt(["libdbus-1-dev"])]
         ),
         .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
             name: "CSystemd",
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
-        .target(name: "BluectlCore", dependencies: ["BluectlDBus", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CCrypto", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BluectlCLI",
             dependencies: [

@@ -28,5 +28,8 @@ let package = Package(
         .executableTarget(name: "FuzzParsers", dependencies: [
             "FuzzSupport", .product(name: "BluectlCore", package: root),
         ]),
+        .executableTarget(name: "FuzzSensors", dependencies: [
+            "FuzzSupport", .product(name: "BluectlCore", package: root),
+        ]),
     ]
 )

@@ -94,6 +94,14 @@ def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
     tools = (("`bluectl scan --json --duplicates`", [BIN, "scan", "--json", "--duplicates", "--adapter", "hci0"]),
              ("Bleak 3 `BleakScanner` (detection callback)",
               [py, os.path.join(REPO, "Scripts", "bench.d", "peers", "bleak_scan.py"), "hci0"]))
+    # BENCH_SCAN_DECODE=compare (the default): also bluectl with sensor decoding off, the
+    # cost of decoding per event as a ratio (issue 25: at most 1.10); off: not run
+    decode = os.environ.get("BENCH_SCAN_DECODE", "compare")
+    if decode == "compare":
+        tools += (("`bluectl scan --json --duplicates --no-decode`",
+                   [BIN, "scan", "--json", "--duplicates", "--no-decode", "--adapter", "hci0"]),)
+    elif decode != "off":
+        sys.exit(f"bench: BENCH_SCAN_DECODE={decode!r}: expected compare or off")
     results = {name: [] for name, _ in tools}
     for _ in range(runs):
         for name, cmd in tools:
@@ -127,6 +135,13 @@ def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
     print(target(f"scan: bluectl printed {[r['count'] for r in mine]} events of the {expected:,} in its {runs} runs "
                  f"(target: exactly those in each run{'; kept: ' + ', '.join(kept) if kept else ''})", delivered))
     print(target(f"scan: bluectl peak RSS {rss:.1f} MB (highest of {runs} runs; target ≤ 30 MB)", rss <= 30))
+    if decode == "compare":
+        plain = results[tools[2][0]]
+        cpu_plain = statistics.median(r["cpu"] / max(r["count"], 1) * 1e6 for r in plain)
+        cost = cpu_mine / cpu_plain if cpu_plain else None
+        print(target(f"scan: bluectl CPU/event with sensor decoding {cpu_mine:.1f} µs = " + (
+            f"{_x(cost, 1.1)} × without (--no-decode) {cpu_plain:.1f} µs (median of {runs} runs each; target ≤ 1.10)"
+            if cost else "? (no --no-decode figure)"), cost is not None and cost <= 1.1))
 
 
 def _scan_run(cmd, devices, updates):

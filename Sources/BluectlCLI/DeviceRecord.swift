@@ -7,12 +7,21 @@ struct DeviceRecord: OutputRecord {
     let adapter: String
     /// "discovered" or "changed" in a scan; nil in `info`.
     var event: String?
+    /// The sensor reading (or why there is none) a scan decoded (docs/sensors.md).
+    var sensor: Result<SensorReading, SensorDecodingError>?
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         let device = self.device
         if let event { sink.field("event", .string(event), text: .plain("event", event == "discovered" ? "NEW" : "CHG")) }
         Self.describeIdentity(of: device, adapter: adapter, into: &sink)
         sink.field("tx_power", device.txPower.map { .int($0) }, text: device.txPower.map { .labelled("tx", "\($0) dBm") })
+        // the reading next to the name, before the data it comes from (whose hex stays)
+        let reading = try? sensor?.get()
+        sink.field("sensor", reading.map { .object(Self.sensorObject($0)) },
+                   text: reading.map { .labelled("sensor", TextSafety.terminalSafe(Self.sensorSummary($0))) })
+        let problem: SensorDecodingError? = if case .failure(let error)? = sensor { error } else { reading?.partial }
+        sink.field("sensor_error", problem.map { .object(Self.sensorErrorObject($0)) },
+                   text: problem.map { .labelled("sensor error", TextSafety.terminalSafe($0.description)) })
         sink.field("service_uuids", device.serviceUUIDs.isEmpty ? nil : .strings(device.serviceUUIDs.map(\.uuidString)),
                    text: device.serviceUUIDs.isEmpty ? nil : .labelled("services", device.serviceUUIDs.map(\.label).joined(separator: ",")))
         let manufacturerData = device.manufacturerData.sorted(by: { $0.key < $1.key })
@@ -76,6 +85,47 @@ struct DeviceRecord: OutputRecord {
             object.add(beacon.kind, object: JSONLine(fields: beacon.fields))
         }
         return .object(object)
+    }
+
+    /// `sensor`: format, model, whether encrypted, the layout when reverse-engineered, packet
+    /// id and counter, then one member per measurement (`SensorReading.keyedMeasurements`).
+    static func sensorObject(_ reading: SensorReading) -> JSONLine {
+        var object = JSONLine()
+        object.add("format", reading.format.rawValue)
+        if let model = reading.model { object.add("model", model) }
+        object.add("encrypted", reading.encrypted)
+        if reading.format.layout == .reverseEngineered { object.add("layout", reading.format.layout.rawValue) }
+        if let packetID = reading.packetID { object.add("packet_id", packetID) }
+        if let counter = reading.counter { object.add("counter", Int(counter)) }
+        for (key, value) in reading.keyedMeasurements {
+            switch value {
+            case .number(let number): object.add(key, number)
+            case .integer(let integer): object.add(key, integer)
+            case .flag(let on): object.add(key, on)
+            case .event(let name, let steps):
+                object.add(key, name)
+                if let steps { object.add(key + "_steps", steps) }
+            case .text(let text): object.add(key, text)
+            case .bytes(let bytes): object.add(key, hex: bytes)
+            case .notAvailable: object.addNull(key)
+            }
+        }
+        return object
+    }
+
+    /// `sensor_error`: the format, the kind (`SensorDecodingError.Kind`) and the one-line reason.
+    static func sensorErrorObject(_ error: SensorDecodingError) -> JSONLine {
+        var object = JSONLine()
+        object.add("format", error.format.rawValue)
+        object.add("kind", error.kind.rawValue)
+        object.add("reason", error.detail)
+        return object
+    }
+
+    /// A reading for people: `21.5 °C 48 % 3 V`, `(encrypted)` after it, or `(no measurements)`.
+    static func sensorSummary(_ reading: SensorReading) -> String {
+        let summary = reading.measurements.isEmpty ? "(no measurements)" : reading.summary
+        return reading.encrypted ? summary + " (encrypted)" : summary
     }
 
     /// "0x004c": how 16-bit identifiers are shown (company identifiers, attribute handles).

@@ -24,6 +24,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case temporaryFailure = 75
     /// Not permitted / not authorized (bus policy or the device).
     case noPermission = 77
+    /// A file of settings bluectl reads cannot be used: a keys file others can read, or one
+    /// that is not a JSON object of addresses and keys (sysexits' EX_CONFIG).
+    case config = 78
     /// The --timeout ran out.
     case timeout = 124
     case interrupted = 130
@@ -44,6 +47,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .ioError: return "disconnected"
         case .temporaryFailure: return "still in progress"
         case .noPermission: return "not permitted"
+        case .config: return "unusable keys file"
         case .timeout: return "timeout"
         case .interrupted: return "SIGINT"
         case .brokenPipe: return "stdout's reader went away"

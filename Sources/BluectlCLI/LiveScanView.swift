@@ -22,10 +22,10 @@ struct LiveScanTable: Sendable, Equatable {
 
     init(ageOut: Double) { self.ageOut = ageOut }
 
-    /// A discovery or an update of `device`, seen at `now` (seconds, any clock).
-    mutating func update(_ device: DeviceInfo, at now: Double) {
+    /// A discovery or an update of `device` (and its sensor reading), seen at `now` (seconds, any clock).
+    mutating func update(_ device: DeviceInfo, sensor: Result<SensorReading, SensorDecodingError>? = nil, at now: Double) {
         rows[device.address.description] = Row(address: device.address.description, name: device.displayName, rssi: device.rssi,
-                                   lastSeen: now, summary: Self.summary(of: device))
+                                   lastSeen: now, summary: Self.summary(of: device, sensor: sensor))
     }
 
     /// Rows still fresh at `now`, strongest first (no RSSI last), then by address.
@@ -45,8 +45,14 @@ struct LiveScanTable: Sendable, Equatable {
         rows = rows.filter { now - $0.value.lastSeen <= ageOut }
     }
 
-    /// What the summary column shows: the beacon, else the services, else the company.
-    static func summary(of device: DeviceInfo) -> String {
+    /// What the summary column shows: the sensor's reading (or why there is none), else the
+    /// beacon, else the services, else the company.
+    static func summary(of device: DeviceInfo, sensor: Result<SensorReading, SensorDecodingError>? = nil) -> String {
+        switch sensor {
+        case .success(let reading)?: return DeviceRecord.sensorSummary(reading)
+        case .failure(let error)?: return error.description
+        case nil: break
+        }
         if let beacon = BeaconDecoding.summary(of: device) { return beacon }
         if !device.serviceUUIDs.isEmpty { return device.serviceUUIDs.map(\.label).joined(separator: ", ") }
         if let company = device.manufacturerData.keys.min() { return "mfr " + DeviceRecord.companyLabel(company) }
@@ -156,7 +162,7 @@ struct LiveScanTerminal {
 /// is restored on every way out, before the process can end.
 enum LiveScanView {
     private enum Event: Sendable {
-        case discovery(DeviceInfo)
+        case discovery(Discovery)
         case tick
         case ended((any Error)?)
     }
@@ -166,7 +172,7 @@ enum LiveScanView {
         let (events, feed) = AsyncStream<Event>.makeStream()
         let feeder = Task {
             do {
-                for try await discovery in discoveries { feed.yield(.discovery(discovery.device)) }
+                for try await discovery in discoveries { feed.yield(.discovery(discovery)) }
                 feed.yield(.ended(nil))
             } catch {
                 feed.yield(.ended(error))
@@ -202,9 +208,9 @@ enum LiveScanView {
         var failure: (any Error)?
         loop: for await event in events {
             switch event {
-            case .discovery(let device):
-                table.update(device, at: seconds(since: start))
-                distinct.insert(device.address.description)
+            case .discovery(let discovery):
+                table.update(discovery.device, sensor: discovery.sensor, at: seconds(since: start))
+                distinct.insert(discovery.device.address.description)
             case .tick:
                 table.prune(at: seconds(since: start))
             case .ended(let error):

@@ -158,10 +158,16 @@ struct AdvertiseCommand: AsyncParsableCommand {
             must fit the adapter's limit (31 bytes without extended advertising, including 3 for the \
             flags); what does not fit is refused with the size of each part (exit 64).
 
+            --bthome NAME=VALUE makes this machine a BTHome v2 sensor (service data of fcd2, \
+            bthome.io): any object by its spec name (temperature, humidity, door, button, text and the rest; \
+            docs/sensors.md lists them), repeatable; --bthome-key encrypts the frames. Each line on \
+            stdin, {"temperature":21.7,"button":"press"}, changes values: the packet id (and the \
+            counter, when encrypted) advances and bluetoothd refreshes the advertisement in place.
+
             Examples:
-              bluectl advertise --name my-sensor --service heart_rate
-              bluectl advertise --manufacturer 0xffff=01020304 --tx-power --duration 30
+              bluectl advertise --name my-sensor --service heart_rate --tx-power
               bluectl advertise --broadcast --service-data feaa=10f8036578616d706c6507
+              bluectl advertise --bthome temperature=21.5 --bthome humidity=40
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -183,6 +189,13 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: ArgumentHelp("GAP appearance, e.g. 0x0341 (heart rate belt).", valueName: "N"))
     var appearance: String?
 
+    @Option(name: .customLong("bthome"), help: ArgumentHelp(
+        "A BTHome v2 value to advertise, e.g. temperature=21.5 (repeatable); stdin JSON lines change them.", valueName: "NAME=VALUE"))
+    var bthome: [String] = []
+
+    @Option(name: .customLong("bthome-key"), help: ArgumentHelp("Encrypt the BTHome frames with this key.", valueName: "32HEX"))
+    var bthomeKey: String?
+
     @Flag(name: .customLong("tx-power"), help: "Include the TX power.")
     var txPower = false
 
@@ -202,6 +215,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
     func validate() throws {
         if let durationText { _ = try parseSeconds(durationText, option: "--duration") }
         _ = try data()
+        // the values and the key, checked before anything is registered (the address comes later)
+        _ = try bthomeEncoder(address: BluetoothAddress(uint64: 0))
     }
 
     /// The advertisement the options describe.
@@ -249,19 +264,30 @@ struct AdvertiseCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let data = try self.data()
+        let options = try self.data()
         let (adapterOptions, json) = (self.adapterOptions, self.json)
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }
+        let command = self
         try await withPeripheralManager(adapterOptions) { manager, output in
-            try await manager.startAdvertising(data)
-            let record = ServerEventRecord(event: "advertising", adapter: manager.adapter, services: [], advertised: data)
+            var data = options
+            let encoder = try command.bthomeEncoder(address: manager.adapter.address)
+            if let encoder { data.serviceData[BTHome.serviceUUID] = encoder.serviceData }
+            let advertised = data
+            let advertisement = try await manager.startAdvertising(data)
+            var record = ServerEventRecord(event: "advertising", adapter: manager.adapter, services: [], advertised: data)
+            record.sensor = encoder?.reading
             output.line(record.line(json: json) ?? "")
-            try await Self.wait(manager, duration: duration, json: json, output: output)
+            try await Self.wait(manager, duration: duration, json: json, output: output) {
+                guard let encoder else { return }
+                try await Self.feedBTHome(manager, advertisement, data: advertised, encoder: encoder, json: json, output: output)
+            }
         }
     }
 
-    /// Until the duration passes or bluetoothd stops the advertisement (exit 1: it did not say why).
-    private static func wait(_ manager: PeripheralManager, duration: Double?, json: Bool, output: OutputQueue) async throws {
+    /// Until the duration passes or bluetoothd stops the advertisement (exit 1: it did not say
+    /// why); `alongside` runs meanwhile (stdin's BTHome values).
+    private static func wait(_ manager: PeripheralManager, duration: Double?, json: Bool, output: OutputQueue,
+                             alongside: @escaping @Sendable () async throws -> Void) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in manager.events {
@@ -274,6 +300,10 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 }
             }
             if let duration { group.addTask { try await Task.sleep(for: .seconds(duration)) } }
+            group.addTask {
+                try await alongside()
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }   // ending is for the others
+            }
             _ = try await group.next()
             group.cancelAll()
         }
@@ -339,6 +369,8 @@ struct ServerEventRecord: OutputRecord {
     var type: String?
     var services: [BluetoothUUID]?
     var advertised: AdvertisementData?
+    /// What a BTHome frame advertised holds (`advertise --bthome`), as scan shows a sensor.
+    var sensor: SensorReading?
     var detail: String?
 
     init(event: String, adapter: AdapterInfo, services: [PublishedService], advertised: AdvertisementData?) {
@@ -425,6 +457,8 @@ struct ServerEventRecord: OutputRecord {
             sink.json("discoverable", .bool(advertised.isDiscoverable))
             sink.json("length", .int(advertised.advertisingDataLength))
         }
+        sink.field("sensor", sensor.map { .object(DeviceRecord.sensorObject($0)) },
+                   text: sensor.map { .labelled("sensor", TextSafety.terminalSafe(DeviceRecord.sensorSummary($0))) })
         sink.field("detail", detail.map { .string($0) }, text: detail.map { .plain("detail", $0) })
     }
 }

@@ -12,10 +12,16 @@ struct ScanCommand: AsyncParsableCommand {
         discussion: """
             Runs until --timeout, --count or Ctrl-C; stops the discovery it started.
 
+            Sensor advertisements are decoded (BTHome v2, Ruuvi, Xiaomi and others: docs/sensors.md): JSON's \
+            "sensor" object, the text line's short summary (each value and its unit); a frame that gives no reading keeps \
+            its hex and says why ("sensor_error"). Encrypted sensors' keys: --keys FILE, else \
+            $XDG_CONFIG_HOME/bluectl/keys.json (~/.config/bluectl/keys.json), else /etc/bluectl/keys.json, a JSON \
+            object {"A4:C1:38:44:55:66": "<32 hex digits>"} only its owner may read (exit 78 otherwise).
+
             Examples:
               bluectl scan --timeout 10
               bluectl scan --json --service heart_rate --rssi -80 --count 1
-              bluectl scan --json --duplicates --name sensor --adapter hci1
+              bluectl scan --json --duplicates --sensors --keys ~/sensor-keys.json
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -46,6 +52,17 @@ struct ScanCommand: AsyncParsableCommand {
     @Flag(help: "One JSON object per line.")
     var json = false
 
+    @Flag(help: "Only devices advertising a sensor format: a reading, or why their frame gives none.")
+    var sensors = false
+
+    @Option(name: .customLong("keys"), help: ArgumentHelp(
+        "The keys of encrypted sensors, a JSON file (default: $XDG_CONFIG_HOME/bluectl/keys.json, /etc/bluectl/keys.json).",
+        valueName: "FILE"), completion: .file(extensions: ["json"]))
+    var keysPath: String?
+
+    @Flag(name: .customLong("no-decode"), help: "Leave sensor advertisements undecoded (hex only; no keys file is read).")
+    var noDecode = false
+
     @Flag(inversion: .prefixedNo, help: """
         A table updated in place, strongest first (default on a terminal without --json); \
         --no-live prints a line per event as in a pipe.
@@ -73,6 +90,7 @@ struct ScanCommand: AsyncParsableCommand {
         if let timeoutText { _ = try parseSeconds(timeoutText, option: "--timeout") }
         if let count, count < 1 { throw ValidationError("invalid --count \"\(count)\": expected 1 or more") }
         if live == true, json { throw ValidationError("--live and --json cannot be used together") }
+        if noDecode, sensors || keysPath != nil { throw ValidationError("--no-decode cannot be used with --sensors or --keys") }
         if live == true, isatty(1) == 0 { throw ValidationError("--live needs a terminal on stdout (without it, scan prints a line per event)") }
         if !(ageOut.isFinite && ageOut > 0) { throw ValidationError("invalid --age-out \"\(ageOut)\": expected a positive number of seconds") }
         if let restoreID {
@@ -106,7 +124,8 @@ struct ScanCommand: AsyncParsableCommand {
     /// One discovery's line with its line break, JSON or text, as `run` queues
     /// it (measured by Benchmarks/).
     static func line(_ discovery: Discovery, adapter: String, json: Bool) -> [UInt8] {
-        DeviceRecord(device: discovery.device, adapter: adapter, event: discovery.kind.rawValue).lineBytes(json: json, capacity: 320)
+        DeviceRecord(device: discovery.device, adapter: adapter, event: discovery.kind.rawValue, sensor: discovery.sensor)
+            .lineBytes(json: json, capacity: 320)
     }
 
     func services() throws -> [BluetoothUUID] {
@@ -126,6 +145,9 @@ struct ScanCommand: AsyncParsableCommand {
         options.duplicates = duplicates
         options.nameContains = name
         options.transport = try scanTransport()
+        options.decodesSensors = !noDecode
+        options.sensorsOnly = sensors
+        if !noDecode { options.sensorKeys = try SensorKeysFile.load(keysPath, warn: { Output.error($0) }) }
         let store = try restoreID.map { try RestoreStore(identifier: $0) }
         var restoredLine: String?
         if let store, let restoreID {

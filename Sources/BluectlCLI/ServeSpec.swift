@@ -1,11 +1,6 @@
 // `bluectl serve SPEC.json`: the GATT database file, and the value updates read on stdin.
 
 import BluectlCore
-#if canImport(FoundationEssentials)
-import FoundationEssentials   // not Foundation: its JSONSerialization links ICU's data into the binary (a 4 MB .deb becomes 15 MB)
-#else
-import Foundation
-#endif
 
 /// A GATT database described in JSON (docs/peripheral.md):
 ///
@@ -27,9 +22,9 @@ enum ServeSpec {
     static func parse(_ data: [UInt8]) throws(Problem) -> [MutableService] {
         let root: Any
         do {
-            root = try parseJSON(data)
+            root = try JSONInput.parse(data)
         } catch {
-            throw Problem(path: "", message: "not valid JSON" + (jsonProblem(error).map { " (\($0))" } ?? ""))
+            throw Problem(path: "", message: "not valid JSON" + (JSONInput.problem(error).map { " (\($0))" } ?? ""))
         }
         let top = try object(root, at: "", keys: ["services"])
         guard let list = top["services"] else { throw Problem(path: "", message: "no \"services\"") }
@@ -83,7 +78,7 @@ enum ServeSpec {
     static func update(_ line: String, served: [PublishedService]) throws(Problem) -> Update {
         let root: Any
         do {
-            root = try parseJSON(Array(line.utf8))
+            root = try JSONInput.parse(Array(line.utf8))
         } catch {
             throw Problem(path: "", message: "not a JSON object")
         }
@@ -105,34 +100,6 @@ enum ServeSpec {
     }
 
     // MARK: - Pieces
-
-    /// JSON as JSONSerialization gives it (objects [String: Any], arrays [Any],
-    /// String, Bool, Double; null a value of no type the checks below accept),
-    /// from FoundationEssentials' JSONDecoder.
-    private static func parseJSON(_ bytes: [UInt8]) throws -> Any {
-        try JSONDecoder().decode(AnyJSON.self, from: Data(bytes)).value
-    }
-
-    /// What JSONDecoder found wrong, when it says more than that the data is not JSON.
-    private static func jsonProblem(_ error: any Error) -> String? {
-        guard case DecodingError.dataCorrupted(let context) = error else { return "\(error)" }
-        return context.underlyingError.map { "\($0)" }
-    }
-
-    private struct AnyJSON: Decodable {
-        struct Null {}
-        let value: Any
-
-        init(from decoder: any Decoder) throws {
-            let single = try decoder.singleValueContainer()
-            if single.decodeNil() { value = Null() }
-            else if let flag = try? single.decode(Bool.self) { value = flag }
-            else if let number = try? single.decode(Double.self) { value = number }
-            else if let text = try? single.decode(String.self) { value = text }
-            else if let array = try? single.decode([AnyJSON].self) { value = array.map(\.value) }
-            else { value = try single.decode([String: AnyJSON].self).mapValues(\.value) }
-        }
-    }
 
     private static func object(_ value: Any, at path: String, keys: [String]) throws(Problem) -> [String: Any] {
         guard let object = value as? [String: Any] else { throw Problem(path: path, message: "expected an object") }

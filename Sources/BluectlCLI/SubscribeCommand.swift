@@ -143,12 +143,20 @@ struct SubscribeCommand: AsyncParsableCommand {
                     SubscribeJob(device: device, settings: settings, output: output, recorder: recorder, central: central)
                 }
                 defer { queue.close() }   // the writer writes on while the clean-up (StopNotify, Disconnect) runs
-                try await Self.stream(jobs, sessions: sessions, queue: queue, duration: duration)
+                // However the streams end (a signal too), each device's sequence summary is kept.
+                let streamed: Result<Void, any Error>
+                do {
+                    try await Self.stream(jobs, sessions: sessions, queue: queue, duration: duration)
+                    streamed = .success(())
+                } catch {
+                    streamed = .failure(error)
+                }
                 for job in jobs {
                     for (uuid, summary) in await job.sequenceSummaries() {
                         await summaries.add("sequence check of \(uuid)\(several ? " on \(job.output.device)" : ""): \(summary)")
                     }
                 }
+                try streamed.get()
             }
             outcome = .success(())
         } catch {

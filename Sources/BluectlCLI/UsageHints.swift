@@ -130,7 +130,7 @@ enum UsageHints {
     /// A command's option names ("--adapter", "-h") and whether each takes a
     /// value, from ArgumentParser's description of it: what
     /// `bluectl [SUB] --experimental-dump-help` prints, reached through the
-    /// public parse-and-message API (not the underscored `_dumpHelp()`).
+    /// public parse-and-message API, never an underscored one.
     struct OptionNames {
         var takesValue: [String: Bool] = [:]
 

@@ -54,6 +54,14 @@ public enum DecodedFieldValue: Sendable, Equatable {
 /// | 2a38 | Body Sensor Location | `location` |
 /// | 2a1c | Temperature Measurement | `temperature` or `special`, `unit`, `timestamp`?, `temperature_type`? |
 /// | 2a6e | Temperature | `celsius` or `special` |
+/// | 2a1f | Temperature Celsius | `celsius` |
+/// | 2a6f | Humidity | `humidity_percent` or `special` |
+/// | 2a6d | Pressure | `pressure_hpa` |
+/// | 2a7b | Dew Point | `celsius` |
+/// | 2a76 | UV Index | `uv_index` |
+/// | 2a77 | Irradiance | `irradiance_w_m2` |
+/// | 2afb | Illuminance | `illuminance_lux` or `special` |
+/// | 2a6c | Elevation | `elevation_m` |
 /// | 2a00, 2a24–2a29 | Device Name, Model Number, Serial Number, Firmware/Hardware/Software Revision, Manufacturer Name | `device_name`, `model_number`, `serial_number`, `firmware_revision`, `hardware_revision`, `software_revision`, `manufacturer_name` |
 public enum CharacteristicDecoding {
     /// The decoded value of characteristic `uuid16` (on the Bluetooth base UUID), or nil.
@@ -65,6 +73,7 @@ public enum CharacteristicDecoding {
         case 0x2A38: return bodySensorLocation(&r)
         case 0x2A1C: return temperatureMeasurement(&r)
         case 0x2A6E: return temperature(&r)
+        case 0x2A1F, 0x2A6F, 0x2A6D, 0x2A7B, 0x2A76, 0x2A77, 0x2AFB, 0x2A6C: return environmentalSensing(uuid16, &r)
         case 0x2A00: return string(bytes, field: "device_name")
         case 0x2A24: return string(bytes, field: "model_number")
         case 0x2A25: return string(bytes, field: "serial_number")
@@ -86,6 +95,7 @@ public enum CharacteristicDecoding {
     public static func canDecode(uuid16: UInt16) -> Bool {
         switch uuid16 {
         case 0x2A19, 0x2A37, 0x2A38, 0x2A1C, 0x2A6E, 0x2A00, 0x2A24...0x2A29: true
+        case 0x2A1F, 0x2A6F, 0x2A6D, 0x2A7B, 0x2A76, 0x2A77, 0x2AFB, 0x2A6C: true
         default: false
         }
     }
@@ -187,18 +197,63 @@ public enum CharacteristicDecoding {
         return DecodedCharacteristic(summary: parts.joined(separator: ", "), fields: fields)
     }
 
-    /// 2A6E: sint16 in 0.01 °C; 0x8000 is "value is not known".
+    /// 2A6E: sint16 in 0.01 °C, -273.15…327.67; 0x8000 is "value is not known", values below
+    /// -273.15 °C are prohibited.
     private static func temperature(_ r: inout ByteReader) -> DecodedCharacteristic? {
         guard let raw = r.uint16(), r.atEnd else { return nil }
         let v = Int(Int16(bitPattern: raw))
-        if raw == 0x8000 {
-            return DecodedCharacteristic(summary: "unknown", fields: [field("special", .string("unknown"))])
-        }
+        if raw == 0x8000 { return unknown }
+        guard v >= -27315 else { return nil }
         return DecodedCharacteristic(
             summary: decimalString(v, -2) + " °C",
             fields: [field("celsius", .double(Double(v) / 100))]
         )
     }
+
+    /// The Environmental Sensing Service's characteristics (GATT Specification Supplement):
+    /// a fixed-point number, its field and unit, and the "value is not known" marker where the
+    /// specification defines one (values it prohibits give nil).
+    private static func environmentalSensing(_ uuid16: UInt16, _ r: inout ByteReader) -> DecodedCharacteristic? {
+        func number(_ raw: Int, _ exponent: Int, _ name: String, _ unit: String) -> DecodedCharacteristic? {
+            guard r.atEnd else { return nil }
+            return DecodedCharacteristic(summary: decimalString(raw, exponent) + " " + unit,
+                                         fields: [field(name, .double(decimalDouble(raw, exponent)))])
+        }
+        switch uuid16 {
+        case 0x2A1F:  // Temperature Celsius: sint16, 0.1 °C
+            guard let v = r.uint16() else { return nil }
+            return number(Int(Int16(bitPattern: v)), -1, "celsius", "°C")
+        case 0x2A6F:  // Humidity: uint16, 0.01 %, 0…100.00; 0xFFFF not known
+            guard let v = r.uint16(), r.atEnd else { return nil }
+            if v == 0xFFFF { return unknown }
+            guard v <= 10_000 else { return nil }
+            return number(Int(v), -2, "humidity_percent", "%")
+        case 0x2A6D:  // Pressure: uint32, 0.1 Pa (shown in hPa, 0.001 hPa steps)
+            guard let v = r.uint32() else { return nil }
+            return number(Int(v), -3, "pressure_hpa", "hPa")
+        case 0x2A7B:  // Dew Point: sint8, 1 °C
+            guard let v = r.uint8() else { return nil }
+            return number(Int(Int8(bitPattern: v)), 0, "celsius", "°C")
+        case 0x2A76:  // UV Index: uint8
+            guard let v = r.uint8(), r.atEnd else { return nil }
+            return DecodedCharacteristic(summary: "UV index \(v)", fields: [field("uv_index", .int(Int(v)))])
+        case 0x2A77:  // Irradiance: uint16, 0.1 W/m²
+            guard let v = r.uint16() else { return nil }
+            return number(Int(v), -1, "irradiance_w_m2", "W/m²")
+        case 0x2AFB:  // Illuminance: uint24, 0.01 lx, 0…167772.14; 0xFFFFFF not known
+            guard let v = r.uint24(), r.atEnd else { return nil }
+            if v == 0xFF_FFFF { return unknown }
+            return number(Int(v), -2, "illuminance_lux", "lx")
+        case 0x2A6C:  // Elevation: sint24, 0.01 m
+            guard let v = r.uint24() else { return nil }
+            return number(Int(Int32(bitPattern: v << 8) >> 8), -2, "elevation_m", "m")
+        default:
+            return nil
+        }
+    }
+
+    /// A characteristic's "value is not known" marker.
+    private static let unknown = DecodedCharacteristic(summary: "unknown", fields: [field("special", .string("unknown"))])
 
     /// UTF-8 text (ill-formed sequences → U+FFFD), trailing NUL padding dropped.
     private static func string(_ bytes: [UInt8], field name: String) -> DecodedCharacteristic? {
@@ -302,6 +357,12 @@ private struct ByteReader {
         guard bytes.endIndex - index >= 2 else { return nil }
         defer { index += 2 }
         return UInt16(bytes[index]) | UInt16(bytes[index + 1]) << 8
+    }
+
+    mutating func uint24() -> UInt32? {
+        guard bytes.endIndex - index >= 3 else { return nil }
+        defer { index += 3 }
+        return UInt32(bytes[index]) | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2]) << 16
     }
 
     mutating func uint32() -> UInt32? {

@@ -177,10 +177,9 @@ extension PeripheralManager {
             let path = base.appending("adv\(server.value.nextAdvertisement)")!
             server.value.nextAdvertisement += 1
             server.value.advertisements[path] = data
-            let properties = data.properties
             connection.export(path) { [weak self] message, connection in
                 guard let self else { return Self.refuse(message, connection) }
-                if message.member == "Release", message.interface == nil || message.interface == "org.bluez.LEAdvertisement1" {
+                if message.member == "Release", message.interface == nil || message.interface == Self.advertisementInterface {
                     if !message.noReplyExpected { try? connection.send(.methodReturn(to: message)) }
                     if let data = server.value.advertisements.removeValue(forKey: path) {
                         connection.unexport(path)
@@ -188,7 +187,8 @@ extension PeripheralManager {
                     }
                     return
                 }
-                Self.answerProperties(message, connection, ["org.bluez.LEAdvertisement1": properties])
+                // the data of now: `updateAdvertising` may have changed it
+                Self.answerProperties(message, connection, [Self.advertisementInterface: server.value.advertisements[path]?.properties ?? [:]])
             }
             return path
         }
@@ -204,6 +204,39 @@ extension PeripheralManager {
         Trace.log("peripheral: advertising \(path)")
         return Advertisement(path: path)
     }
+
+    /// Changes what `advertisement` advertises to `data`, in place: bluetoothd 5.66 watches a
+    /// registered advertisement's properties (advertising.c, `properties_changed`), parses the
+    /// ones a PropertiesChanged signal names and refreshes the controller's data, with no gap
+    /// of unregistering. A `bluectl advertise --bthome` frame changes this way with each new
+    /// value. Refused, with the advertisement unchanged, when `data` does not fit or the
+    /// advertisement was stopped.
+    public func updateAdvertising(_ advertisement: Advertisement, to data: AdvertisementData) async throws(BluetoothError) {
+        let path = advertisement.path
+        let outcome = await loop.submit { [self] () -> Result<Void, BluetoothError> in
+            guard let old = server.value.advertisements[path] else {
+                return .failure(.invalidRequest("the advertisement was stopped (bluetoothd released it, or stopAdvertising)"))
+            }
+            do throws(BluetoothError) {
+                try data.check(maximumLength: advertisingLimits?.maximumLength ?? 31)
+            } catch {
+                return .failure(error)
+            }
+            server.value.advertisements[path] = data
+            let (before, after) = (old.properties, data.properties)
+            let changed = after.filter { before[$0.key] != $0.value }
+            let invalidated = before.keys.filter { after[$0] == nil }.sorted()
+            if !changed.isEmpty || !invalidated.isEmpty {
+                try? connection.send(.signal(
+                    path: path, interface: BlueZ.properties, member: "PropertiesChanged",
+                    arguments: [.string(Self.advertisementInterface), .stringVariantDictionary(changed), .stringArray(invalidated)]))
+            }
+            return .success(())
+        }
+        try outcome.get()
+    }
+
+    static let advertisementInterface = "org.bluez.LEAdvertisement1"
 
     /// Stops advertising `advertisement` (nothing when it already stopped).
     public func stopAdvertising(_ advertisement: Advertisement) async {

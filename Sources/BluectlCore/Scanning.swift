@@ -17,6 +17,14 @@ public struct ScanOptions: Sendable, Equatable {
     public var pattern: String?
     /// Report only devices whose name or alias contains this (case-insensitive).
     public var nameContains: String?
+    /// Decode each result's sensor advertisement (`Discovery.sensor`): the formats of
+    /// `SensorDecoders`, with a scan-long `SensorDecoder` (the counter check).
+    public var decodesSensors = false
+    /// Report only devices that advertise a sensor format: a reading, or the reason their
+    /// frame gives none (`Discovery.sensor` not nil). Implies `decodesSensors`.
+    public var sensorsOnly = false
+    /// The keys of encrypted sensors.
+    public var sensorKeys = SensorKeys()
 
     /// Options for a scan of every device, with no filter.
     public init() {}
@@ -90,6 +98,9 @@ public struct Discovery: Sendable, Equatable {
     public var kind: Kind
     /// The device as BlueZ knows it after this advertisement.
     public var device: DeviceInfo
+    /// Its sensor reading, or why its sensor frame gives none; nil when it advertises no
+    /// sensor format or the scan does not decode (`ScanOptions.decodesSensors`).
+    public var sensor: Result<SensorReading, SensorDecodingError>?
 }
 
 /// Turns tree changes into scan results for one adapter: a pure value,
@@ -102,6 +113,8 @@ package struct ScanTracker: Sendable {
     package let adapter: ObjectPath
     package let options: ScanOptions
     package private(set) var seen: Set<ObjectPath> = []
+    /// The scan's sensor decoder: its counters and devices' last entries live as long as the scan.
+    private var sensors: SensorDecoder
 
     static let advertisementProperties: Set<String> = [
         "RSSI", "TxPower", "ManufacturerData", "ServiceData", "AdvertisingFlags", "AdvertisingData",
@@ -111,6 +124,7 @@ package struct ScanTracker: Sendable {
     package init(adapter: ObjectPath, options: ScanOptions) {
         self.adapter = adapter
         self.options = options
+        sensors = SensorDecoder(keys: options.sensorKeys)
     }
 
     /// Devices already in range when the scan starts: those with an RSSI,
@@ -150,7 +164,10 @@ package struct ScanTracker: Sendable {
     private mutating func report(_ path: ObjectPath, _ properties: PropertyMap) -> Discovery? {
         let device = DeviceInfo(path: path, properties: properties)
         guard device.adapter == adapter, options.matches(device) else { return nil }
-        if seen.insert(path).inserted { return Discovery(kind: .discovered, device: device) }
-        return options.duplicates ? Discovery(kind: .updated, device: device) : nil
+        let sensor = options.decodesSensors || options.sensorsOnly ? sensors.decode(SensorAdvertisement(device)) : nil
+        // Not yet seen while it shows no sensor: its next advertisement is a first sighting.
+        if options.sensorsOnly, sensor == nil { return nil }
+        if seen.insert(path).inserted { return Discovery(kind: .discovered, device: device, sensor: sensor) }
+        return options.duplicates ? Discovery(kind: .updated, device: device, sensor: sensor) : nil
     }
 }

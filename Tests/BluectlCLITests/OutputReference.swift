@@ -141,10 +141,23 @@ enum OutputReference {
         return record
     }
 
+    /// `advertise --bthome`'s line after a stdin change.
+    static var bthomeUpdate: ServerEventRecord {
+        var record = ServerEventRecord(event: "updated", adapter: adapter, services: [], advertised: advertisement)
+        record.sensor = SensorReading(format: .bthome, packetID: 1, measurements: [SensorMeasurement(.temperature, .number(21.7))])
+        return record
+    }
+
     // MARK: - Tables
 
     /// Scan's fields: | field | type | meaning | (every field has a meaning).
-    static var scan: ReferenceRow { ReferenceRow(label: "scan", records: [DeviceRecord(device: device, adapter: "hci0", event: "discovered")], notes: [
+    static var scan: ReferenceRow { ReferenceRow(label: "scan", records: [
+        DeviceRecord(device: device, adapter: "hci0", event: "discovered"),
+        DeviceRecord(device: device, adapter: "hci0", event: "updated", sensor: .success(SensorReading(
+            format: .bthome, measurements: [SensorMeasurement(.temperature, .number(21.5))]))),
+        DeviceRecord(device: device, adapter: "hci0", event: "updated", sensor: .failure(SensorDecodingError(
+            .bthome, .noKey, "encrypted, and no key for AA:BB:CC:DD:EE:FF (--keys)"))),
+    ], notes: [
         "event": "`discovered` (first advertisement in this scan) or `updated` (with `--duplicates`)",
         "adapter": "`hci0`",
         "address": "`AA:BB:CC:DD:EE:FF`",
@@ -159,6 +172,8 @@ enum OutputReference {
         "flags": "advertising flags (hex)",
         "appearance": "GAP appearance",
         "beacon": "the beacons decoded from `manufacturer_data` / `service_data` (which keep the raw hex), one member per format; see below",
+        "sensor": "the sensor reading decoded from `service_data` / `manufacturer_data` (which keep the raw hex); see [Sensors](#sensors)",
+        "sensor_error": "why a frame of a sensor format gives no reading, or why part of it was not decoded: `format`, `kind`, `reason`",
         "connected": "whether BlueZ has a connection to it",
         "paired": "whether it is paired",
         "path": "BlueZ's object path",
@@ -231,11 +246,14 @@ enum OutputReference {
         ], notes: ["event": "`serving`, `read`, `write`, `expired`, `subscribed`, `unsubscribed`, `confirmed`, `bluetoothd_stopped`, `restored` or `advertising_stopped`",
                    "central": "who read or wrote, when BlueZ says", "value": "hex", "type": "a write's type (`request`, `command`, `reliable`)",
                    "services": "what is served (`serving`)", "advertising": "with `--advertise` (`serving`)",
-                   "length": "the advertising data's length, bytes", "detail": "what happened, for `bluetoothd_stopped` and `restored`"]),
+                   "length": "the advertising data's length, bytes", "detail": "what happened, for `bluetoothd_stopped` and `restored`"],
+                     omitted: ["sensor"]),
         ReferenceRow(label: "`advertise --json`", records: [
             ServerEventRecord(event: "advertising", adapter: adapter, services: [], advertised: advertisement).with(address: "00:AA:01:00:00:23"),
-        ], notes: ["event": "`advertising` (then `advertising_stopped` if bluetoothd ends it)", "tx_power": "true, with `--tx-power`",
-                   "length": "the advertising data's length, bytes"],
+            bthomeUpdate,
+        ], notes: ["event": "`advertising` (then `advertising_stopped` if bluetoothd ends it; `updated` for each stdin line of `--bthome`)",
+                   "tx_power": "true, with `--tx-power`", "length": "the advertising data's length, bytes",
+                   "sensor": "with `--bthome`: the frame's reading, as scan shows it"],
                      omitted: ["central", "service", "characteristic", "descriptor", "value", "type", "offset", "services", "detail"]),
     ] }
 

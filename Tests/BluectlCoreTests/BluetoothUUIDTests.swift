@@ -558,8 +558,8 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
     }
 }
 
-/// A small deterministic generator, so failures reproduce.
-private struct SplitMix64: RandomNumberGenerator {
+/// A small deterministic generator, so failures reproduce (the sensor decoders' random-data test uses it too).
+struct SplitMix64: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

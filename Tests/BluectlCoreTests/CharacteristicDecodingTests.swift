@@ -212,7 +212,10 @@ private func names(_ d: DecodedCharacteristic?) -> [String] {
         #expect(decode(0x2A6E, [0x00, 0x00])?.summary == "0.00 °C")
         #expect(decode(0x2A6E, [0x64, 0x00])?.summary == "1.00 °C")
         #expect(decode(0x2A6E, [0xFF, 0x7F])?.summary == "327.67 °C")
-        #expect(decode(0x2A6E, [0x01, 0x80])?.summary == "-327.67 °C")
+        #expect(decode(0x2A6E, [0x4D, 0x95])?.summary == "-273.15 °C")
+        // Below -273.15 °C the GATT Specification Supplement prohibits the value: not decoded.
+        #expect(decode(0x2A6E, [0x4C, 0x95]) == nil)
+        #expect(decode(0x2A6E, [0x01, 0x80]) == nil)
         #expect(decode(0x2A6E, [0x00, 0x80]) == DecodedCharacteristic(
             summary: "unknown", fields: [DecodedField(name: "special", value: .string("unknown"))]))
     }
@@ -252,7 +255,7 @@ private func names(_ d: DecodedCharacteristic?) -> [String] {
 
 @Suite struct CharacteristicDecodingDispatchTests {
     @Test func unknownUUIDs() {
-        for uuid: UInt16 in [0x0000, 0x2A01, 0x2A23, 0x2A2A, 0x2A39, 0x2A6F, 0x180D, 0xFFFF] {
+        for uuid: UInt16 in [0x0000, 0x2A01, 0x2A23, 0x2A2A, 0x2A39, 0x2A70, 0x180D, 0xFFFF] {
             #expect(decode(uuid, [0x01]) == nil)
             #expect(!CharacteristicDecoding.canDecode(uuid16: uuid))
         }

@@ -501,6 +501,22 @@ struct AcquireNotifyTests {
         }
     }
 
+    @Test("--check-sequence ended by SIGINT: the summary is still printed on stderr, after the values (exit 130)")
+    func sequenceSummaryAfterSignal() async throws {
+        try await withPrivateBus { bus in
+            let chr = try await R.addStreamPeripheral(bus)
+            let p = try bus.startBluectl(["subscribe", heartRateAddress, R.streamUUID, "--json", "--check-sequence", "u32"])
+            #expect(try await bus.eventually(timeout: .seconds(10)) { R.notifyCalls(bus, chr).start == 1 })
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(4)])
+            try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(6), .uint32(2)])
+            #expect(await p.waitForStdoutLines(7, timeout: .seconds(10)), "\(p.stderr)")
+            p.signal(SIGINT)
+            let r = await p.wait(timeout: .seconds(10))
+            #expect(r.exitCode == 130, "\(r)")
+            #expect(r.stderr.contains("sequence check of \(R.streamUUID): 6 values, 2 missing, 0 late, 0 repeated"), "\(r)")
+        }
+    }
+
     @Test("acquire: the device disconnecting ends it with 74; StartNotify clients block AcquireNotify (a clear error)")
     func acquireDisconnect() async throws {
         try await withPrivateBus { bus in

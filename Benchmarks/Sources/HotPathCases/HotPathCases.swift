@@ -21,6 +21,8 @@
 //   ReadCopyFilter.value(_:serial:now:) -> InlineList<[UInt8]>
 //   NotifyStateMachine.handle(_ event: Event) -> InlineList<NotifyAction>
 //       a characteristic's value handler and its machine's step, per value
+//   SensorDecoder.decode(_ advertisement: SensorAdvertisement) -> Result<SensorReading, SensorDecodingError>?
+//       what a sensor-decoding scan's tracker adds per report (SensorCases.swift)
 //
 // When one of these changes its signature, this file is the one to adapt.
 import CBenchSink
@@ -74,7 +76,7 @@ final class MirrorState {
 }
 
 public enum HotPaths {
-    public static let all: [HotPath] = decoding + mirror + rendering
+    public static let all: [HotPath] = decoding + mirror + rendering + sensors
 
     public static func named(_ name: String) -> HotPath? { all.first { $0.name == name } }
 

@@ -11,7 +11,7 @@ import time
 import dbus
 
 from . import bluez, lab
-from .runner import supervisor_mark, supervisor_since
+from .runner import crashes_since, supervisor_mark, supervisor_since
 
 
 def adapter_power(c, adapter, on):
@@ -151,3 +151,25 @@ def storage_note(c, adapter_addr, dev):
     cache = _groups('/var/lib/bluetooth/%s/cache/%s' % (adapter_addr, dev))
     fmt = lambda g: 'absent' if g is None else ''.join('[%s]' % x for x in g)
     c.note('storage of %s on %s: info %s; cache %s' % (dev, adapter_addr, fmt(info), fmt(cache)))
+
+
+def peripheral_back_after_crash(c, mark, secs=90):
+    """True when bluetoothd died by itself (not by bluetoothd_segv) since mark
+    and the supervisor has brought the peripheral side up again (waits secs
+    for its "peripheral ready again" line after the last death). One
+    bluetoothd serves both sides here, so its crash also takes down the
+    peripheral's GATT application until then: a remote device's would stay.
+    False when there was no such crash, or the peripheral did not come back."""
+    if crashes_since(mark) == 0:
+        return False
+    end = time.monotonic() + secs
+    while True:
+        lines = supervisor_since(mark)
+        last_death = max(i for i, l in enumerate(lines) if 'killed by signal' in l or 'restarting' in l)
+        if any('peripheral ready again' in l for l in lines[last_death:]):
+            c.note('bluetoothd died during the check; supervisor: %s;' % ';'.join(lines))
+            return True
+        if time.monotonic() >= end:
+            c.echo('the supervisor did not bring the peripherals up again: %s;' % ';'.join(lines))
+            return False
+        time.sleep(0.5)
