@@ -6,7 +6,8 @@ bluectl and its peers side by side against the same bluetoothd:
            process start -> value printed (and -> exit), CPU of the process
   notify   a burst of N sequence-numbered 20-byte notifications from the lab's
            stream (Scripts/lab.d/guest/periph.py): received, loss, order, rate
-           between the first and the last value, consumer CPU per value
+           between the first and the last value, consumer CPU per value; and the
+           whole process's CPU (start-up to exit: process_cpu_s)
 Writes $LAB_OUT/bench.json (read by Scripts/bench.d/bench.py on the host) and the
 consumers' output under $LAB_OUT/bench/.
 
@@ -72,6 +73,10 @@ DEVICES_MS = int(opt("--devices-ms", "2"))  # their pace: one value every MS ms 
 DEVICES_REPS = int(opt("--devices-reps", "3"))
 BREAKDOWN_RUNS = int(opt("--breakdown", "5"))  # one-shot reads under strace per tool; 0: none
 CONSUMERS = re.compile(opt("--consumers", ""), re.I)  # only notification consumers whose name matches
+# a second bluectl (a path in the repository) read and subscribed beside the first, in the same boot,
+# its rows named after its file ("bluectl-87ff39f read", …): before and after a change, side by side
+COMPARE = os.path.join(REPO, opt("--compare", "")) if opt("--compare", "") else ""
+COMPARE_NAME = os.path.basename(COMPARE)
 BTCTL = shutil.which("bluetoothctl")
 STDBUF = shutil.which("stdbuf")
 BUSCTL = shutil.which("busctl")
@@ -213,6 +218,8 @@ def read_tools(notes=True):
     dev = PERIPH_ADDR
     if BLUECTL:
         tools.append(("bluectl read", lambda: [BLUECTL, "read", dev, "2a19", "--adapter", CENTRAL], {}))
+    if COMPARE:
+        tools.append(("%s read" % COMPARE_NAME, lambda: [COMPARE, "read", dev, "2a19", "--adapter", CENTRAL], {}))
     if os.access(os.path.join(CBIN, "readvalue"), os.X_OK):
         tools.append(("C libdbus (readvalue.c)", lambda: [os.path.join(CBIN, "readvalue"), PATHS[BATTERY]], {}))
     elif notes:
@@ -261,6 +268,7 @@ def bench_reads():
                         name, res.get("out", "")[-300:]))
             else:
                 samples[name].append(res)
+                save()
             if res["value_s"] is None:
                 log("%s: no value (rc %s): %s" % (name, res["rc"], res.get("out", "")[-500:]))
         log("round %d done" % rnd)
@@ -273,6 +281,16 @@ def perf_report(perf, data, out):
             f.write("### perf report %s\n" % " ".join(args))
             r = sh([perf, "report", "-i", data, "--stdio", "--percent-limit", "0.5"] + args, timeout=300)
             f.write(r.stdout[:60000] + r.stderr[-2000:] + "\n")
+
+
+def diagnosis(run):
+    """A diagnostic (not counted) that runs out of time on a loaded machine
+    is noted, not the end of the boot's figures."""
+    try:
+        run()
+    except subprocess.TimeoutExpired as e:
+        RESULTS["notes"].append("%s: not made (%s timed out after %s s)" % (run.__name__, e.cmd[0], e.timeout))
+        log("%s: timed out: %s" % (run.__name__, e))
 
 
 def diagnose_subscribe(n=2000):
@@ -566,6 +584,11 @@ def parse_raw(data):
     return [data[i:i + 20] for i in range(0, len(data), 20)]
 
 
+def parse_text(data):
+    """subscribe's default text in a pipe: one value per line, its hex last."""
+    return [bytes.fromhex(l.split()[-1]) for l in data.decode().splitlines() if l.strip()]
+
+
 def parse_json(data):
     return [bytes.fromhex(json.loads(l)["value"]) for l in data.decode().splitlines() if '"value"' in l]
 
@@ -716,6 +739,9 @@ def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""
     if exited:
         cpu1 = exited[1].ru_utime + exited[1].ru_stime
         res["rc"] = p.returncode
+        # the whole process as people run it: start-up, finding, subscribing and exit included
+        res["process_cpu_s"] = cpu1
+        res["process_s"] = time.perf_counter() - t_start
     else:
         cpu1 = proc_cpu(p.pid)
         if btctl:
@@ -750,10 +776,11 @@ def run_notify(name, argv, n, parse, ready_prop="Notifying", btctl=False, tag=""
     res["peripheral"] = control_state()
     with open(out_path[:-4] + ".err", "rb") as f:
         res["stderr"] = f.read()[-600:].decode("utf-8", "replace")
-    log("%-30s N=%-6d got %5d/%d missing %d ooo %d rate %s/s cpu %s us/value setup %.2fs periph %s" % (
+    log("%-30s N=%-6d got %5d/%d missing %d ooo %d rate %s/s cpu %s us/value setup %.2fs process cpu %s periph %s" % (
         name, n, res["valid"], n, res["missing"], res["out_of_order"],
         "%.0f" % res["rate"] if res["rate"] else "?",
-        "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"], res["peripheral"]))
+        "%.0f" % res["cpu_per_value_us"] if res["cpu_per_value_us"] else "?", res["setup_s"],
+        "%.2fs" % res["process_cpu_s"] if res.get("process_cpu_s") else "?", res["peripheral"]))
     return res
 
 
@@ -761,12 +788,15 @@ def notify_consumers(n):
     dev = PERIPH_ADDR
     S = PATHS[STREAM]
     c = []
-    if BLUECTL:
-        base = [BLUECTL, "subscribe", dev, STREAM, "--adapter", CENTRAL, "--count", str(n)]
-        c.append(("bluectl subscribe --format raw", base + ["--format", "raw"], parse_raw, "Notifying", False))
-        c.append(("bluectl subscribe --json", base + ["--json"], parse_json, "Notifying", False))
+    for binary, label in ((BLUECTL, "bluectl"), (COMPARE, COMPARE_NAME)):
+        if not binary:
+            continue
+        base = [binary, "subscribe", dev, STREAM, "--adapter", CENTRAL, "--count", str(n)]
+        c.append(("%s subscribe --format raw" % label, base + ["--format", "raw"], parse_raw, "Notifying", False))
+        c.append(("%s subscribe --json" % label, base + ["--json"], parse_json, "Notifying", False))
+        c.append(("%s subscribe (default text)" % label, base, parse_text, "Notifying", False))
         if RESULTS["env"].get("notify_via"):
-            c.append(("bluectl --notify-via acquire (raw)", base + ["--format", "raw", "--notify-via", "acquire"],
+            c.append(("%s --notify-via acquire (raw)" % label, base + ["--format", "raw", "--notify-via", "acquire"],
                       parse_raw, "NotifyAcquired", False))
     if os.access(os.path.join(CBIN, "notify"), os.X_OK):
         c.append(("C libdbus StartNotify (notify.c)", [os.path.join(CBIN, "notify"), S, str(n)], parse_lines_hex,
@@ -819,7 +849,7 @@ def bench_notify():
     dropped = set()
     for consumer, n, rep in plan:
         if consumer == "diagnose":
-            diagnose_subscribe()
+            diagnosis(diagnose_subscribe)
             continue
         if consumer == "devices":
             bench_devices()
@@ -829,6 +859,7 @@ def bench_notify():
             continue
         r = run_notify(name, argv, n, parse, ready, btctl, tag="-%d" % rep)
         RESULTS["notify"].append(dict(r, rep=rep))
+        save()
         if not r.get("valid"):
             dropped.add(name)
             RESULTS["notes"].append("%s: nothing received (%s), left out of further runs" % (
@@ -1036,6 +1067,7 @@ def bench_devices():
                                ("bluectl subscribe --json", ["hci0", "hci2"]),
                                ("python3-dbus StartNotify", ["hci0", "hci2"])):
                 out["runs"].append(run_devices(tool, keys, devs, DEVICES_N, DEVICES_MS, rep))
+                save()
     finally:
         # the rest of the boot as before: one device connected
         try:
@@ -1044,10 +1076,20 @@ def bench_devices():
             log("Disconnect %s: %s" % (addr2, e.get_dbus_name()))
 
 
+def save():
+    """bench.json as measured so far: written after every run, so that a boot
+    the lab's time limit ends (a loaded machine) keeps what it measured."""
+    RESULTS["elapsed_s"] = time.monotonic() - T0
+    with open(os.path.join(OUT, "bench.json.tmp"), "w") as f:
+        json.dump(RESULTS, f, indent=1)
+    os.replace(os.path.join(OUT, "bench.json.tmp"), os.path.join(OUT, "bench.json"))
+
+
 def main():
     env = RESULTS["env"]
     env["gatt_channels"] = ENV.get("LAB_GATT_CHANNELS", "")
     env["bluectl"] = sh([BLUECTL, "--version"]).stdout.strip() if BLUECTL else "missing"
+    env["compare"] = COMPARE_NAME
     env["notify_via"] = bool(BLUECTL) and "--notify-via" in sh([BLUECTL, "subscribe", "--help"]).stdout
     env["bluetoothctl"] = sh([BTCTL, "--version"]).stdout.strip() if BTCTL else "missing"
     env["python"] = sys.version.split()[0]
@@ -1067,16 +1109,14 @@ def main():
     try:
         if "reads" in PARTS:
             bench_reads()
-            diagnose_read()
+            diagnosis(diagnose_read)
             read_breakdown(BREAKDOWN_RUNS)
         if "notify" in PARTS:
             bench_notify()  # runs the devices part too, after the StartNotify consumers
         elif "devices" in PARTS:
             bench_devices()
     finally:
-        RESULTS["elapsed_s"] = time.monotonic() - T0
-        with open(os.path.join(OUT, "bench.json"), "w") as f:
-            json.dump(RESULTS, f, indent=1)
+        save()
         log("wrote %s" % os.path.join(OUT, "bench.json"))
 
 

@@ -78,10 +78,13 @@ public final class DBusConnection: Sendable {
     /// copying a filter's strings for each check cost more than the check.
     private final class Subscription {
         let filter: SignalFilter
+        /// `filter.sender`, read per signal without a copy of the filter.
+        let sender: String?
         let handler: SignalHandler
 
         init(filter: SignalFilter, handler: @escaping SignalHandler) {
             self.filter = filter
+            self.sender = filter.sender
             self.handler = handler
         }
     }
@@ -136,6 +139,10 @@ public final class DBusConnection: Sendable {
             throw .connectionFailed(address: address, reason: "eventfd: \(String(cString: strerror(errno)))")
         }
         let io = LibDBusWire(raw: raw, wakeFD: wake)
+        guard io.watchSocket() else {
+            dbus_connection_close(raw)
+            throw .connectionFailed(address: address, reason: "libdbus refused the socket's watches (out of memory)")
+        }
         let loop = EventLoop(wake: { io.wake() })
         let connection = DBusConnection(wire: .libdbus(io), loop: loop, address: address,
                                         uniqueName: String(cString: unique))
@@ -471,11 +478,22 @@ public final class DBusConnection: Sendable {
             for handler in tables.value.ownerHandlers.values { handler(name, owner) }
         }
         let owners = tables.value.owners
+        // The owner of a well-known name, looked up once per message (most
+        // subscriptions name the same one, org.bluez).
+        var resolved: (name: String, owner: String?)?
         // A copy: a handler may subscribe or unsubscribe.
         for subscription in tables.value.subscriptions.values {
             guard subscription.filter.matches(message) else { continue }
-            if let sender = subscription.filter.sender {
-                let expected: String? = sender.hasPrefix(":") ? sender : (owners[sender] ?? nil)
+            if let sender = subscription.sender {
+                let expected: String?
+                if sender.utf8.first == UInt8(ascii: ":") {
+                    expected = sender
+                } else if let resolved, resolved.name == sender {
+                    expected = resolved.owner
+                } else {
+                    expected = owners[sender] ?? nil
+                    resolved = (sender, expected)
+                }
                 guard let expected, message.sender == expected else { continue }
             }
             subscription.handler(message)

@@ -25,11 +25,50 @@ public struct DBusMessage: Sendable, Hashable {
     public var member: String?
     public var errorName: String?
     public var noReplyExpected = false
-    public var arguments: [DBusValue]
+    /// The body as it was read: generic values, or a PropertiesChanged read
+    /// straight into its typed form (see `PropertiesChanged`).
+    var body: Body
+
+    enum Body: Sendable {
+        case values([DBusValue])
+        case propertiesChanged(PropertiesChanged)
+    }
 
     public init(kind: Kind, arguments: [DBusValue] = []) {
         self.kind = kind
-        self.arguments = arguments
+        self.body = .values(arguments)
+    }
+
+    /// The body's values (a PropertiesChanged read in its typed form builds them here).
+    public var arguments: [DBusValue] {
+        get {
+            switch body {
+            case .values(let values): return values
+            case .propertiesChanged(let change): return change.arguments
+            }
+        }
+        set { body = .values(newValue) }
+    }
+
+    /// A `PropertiesChanged` signal's body in its typed form, as the
+    /// connection read it (or made from `arguments` for a message built by
+    /// hand); nil for any other message, or a body not of `sa{sv}as`.
+    public var propertiesChanged: PropertiesChanged? {
+        switch body {
+        case .propertiesChanged(let change): return change
+        case .values(let values):
+            guard kind == .signal, member == PropertiesChanged.memberName,
+                  interface == PropertiesChanged.interfaceName else { return nil }
+            return PropertiesChanged(arguments: values)
+        }
+    }
+
+    /// The first argument when it is a string, without building the others.
+    var firstArgumentString: String? {
+        switch body {
+        case .values(let values): return values.first?.string
+        case .propertiesChanged(let change): return change.interface
+        }
     }
 
     public static func methodCall(
@@ -81,6 +120,29 @@ public struct DBusMessage: Sendable, Hashable {
     public var remoteError: DBusError? {
         guard kind == .error else { return nil }
         return .remote(name: errorName ?? "org.freedesktop.DBus.Error.Failed", message: arguments.first?.string ?? "")
+    }
+
+    /// Equal headers and equal arguments, however the body was read.
+    public static func == (lhs: DBusMessage, rhs: DBusMessage) -> Bool {
+        lhs.kind == rhs.kind && lhs.serial == rhs.serial && lhs.replySerial == rhs.replySerial && lhs.sender == rhs.sender
+            && lhs.destination == rhs.destination && lhs.path == rhs.path && lhs.interface == rhs.interface
+            && lhs.member == rhs.member && lhs.errorName == rhs.errorName && lhs.noReplyExpected == rhs.noReplyExpected
+            && lhs.arguments == rhs.arguments
+    }
+
+    /// Hashes what `==` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(serial)
+        hasher.combine(replySerial)
+        hasher.combine(sender)
+        hasher.combine(destination)
+        hasher.combine(path)
+        hasher.combine(interface)
+        hasher.combine(member)
+        hasher.combine(errorName)
+        hasher.combine(noReplyExpected)
+        hasher.combine(arguments)
     }
 }
 
@@ -274,49 +336,50 @@ enum MessageCodec {
         }
         var message = DBusMessage(kind: kind)
         message.serial = dbus_message_get_serial(raw)
-        let replySerial = dbus_message_get_reply_serial(raw)
+        let isReply = kind == .methodReturn || kind == .error
+        let replySerial = isReply ? dbus_message_get_reply_serial(raw) : 0
         message.replySerial = replySerial == 0 ? nil : replySerial
         message.sender = dbus_message_get_sender(raw).map { String(cString: $0) }
         message.destination = dbus_message_get_destination(raw).map { String(cString: $0) }
-        message.path = dbus_message_get_path(raw).flatMap { ObjectPath(String(cString: $0)) }
+        // libdbus validated the header's path when it loaded the message.
+        message.path = dbus_message_get_path(raw).map { ObjectPath(validatedByLibdbus: String(cString: $0)) }
         message.interface = dbus_message_get_interface(raw).map(headerName)
         message.member = dbus_message_get_member(raw).map(headerName)
-        message.errorName = dbus_message_get_error_name(raw).map { String(cString: $0) }
+        message.errorName = kind == .error ? dbus_message_get_error_name(raw).map { String(cString: $0) } : nil
         message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
-        message.arguments = try body(raw)
+        let typed = kind == .signal && message.member == PropertiesChanged.memberName
+            && message.interface == PropertiesChanged.interfaceName
+        message.body = try decodedBody(raw, propertiesChanged: typed)
         return message
     }
 
-    /// The names of D-Bus's own signals that arrive by the thousand (every
-    /// property change, every object added): shared literals, where a string
-    /// made from each message's copy would be an allocation and a free.
-    /// (Names of 15 bytes or fewer are stored inline: no allocation to save.)
-    private static let signalNames: [String] = [
-        "org.freedesktop.DBus.Properties", "PropertiesChanged",
-        "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
-        "org.freedesktop.DBus", "NameOwnerChanged",
-    ]
-
-    /// An interface or member name of the header: one of `signalNames`, or a new string.
+    /// An interface or member name of the header: a shared name (`SharedNames`), or a new string.
     private static func headerName(_ cString: UnsafePointer<CChar>) -> String {
-        let length = strlen(cString)
-        for name in signalNames where name.utf8.count == length {
-            let same = name.utf8.withContiguousStorageIfAvailable { bytes in
-                bytes.baseAddress.map { memcmp($0, cString, length) == 0 } ?? false
-            }
-            if same == true { return name }
-        }
-        return String(cString: cString)
+        SharedNames.string(UnsafeRawBufferPointer(start: cString, count: strlen(cString)))
     }
 
     /// The body's values: read by `WireDecoder`, but for bodies with Unix
     /// file descriptors, which only libdbus's iterator hands out.
     static func body(_ raw: OpaquePointer) throws(DBusError) -> [DBusValue] {
+        guard case .values(let values) = try decodedBody(raw, propertiesChanged: false) else { return [] }
+        return values
+    }
+
+    /// The body as `body(_:)` reads it, but a PropertiesChanged's (when
+    /// `propertiesChanged`, and of signature `sa{sv}as`) in its typed form.
+    static func decodedBody(_ raw: OpaquePointer, propertiesChanged: Bool) throws(DBusError) -> DBusMessage.Body {
         // Any descriptor, at any depth (inside a variant too), takes the iterator.
         guard dbus_message_contains_unix_fds(raw) == 0, let signature = dbus_message_get_signature(raw) else {
-            return try bodyThroughIterator(raw)
+            return .values(try bodyThroughIterator(raw))
         }
-        return try bodyFromMarshalledForm(raw, signature: UnsafeRawBufferPointer(start: signature, count: strlen(signature)))
+        let signatureBytes = UnsafeRawBufferPointer(start: signature, count: strlen(signature))
+        if signatureBytes.isEmpty { return .values([]) }
+        return try withMarshalledForm(raw) { (message) throws(DBusError) -> DBusMessage.Body in
+            if propertiesChanged, signatureBytes.count == 8, memcmp(signatureBytes.baseAddress!, "sa{sv}as", 8) == 0 {
+                return .propertiesChanged(try WireDecoder.propertiesChanged(ofMarshalled: message))
+            }
+            return .values(try WireDecoder.body(ofMarshalled: message, signature: signatureBytes))
+        }
     }
 
     /// The body through libdbus's iterator, a call per value.
@@ -330,17 +393,17 @@ enum MessageCodec {
         return arguments
     }
 
-    /// The body read by `WireDecoder` from libdbus's marshalled copy of the
-    /// message (one allocation and copy, instead of a call per value).
-    static func bodyFromMarshalledForm(_ raw: OpaquePointer, signature: UnsafeRawBufferPointer) throws(DBusError) -> [DBusValue] {
-        if signature.isEmpty { return [] }
+    /// `read` of libdbus's marshalled copy of the message (one allocation
+    /// and copy, instead of a call into libdbus per value).
+    static func withMarshalledForm<T>(_ raw: OpaquePointer,
+                                      _ read: (UnsafeRawBufferPointer) throws(DBusError) -> T) throws(DBusError) -> T {
         var buffer: UnsafeMutablePointer<CChar>? = nil
         var length: Int32 = 0
         guard dbus_message_marshal(raw, &buffer, &length) != 0, let buffer else {
             throw .unexpectedReply("libdbus could not hand out the message's bytes")
         }
         defer { dbus_free(buffer) }
-        return try WireDecoder.body(ofMarshalled: UnsafeRawBufferPointer(start: buffer, count: Int(length)), signature: signature)
+        return try read(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
     }
 
     /// One value through libdbus's iterator (bodies with Unix file descriptors).

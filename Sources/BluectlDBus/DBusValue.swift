@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A D-Bus object path, validated by the rules of the D-Bus specification.
 ///
 /// libdbus aborts the whole process when handed an invalid path, so every
@@ -19,6 +25,13 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
         rawValue = string
     }
 
+    /// A path libdbus has validated already (a loaded message's header):
+    /// checked again in debug builds only.
+    init(validatedByLibdbus text: String) {
+        assert(ObjectPath.isValid(text), "libdbus handed out an invalid object path")
+        rawValue = text
+    }
+
     public static let root = ObjectPath(verified: "/")
 
     public var description: String { rawValue }
@@ -28,10 +41,15 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Whether `self` is `other` or lies below it in the tree.
     public func isDescendant(of other: ObjectPath) -> Bool {
         if other.rawValue == "/" { return true }
-        // Without building `other + "/"`: the mirror asks this of every change.
-        let mine = rawValue.utf8, theirs = other.rawValue.utf8
-        guard mine.count >= theirs.count, mine.starts(with: theirs) else { return false }
-        return mine.count == theirs.count || mine[mine.index(mine.startIndex, offsetBy: theirs.count)] == UInt8(ascii: "/")
+        // On the contiguous bytes, without building `other + "/"`: the mirror
+        // asks this of every change (a generic prefix test cost 880 instructions).
+        var mine = rawValue, theirs = other.rawValue
+        return mine.withUTF8 { a in
+            theirs.withUTF8 { b in
+                guard a.count >= b.count, memcmp(a.baseAddress!, b.baseAddress!, b.count) == 0 else { return false }
+                return a.count == b.count || a[b.count] == UInt8(ascii: "/")
+            }
+        }
     }
 
     /// The path one level up; `nil` for the root.

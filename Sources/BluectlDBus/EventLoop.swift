@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Synchronization
 
 /// The one owner of a bus connection's state and of everything built on it
 /// (BluectlCore's mirror of BlueZ, its state machines and their timers):
@@ -38,6 +39,12 @@ package final class EventLoop: @unchecked Sendable {
     /// touches (any thread may hand a job in), hence a lock. Held only to
     /// append or to take the whole queue.
     private let inbox: Locked<Inbox>
+    /// Whether the inbox may hold jobs: set under its lock when one is handed
+    /// in, cleared under it when the queue is taken. The loop looks here
+    /// first, so that its turns (one per message, per timer, per wake-up)
+    /// take the lock only when there is something to take; a job handed in
+    /// just after the look is not missed: its hand-over then wakes the loop.
+    private let mayHaveJobs = Atomic<Bool>(false)
     /// Taken by a caller running the queue itself (`Runner.callers`), so
     /// that only one thread at a time is the loop.
     private let driving = DriveLock()
@@ -45,6 +52,9 @@ package final class EventLoop: @unchecked Sendable {
     // Loop-only: touched by jobs, timers and the I/O thread's iteration.
     private var timers: [UInt64: Timer] = [:]
     private var nextTimer: UInt64 = 1
+    /// The earliest deadline of `timers` once known (nil: none, or not known
+    /// since a timer went): asked twice per turn of the loop.
+    private var earliest: Earliest = .unknown
     /// The virtual clock's reading; nil: the real clock.
     private var virtualNow: ContinuousClock.Instant?
     private var watches: [UInt64: Watch] = [:]
@@ -63,6 +73,11 @@ package final class EventLoop: @unchecked Sendable {
     private struct Timer {
         var deadline: ContinuousClock.Instant
         var job: () -> Void
+    }
+
+    private enum Earliest {
+        case unknown
+        case known(ContinuousClock.Instant?)
     }
 
     /// A scheduled job; pass it to `cancel(_:)`.
@@ -126,6 +141,7 @@ package final class EventLoop: @unchecked Sendable {
     package func execute(_ job: @escaping Job) {
         let runner = inbox.withLock { inbox -> Runner in
             inbox.jobs.append(job)
+            mayHaveJobs.store(true, ordering: .releasing)
             return inbox.runner
         }
         guard !inLoop else { return }   // the loop runs it after the current job
@@ -153,14 +169,17 @@ package final class EventLoop: @unchecked Sendable {
     }
 
     /// Whether jobs wait (the I/O thread then does not sleep in poll).
-    package var hasJobs: Bool { inbox.withLock { !$0.jobs.isEmpty } }
+    package var hasJobs: Bool {
+        mayHaveJobs.load(ordering: .acquiring) && inbox.withLock { !$0.jobs.isEmpty }
+    }
 
     /// Runs every job handed in so far, and those they hand in. Loop only.
     package func runJobs() {
         assertInLoop()
-        while true {
-            // Taken whole (no copy of a shared buffer): most calls find none.
+        while mayHaveJobs.load(ordering: .acquiring) {
+            // Taken whole (no copy of a shared buffer).
             let jobs = inbox.withLock { inbox -> [Job] in
+                mayHaveJobs.store(false, ordering: .relaxed)
                 if inbox.jobs.isEmpty { return [] }
                 defer { inbox.jobs = [] }
                 return inbox.jobs
@@ -219,6 +238,7 @@ package final class EventLoop: @unchecked Sendable {
         let id = nextTimer
         nextTimer += 1
         timers[id] = Timer(deadline: deadline, job: job)
+        if case .known(let known) = earliest, known.map({ deadline < $0 }) ?? true { earliest = .known(deadline) }
         return TimerID(raw: id)
     }
 
@@ -231,7 +251,7 @@ package final class EventLoop: @unchecked Sendable {
     /// Forgets a timer that has not fired (no effect once it has). Loop only.
     package func cancel(_ timer: TimerID) {
         assertInLoop()
-        timers.removeValue(forKey: timer.raw)
+        if timers.removeValue(forKey: timer.raw) != nil { earliest = .unknown }
     }
 
     /// Forgets every timer and watched descriptor: the connection they
@@ -239,13 +259,17 @@ package final class EventLoop: @unchecked Sendable {
     package func cancelAll() {
         assertInLoop()
         timers.removeAll()
+        earliest = .unknown
         watches.removeAll()
     }
 
     /// The earliest deadline of a scheduled job. Loop only.
     package var nextDeadline: ContinuousClock.Instant? {
         assertInLoop()
-        return timers.values.lazy.map(\.deadline).min()
+        if case .known(let known) = earliest { return known }
+        let found = timers.values.lazy.map(\.deadline).min()
+        earliest = .known(found)
+        return found
     }
 
     /// Runs the jobs whose deadline has passed, earliest first (those
@@ -259,6 +283,7 @@ package final class EventLoop: @unchecked Sendable {
                 .sorted { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
             if due.isEmpty { return }
             for (id, timer) in due where timers.removeValue(forKey: id) != nil {
+                earliest = .unknown
                 timer.job()
                 runJobs()
             }

@@ -47,7 +47,7 @@ public struct SignalFilter: Sendable, Hashable {
             guard let messagePath = message.path, messagePath.isDescendant(of: pathNamespace) else { return false }
         }
         if let arg0 {
-            guard message.arguments.first?.string == arg0 else { return false }
+            guard message.firstArgumentString == arg0 else { return false }
         }
         return true
     }

@@ -39,6 +39,19 @@ struct WireDecoder {
     /// The message's body as values, from libdbus's marshalled form of it
     /// (`message`: the whole message, header included).
     static func body(ofMarshalled message: UnsafeRawBufferPointer, signature: UnsafeRawBufferPointer) throws(DBusError) -> [DBusValue] {
+        var reader = try bodyReader(ofMarshalled: message)
+        return try reader.values(signature: signature)
+    }
+
+    /// A PropertiesChanged body (`sa{sv}as`) of libdbus's marshalled form,
+    /// read straight into its typed form.
+    static func propertiesChanged(ofMarshalled message: UnsafeRawBufferPointer) throws(DBusError) -> PropertiesChanged {
+        var reader = try bodyReader(ofMarshalled: message)
+        return try reader.propertiesChanged()
+    }
+
+    /// A reader of the body of `message` (the whole message, header included).
+    private static func bodyReader(ofMarshalled message: UnsafeRawBufferPointer) throws(DBusError) -> WireDecoder {
         // Fixed header: endianness, type, flags, version, body length, serial;
         // then the header fields' array length at 12, its fields, padding to 8.
         guard message.count >= 16 else { throw .unexpectedReply("message shorter than its header") }
@@ -52,9 +65,46 @@ struct WireDecoder {
         guard bodyStart <= message.count, bodyLength <= message.count - bodyStart else {
             throw .unexpectedReply("message shorter than its header says")
         }
-        var reader = WireDecoder(body: UnsafeRawBufferPointer(rebasing: message[bodyStart..<(bodyStart + bodyLength)]),
-                                 bigEndian: bigEndian)
-        return try reader.values(signature: signature)
+        return WireDecoder(body: UnsafeRawBufferPointer(rebasing: message[bodyStart..<(bodyStart + bodyLength)]),
+                           bigEndian: bigEndian)
+    }
+
+    /// `sa{sv}as` as a `PropertiesChanged`: the values `values(signature:)`
+    /// reads, and the same checks, without the generic containers (the
+    /// dictionary, its entries, a box per variant, the arguments' array).
+    mutating func propertiesChanged() throws(DBusError) -> PropertiesChanged {
+        align(4)
+        let interface = SharedNames.string(try text(length: Int(try uint32())))
+        align(4)
+        let length = Int(try uint32())
+        align(8)  // a dict entry's alignment, even when the array is empty
+        guard length <= body.count - offset else { throw .unexpectedReply("array longer than the message") }
+        let end = offset + length
+        var changed: [DBusProperty] = []
+        changed.reserveCapacity(4)
+        while offset < end {
+            align(8)
+            align(4)
+            let name = SharedNames.string(try text(length: Int(try uint32())))
+            let inner = try signatureBytes()
+            var j = 0
+            // depth 2: where values(signature:) reads a variant's content of a{sv}
+            let value = try value(inner, &j, depth: 2)
+            guard j == inner.count else { throw .unexpectedReply("a variant holds more than one type") }
+            changed.append(DBusProperty(name: name, value: value))
+        }
+        guard offset == end else { throw .unexpectedReply("array elements overrun its length") }
+        align(4)
+        let namesLength = Int(try uint32())
+        guard namesLength <= body.count - offset else { throw .unexpectedReply("array longer than the message") }
+        let namesEnd = offset + namesLength
+        var invalidated: [String] = []
+        while offset < namesEnd {
+            align(4)
+            invalidated.append(String(decoding: try text(length: Int(try uint32())), as: UTF8.self))
+        }
+        guard offset == namesEnd else { throw .unexpectedReply("array elements overrun its length") }
+        return PropertiesChanged(interface: interface, changed: changed, invalidated: invalidated)
     }
 
     // MARK: - Values

@@ -301,12 +301,38 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
     @Test func uuidTableIsComplete() {
         #expect(AssignedNumbers.uuids.count == AssignedNumbers.uuidCount)
         #expect(AssignedNumbers.uuidCount == 817)
-        #expect(AssignedNumbers.keys.count == AssignedNumbers.uuids.count)
+        #expect(AssignedNumbers.uuidKeys.count == AssignedNumbers.uuids.count)
         let kinds = Dictionary(grouping: AssignedNumbers.uuids, by: \.kind).mapValues(\.count)
         #expect(kinds[.service] == 125)
         #expect(kinds[.characteristic] == 674)
         #expect(kinds[.descriptor] == 18)
         #expect(AssignedNumbers.uuids.filter(\.sig).count == 558)
+    }
+
+    /// The tables are searched where they lie: the keys must be the rows'
+    /// UUIDs and codes, row for row, and the offsets must find each row.
+    @Test func keysAndOffsetsMatchTheRows() throws {
+        let rows = AssignedNumbers.uuidTable.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(rows.count == AssignedNumbers.uuidCount)
+        #expect(AssignedNumbers.uuidRowStarts.count == AssignedNumbers.uuidCount + 1)
+        #expect(AssignedNumbers.uuidKindStarts == [0, 125, 799, 817])
+        var offset = 0
+        for (i, row) in rows.enumerated() {
+            #expect(Int(AssignedNumbers.uuidRowStarts[i]) == offset, "row \(i)")
+            offset += row.utf8.count + 1
+            let uuid = try BluetoothUUID(String(row.split(separator: "|")[0].split(separator: " ")[3]))
+            #expect(uuid.uint128Value == AssignedNumbers.uuidKeys[i], "row \(i)")
+        }
+        #expect(Int(AssignedNumbers.uuidRowStarts[rows.count]) == offset)
+        let names = AssignedNumbers.companyNames.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(names.count == AssignedNumbers.companyCount)
+        #expect(AssignedNumbers.companyNameStarts.count == AssignedNumbers.companyCount + 1)
+        offset = 0
+        for (i, name) in names.enumerated() {
+            #expect(Int(AssignedNumbers.companyNameStarts[i]) == offset, "company \(i)")
+            offset += name.utf8.count + 1
+            #expect(CompanyIdentifiers.name(for: AssignedNumbers.companyCodes[i]) == String(name))
+        }
     }
 
     @Test func uuidTableIsSortedWithOnePrimaryFirst() {

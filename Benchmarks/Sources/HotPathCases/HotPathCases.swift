@@ -7,8 +7,9 @@
 //       read from the socket) + MessageCodec.decode
 //   MessageCodec.decode(_ raw: OpaquePointer) throws(DBusError) -> DBusMessage
 //       what the bus thread calls per message popped (DBusConnection.handle)
-//   BlueZObjectTree.apply(propertiesChangedAt: ObjectPath, arguments: [DBusValue]) -> Change?
-//       what BlueZMirror.apply does with each PropertiesChanged
+//   BlueZObjectTree.apply(_ change: PropertiesChanged, at: ObjectPath) -> Change?
+//       what BlueZMirror.apply does with each PropertiesChanged (the message's
+//       typed decode, DBusMessage.propertiesChanged)
 //   ScanTracker.handle(_ change: BlueZObjectTree.Change, in: borrowing BlueZObjectTree) -> Discovery?
 //       what a scan's observer does with each change (CentralManager.startScan)
 //   ScanCommand.line(_ discovery: Discovery, adapter: String, json: Bool) -> [UInt8]
@@ -16,6 +17,10 @@
 //   SubscribeOutput.line(_ bytes: [UInt8], characteristic: GattCharacteristic) -> [UInt8]
 //   SubscribeOutput.value(_ bytes: [UInt8], characteristic: GattCharacteristic) -> OutputQueue.Outcome
 //       subscribe's line per value, and the value queued (SubscribeJob.take)
+//   NotifyEngine.changes(in: DBusMessage) -> (value: [UInt8]?, notifying: Bool?)?
+//   ReadCopyFilter.value(_:serial:now:) -> InlineList<[UInt8]>
+//   NotifyStateMachine.handle(_ event: Event) -> InlineList<NotifyAction>
+//       a characteristic's value handler and its machine's step, per value
 //   SensorDecoder.decode(_ advertisement: SensorAdvertisement) -> Result<SensorReading, SensorDecodingError>?
 //       what a sensor-decoding scan's tracker adds per report (SensorCases.swift)
 //
@@ -51,19 +56,22 @@ final class MirrorState {
     var tracker = ScanTracker(adapter: Fixtures.adapter, options: { var o = ScanOptions(); o.duplicates = true; return o }())
     /// Changes to apply, in turn: `Fixtures.rotation` devices spread over the tree.
     let changes: [DBusMessage]
+    /// Their typed bodies, as the connection decodes them (`DBusMessage.propertiesChanged`).
+    let typed: [PropertiesChanged]
     private var next = 0
 
     init() {
         changes = (0..<Fixtures.rotation).map {
             Fixtures.devicePropertiesChanged($0 * (Fixtures.deviceCount / Fixtures.rotation), serial: UInt32($0 + 1))
         }
+        typed = changes.map { $0.propertiesChanged! }
         _ = tracker.start(with: tree)
     }
 
     /// The next change, round-robin.
-    func take() -> DBusMessage {
+    func take() -> (path: ObjectPath, change: PropertiesChanged) {
         defer { next = (next + 1) % changes.count }
-        return changes[next]
+        return (changes[next].path!, typed[next])
     }
 }
 
@@ -104,28 +112,28 @@ public enum HotPaths {
                 about: "a decoded Device1 PropertiesChanged applied to a tree of 10,000 devices (BlueZObjectTree.apply)") {
             let state = MirrorState()
             return {
-                let message = state.take()
-                consume(state.tree.apply(propertiesChangedAt: message.path!, arguments: message.arguments))
+                let (path, change) = state.take()
+                consume(state.tree.apply(change, at: path))
             }
         },
         HotPath(name: "apply-track-device1",
                 about: "the same, then a `--duplicates` scan's ScanTracker.handle (DeviceInfo of the device, a Discovery)") {
             let state = MirrorState()
             return {
-                let message = state.take()
-                let change = state.tree.apply(propertiesChangedAt: message.path!, arguments: message.arguments)!
-                consume(state.tracker.handle(change, in: state.tree))
+                let (path, change) = state.take()
+                let applied = state.tree.apply(change, at: path)!
+                consume(state.tracker.handle(applied, in: state.tree))
             }
         },
         HotPath(name: "apply-value",
                 about: "a decoded notification (Value) applied to the same tree (the mirror applies every one)") {
             let state = MirrorState()
-            let messages = (0..<Fixtures.rotation).map { Fixtures.valueChanged($0) }
+            let changes = (0..<Fixtures.rotation).map { Fixtures.valueChanged($0).propertiesChanged! }
             var next = 0
             return {
-                let message = messages[next]
-                next = (next + 1) % messages.count
-                consume(state.tree.apply(propertiesChangedAt: message.path!, arguments: message.arguments))
+                let change = changes[next]
+                next = (next + 1) % changes.count
+                consume(state.tree.apply(change, at: Fixtures.characteristicPath))
             }
         },
     ]
@@ -166,9 +174,31 @@ public enum HotPaths {
             return {
                 let message = try! MessageCodec.decode(loaded[next].pointer)
                 next = (next + 1) % loaded.count
-                let change = state.tree.apply(propertiesChangedAt: message.path!, arguments: message.arguments)!
+                let change = state.tree.apply(message.propertiesChanged!, at: message.path!)!
                 let discovery = state.tracker.handle(change, in: state.tree)!
                 consume(ScanCommand.line(discovery, adapter: "hci0", json: true))
+            }
+        },
+        HotPath(name: "notify-event-raw",
+                about: "`subscribe --format raw`, one notification end to end after libdbus: decode (loaded) + apply + the value handler's read + the machine's step + queued") {
+            let state = MirrorState()
+            let loaded = (1...Fixtures.rotation).map { Fixtures.loaded(Fixtures.valueChanged($0)) }  // serial 0 is no serial
+            var machine = NotifyStateMachine()
+            _ = machine.handle(.start)
+            _ = machine.handle(.startSucceeded)
+            var reads = ReadCopyFilter()
+            let (output, characteristic, _) = Self.subscribe(.raw)
+            var next = 0
+            return {
+                let message = try! MessageCodec.decode(loaded[next].pointer)
+                next = (next + 1) % loaded.count
+                consume(state.tree.apply(message.propertiesChanged!, at: message.path!))
+                guard let value = NotifyEngine.changes(in: message)?.value else { return }
+                for bytes in reads.value(value, serial: message.serial, now: .now) {
+                    for case .deliver(let delivered) in machine.handle(.value(bytes)) {
+                        consume(output.value(delivered, characteristic: characteristic))
+                    }
+                }
             }
         },
     ]
@@ -176,9 +206,9 @@ public enum HotPaths {
     /// A scan's discovery of a device as the tracker reports a change of it.
     static func discovery() -> Discovery {
         let state = MirrorState()
-        let message = state.take()
-        let change = state.tree.apply(propertiesChangedAt: message.path!, arguments: message.arguments)!
-        return state.tracker.handle(change, in: state.tree)!
+        let (path, change) = state.take()
+        let applied = state.tree.apply(change, at: path)!
+        return state.tracker.handle(applied, in: state.tree)!
     }
 
     /// `subscribe`'s output for one device (stdout: /dev/null), the NUS TX

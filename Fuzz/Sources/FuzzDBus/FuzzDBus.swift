@@ -2,7 +2,8 @@
 //
 // First byte even — wire mode: the rest is a message in D-Bus wire format,
 // parsed by libdbus's validating dbus_message_demarshal and converted by
-// MessageCodec.decode (what bluectl does with every message it receives).
+// MessageCodec.decode (what bluectl does with every message it receives; a
+// PropertiesChanged read in its typed form must agree with the generic reading).
 // Whatever is accepted must encode again (MessageCodec.encode + libdbus's
 // marshaller) and come back the same: decode ∘ encode is the identity.
 //
@@ -24,7 +25,18 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 }
 
 func wire(_ bytes: [UInt8]) {
-    guard let first = try? MessageCodec.demarshal(bytes) else { return }
+    guard let raw = try? MessageCodec.demarshalRaw(bytes) else { return }
+    // A PropertiesChanged is read straight into its typed form: it must say
+    // what the generic reading of the same body says, and refuse what it refuses.
+    let (decoded, generic) = withExtendedLifetime(raw) {
+        (try? MessageCodec.decode(raw.pointer), try? MessageCodec.body(raw.pointer))
+    }
+    guard let first = decoded else {
+        check(generic == nil, "the typed reading refused a body the generic reading took: \(generic ?? [])")
+        return
+    }
+    check(generic.map { sameValues($0, first.arguments) } ?? false,
+          "the typed and the generic readings differ: \(first.arguments) against \(generic ?? [])")
     // Descriptors cannot be re-sent meaningfully (each decode dup()s one).
     guard !first.arguments.contains(where: \.containsUnixFD) else { return }
     let again: [UInt8]

@@ -30,7 +30,9 @@ func chosenFormat(_ format: ValueFormat?, json: Bool) -> ValueFormat? {
 }
 
 enum ValueText {
-    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
+    /// Asked once: stdout is the same for the whole process, and the question
+    /// is a system call (it was one per value line).
+    static let stdoutIsTerminal: Bool = isatty(1) == 1
 
     /// A value as one line of text (nil format: hex dump on a terminal, plain hex otherwise).
     /// In the hex formats a value bluectl can decode is followed by its decoded form in

@@ -24,6 +24,11 @@ package final class BlueZMirror: Sendable {
         var owner: String?
         /// The bus connection is gone: no change will ever come.
         var busLost = false
+
+        /// Who hears of a change, and the tree after it.
+        var afterChange: (Dictionary<UInt64, Listener>.Values, Dictionary<UInt64, Observer>.Values, BlueZObjectTree, Bool) {
+            (listeners.values, observers.values, tree, owner != nil)
+        }
     }
     private let state: LoopBound<State>
 
@@ -126,8 +131,9 @@ package final class BlueZMirror: Sendable {
             case (BlueZ.objectManager?, "InterfacesRemoved"?) where message.path == .root:
                 return tree.apply(interfacesRemoved: message.arguments)
             case (BlueZ.properties?, "PropertiesChanged"?):
-                guard let path = message.path, path.isDescendant(of: BlueZ.root) else { return nil }
-                return tree.apply(propertiesChangedAt: path, arguments: message.arguments)
+                guard let path = message.path, path.isDescendant(of: BlueZ.root),
+                      let change = message.propertiesChanged else { return nil }
+                return tree.apply(change, at: path)
             default:
                 return nil
             }
@@ -137,10 +143,11 @@ package final class BlueZMirror: Sendable {
     /// On the loop: applies a change and tells every listener and observer.
     private func mutate(_ body: (inout BlueZObjectTree) -> BlueZObjectTree.Change?) {
         guard let change = body(&state.value.tree) else { return }
-        for listener in state.value.listeners.values where listener.wants(change) { listener.continuation.yield(change) }
-        if state.value.observers.isEmpty { return }
-        // Copies (references, not the objects): an observer may stop observing.
-        let (observers, tree, running) = (state.value.observers.values, state.value.tree, state.value.owner != nil)
+        // Copies (references, not the objects), taken in one access of the
+        // loop's state (this runs per notification value): a listener or
+        // observer may stop listening or observing.
+        let (listeners, observers, tree, running) = state.value.afterChange
+        for listener in listeners where listener.wants(change) { listener.continuation.yield(change) }
         for observer in observers { observer.onChange(change, tree, running) }
     }
 

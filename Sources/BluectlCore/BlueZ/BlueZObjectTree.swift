@@ -1,19 +1,22 @@
 import BluectlDBus
 
-/// BlueZ's names on the bus.
+/// BlueZ's names on the bus. The long ones are the very strings decoded
+/// messages carry (`SharedNames`): comparing a message's name with one of
+/// these is then a compare of two words, not of their bytes (per
+/// notification value, and per advertisement a scan sees).
 package enum BlueZ {
     package static let service = "org.bluez"
     package static let root = ObjectPath(verified: "/org/bluez")
-    package static let adapterInterface = "org.bluez.Adapter1"
-    package static let deviceInterface = "org.bluez.Device1"
-    package static let serviceInterface = "org.bluez.GattService1"
-    package static let characteristicInterface = "org.bluez.GattCharacteristic1"
-    package static let descriptorInterface = "org.bluez.GattDescriptor1"
+    package static let adapterInterface = SharedNames.shared("org.bluez.Adapter1")
+    package static let deviceInterface = SharedNames.shared("org.bluez.Device1")
+    package static let serviceInterface = SharedNames.shared("org.bluez.GattService1")
+    package static let characteristicInterface = SharedNames.shared("org.bluez.GattCharacteristic1")
+    package static let descriptorInterface = SharedNames.shared("org.bluez.GattDescriptor1")
     /// A GATT database's objects: services, characteristics, descriptors.
     package static let gattInterfaces: Set<String> = [serviceInterface, characteristicInterface, descriptorInterface]
-    package static let agentManagerInterface = "org.bluez.AgentManager1"
-    package static let objectManager = "org.freedesktop.DBus.ObjectManager"
-    package static let properties = "org.freedesktop.DBus.Properties"
+    package static let agentManagerInterface = SharedNames.shared("org.bluez.AgentManager1")
+    package static let objectManager = SharedNames.shared("org.freedesktop.DBus.ObjectManager")
+    package static let properties = PropertiesChanged.interfaceName
 }
 
 /// A copy of BlueZ's object tree (what `GetManagedObjects` returns), kept up
@@ -93,20 +96,29 @@ package struct BlueZObjectTree: Sendable, Equatable {
         return .removed(path, interfaces: names)
     }
 
-    /// `PropertiesChanged(s, a{sv}, as)` emitted by `path`. Changes for an
+    /// `PropertiesChanged(s, a{sv}, as)` emitted by `path`, as generic values.
+    package mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
+        guard let change = PropertiesChanged(arguments: arguments) else { return nil }
+        return apply(change, at: path)
+    }
+
+    /// A `PropertiesChanged` emitted by `path` (the mirror applies the one
+    /// decode of the message its other handlers read too). Changes for an
     /// object or interface we don't know are ignored (BlueZ announces objects
     /// with InterfacesAdded first).
-    package mutating func apply(propertiesChangedAt path: ObjectPath, arguments: [DBusValue]) -> Change? {
-        guard arguments.count == 3, let interface = arguments[0].string,
-              let entries = arguments[1].dictionaryEntries, let changed = PropertyMap(entries: entries),
-              let invalidated = arguments[2].stringArray else { return nil }
-        // In place: one lookup of the path, and the properties are not copied.
-        let applied: Void? = objects[path]?.modifyValue(forKey: interface) { properties in
+    package mutating func apply(_ change: PropertiesChanged, at path: ObjectPath) -> Change? {
+        // An object or interface BlueZ has not announced: ignored.
+        guard let index = objects.index(forKey: path) else { return nil }
+        let changed = PropertyMap(change.changed)
+        // In place: one lookup of the path, and neither the object's
+        // interfaces nor its properties are moved or copied (the optional
+        // subscript's modify would move the object out and back in).
+        let applied: Void? = objects.values[index].modifyValue(forKey: change.interface) { properties in
             properties.merge(changed)
-            for key in invalidated { properties.removeValue(forKey: key) }
+            for key in change.invalidated { properties.removeValue(forKey: key) }
         }
-        guard applied != nil else { return nil }  // an object or interface BlueZ has not announced
-        return .propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)
+        guard applied != nil else { return nil }
+        return .propertiesChanged(path, interface: change.interface, changed: changed, invalidated: change.invalidated)
     }
 
     private static func interfaces(_ value: DBusValue) -> InterfaceMap? {

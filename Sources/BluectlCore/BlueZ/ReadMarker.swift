@@ -48,15 +48,18 @@ struct ReadCopyFilter: Sendable, Equatable {
     /// Values recognised as reads and dropped.
     private(set) var dropped = 0
 
-    /// A `Value` signal from bluetoothd: the values to deliver now.
-    mutating func value(_ bytes: [UInt8], serial: UInt32, now: ContinuousClock.Instant) -> [[UInt8]] {
-        var out = expire(now: now)
+    /// A `Value` signal from bluetoothd: the values to deliver now. With no
+    /// read open and nothing held (nearly always), that value alone, with
+    /// no allocation and no look at the clock.
+    mutating func value(_ bytes: [UInt8], serial: UInt32, now: @autoclosure () -> ContinuousClock.Instant) -> InlineList<[UInt8]> {
+        if openReads.isEmpty, held.isEmpty { return InlineList(bytes) }
+        var out = expire(now: now())
         if openReads.isEmpty {
             out.append(bytes)
         } else {
             held.append(Held(bytes: bytes, serial: serial))
         }
-        return out
+        return InlineList(out)
     }
 
     /// `Started` from `reader`.

@@ -168,25 +168,31 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// The SIG or vendor name ("Battery Level"), looking in the service, characteristic
     /// and descriptor tables in that order.
-    public var name: String? { AssignedNumbers.entry(for: uint128Value)?.name }
+    public var name: String? { AssignedNumbers.rowIndex(for: uint128Value).map { AssignedNumbers.field(.name, ofRow: $0) } }
 
     /// The name in one table only.
-    public func name(as kind: Kind) -> String? { AssignedNumbers.entry(for: uint128Value, kind: kind)?.name }
+    public func name(as kind: Kind) -> String? {
+        AssignedNumbers.rowIndex(for: uint128Value, kind: kind).map { AssignedNumbers.field(.name, ofRow: $0) }
+    }
 
     /// A short name such as `battery_level`, for display and for the CLI: the shortest tail
     /// of the identifier that `init(_:kind:)` (given this entry's kind) reads back as this UUID.
-    public var shortName: String? { AssignedNumbers.entry(for: uint128Value)?.shortName }
+    public var shortName: String? {
+        AssignedNumbers.rowIndex(for: uint128Value).map { AssignedNumbers.field(.shortName, ofRow: $0) }
+    }
 
     /// `shortName` in one table only.
     public func shortName(as kind: Kind) -> String? {
-        AssignedNumbers.entry(for: uint128Value, kind: kind)?.shortName
+        AssignedNumbers.rowIndex(for: uint128Value, kind: kind).map { AssignedNumbers.field(.shortName, ofRow: $0) }
     }
 
     /// The full identifier, such as `org.bluetooth.characteristic.battery_level`.
-    public var identifier: String? { AssignedNumbers.entry(for: uint128Value)?.identifier }
+    public var identifier: String? {
+        AssignedNumbers.rowIndex(for: uint128Value).map { AssignedNumbers.field(.identifier, ofRow: $0) }
+    }
 
     /// The kinds this UUID has a table entry for (usually none or one).
-    public var kinds: [Kind] { Kind.allCases.filter { AssignedNumbers.entry(for: uint128Value, kind: $0) != nil } }
+    public var kinds: [Kind] { Kind.allCases.filter { AssignedNumbers.rowIndex(for: uint128Value, kind: $0) != nil } }
 
     // MARK: Parsing helpers
 
@@ -390,14 +396,7 @@ public struct BluetoothUUIDError: Error, Equatable, Sendable, CustomStringConver
 public enum CompanyIdentifiers {
     /// The company's name, e.g. "Apple, Inc." for 0x004C; nil when unassigned.
     public static func name(for id: UInt16) -> String? {
-        let (codes, names) = AssignedNumbers.companies
-        var lo = 0, hi = codes.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if codes[mid] < id { lo = mid + 1 } else { hi = mid }
-        }
-        guard lo < codes.count, codes[lo] == id else { return nil }
-        return names[lo]
+        AssignedNumbers.companyName(for: id)
     }
 
     /// The name to show beside the identifier: `name(for:)` without its legal-form suffix
@@ -440,183 +439,5 @@ public enum CompanyIdentifiers {
         if cut.count < maxShortLength / 2 { cut = String(name.prefix(maxShortLength)) }
         while let last = cut.last, [",", "-", "(", "&", " "].contains(last) { cut.removeLast() }
         return cut + "…"
-    }
-}
-
-// MARK: - Tables
-
-/// One row of the generated UUID table (AssignedNumbers.swift).
-struct AssignedUUID: Sendable {
-    let uuid: UInt128
-    let kind: BluetoothUUID.Kind
-    /// A Bluetooth SIG assignment (org.bluetooth.*), rather than a vendor's.
-    let sig: Bool
-    /// The entry shown for its (kind, uuid); other entries for it are aliases, still accepted as names.
-    let primary: Bool
-    let name: String
-    let identifier: String
-    let shortName: String
-
-    init(
-        _ uuid: UInt128, _ kind: BluetoothUUID.Kind, sig: Bool, primary: Bool,
-        _ name: String, _ identifier: String, _ shortName: String
-    ) {
-        self.uuid = uuid
-        self.kind = kind
-        self.sig = sig
-        self.primary = primary
-        self.name = name
-        self.identifier = identifier
-        self.shortName = shortName
-    }
-}
-
-/// Lookups over the generated tables (the data is in AssignedNumbers.swift).
-enum AssignedNumbers {
-    enum Resolution {
-        case found(UInt128)
-        case ambiguous([AssignedUUID])
-        case notFound
-    }
-
-    /// `uuidTable` parsed (see AssignedNumbers.swift for the line format). Malformed
-    /// lines, which the generator does not produce, are skipped; a test checks the count.
-    static let uuids: [AssignedUUID] = uuidTable.utf8.split(separator: 0x0A).compactMap { line in
-        let fields = line.split(separator: UInt8(ascii: "|"), omittingEmptySubsequences: false)
-        guard fields.count == 4 else { return nil }
-        let head = fields[0].split(separator: UInt8(ascii: " "))
-        guard head.count == 4, let uuid = BluetoothUUID.parseHex(ArraySlice(head[3])) else { return nil }
-        let kind: BluetoothUUID.Kind
-        switch head[0].first {
-        case UInt8(ascii: "S"): kind = .service
-        case UInt8(ascii: "C"): kind = .characteristic
-        case UInt8(ascii: "D"): kind = .descriptor
-        default: return nil
-        }
-        func text(_ s: Substring.UTF8View) -> String { String(decoding: s, as: UTF8.self) }
-        return AssignedUUID(
-            uuid, kind, sig: text(head[1]) == "sig", primary: text(head[2]) == "primary",
-            text(fields[1]), text(fields[2]), text(fields[3]))
-    }
-
-    /// `companyTable` parsed: codes sorted, names index for index.
-    static let companies: (codes: [UInt16], names: [String]) = {
-        var codes: [UInt16] = []
-        var names: [String] = []
-        codes.reserveCapacity(companyCount)
-        names.reserveCapacity(companyCount)
-        for line in companyTable.utf8.split(separator: 0x0A) {
-            guard line.count > 5, let code = UInt16(String(decoding: line.prefix(4), as: UTF8.self), radix: 16)
-            else { continue }
-            codes.append(code)
-            names.append(String(decoding: line.dropFirst(5), as: UTF8.self))
-        }
-        return (codes, names)
-    }()
-
-    /// ASCII-lowercased search keys, index for index with `uuids`.
-    struct Keys: Sendable {
-        let identifier: [UInt8]
-        let name: [UInt8]
-        /// Components in the local name: the identifier after its first three
-        /// (org.bluetooth.characteristic.), or 1 for identifiers that short.
-        let localParts: Int
-    }
-
-    static let keys: [Keys] = uuids.map { e in
-        func lower(_ s: String) -> [UInt8] { s.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 } }
-        let dots = e.identifier.utf8.count(where: { $0 == UInt8(ascii: ".") })
-        return Keys(identifier: lower(e.identifier), name: lower(e.name), localParts: dots >= 3 ? dots - 2 : 1)
-    }
-
-    /// The entry shown for `uuid`, in the first table (service, characteristic, descriptor) that has it.
-    static func entry(for uuid: UInt128) -> AssignedUUID? {
-        for kind in BluetoothUUID.Kind.allCases {
-            if let e = entry(for: uuid, kind: kind) { return e }
-        }
-        return nil
-    }
-
-    static func entry(for uuid: UInt128, kind: BluetoothUUID.Kind) -> AssignedUUID? {
-        let rank = kind.rank
-        var lo = 0, hi = uuids.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            let e = uuids[mid]
-            if (e.kind.rank, e.uuid) < (rank, uuid) { lo = mid + 1 } else { hi = mid }
-        }
-        guard lo < uuids.count, uuids[lo].kind == kind, uuids[lo].uuid == uuid else { return nil }
-        return uuids[lo]
-    }
-
-    /// `id` ends with "." + `key`.
-    private static func isTail(_ id: [UInt8], _ key: [UInt8]) -> Bool {
-        let start = id.count - key.count
-        guard start > 0, id[start - 1] == UInt8(ascii: ".") else { return false }
-        for i in 0..<key.count where id[start + i] != key[i] { return false }
-        return true
-    }
-
-    /// The tier (see `BluetoothUUID.init(_:kind:)`) at which `key` names this entry, if any.
-    private static func tier(of key: [UInt8], parts: Int, _ e: AssignedUUID, _ k: Keys) -> Int? {
-        if k.identifier == key { return 1 }
-        var best: Int? = nil
-        if k.name == key { best = e.sig ? 2 : 4 }
-        if isTail(k.identifier, key) {
-            let t: Int? = parts >= k.localParts ? (e.sig ? 2 : 4) : (e.sig ? 3 : nil)
-            if let t, t < best ?? .max { best = t }
-        }
-        return best
-    }
-
-    /// The entries of the deciding tier, one per (kind, uuid).
-    static func matches(_ key: [UInt8], kind: BluetoothUUID.Kind?) -> [AssignedUUID] {
-        let parts = key.count(where: { $0 == UInt8(ascii: ".") }) + 1
-        var bestTier = Int.max
-        var found: [AssignedUUID] = []
-        for (e, k) in zip(uuids, keys) where kind == nil || e.kind == kind {
-            guard let t = tier(of: key, parts: parts, e, k), t <= bestTier else { continue }
-            if t < bestTier {
-                bestTier = t
-                found.removeAll()
-            }
-            if !found.contains(where: { $0.kind == e.kind && $0.uuid == e.uuid }) { found.append(e) }
-        }
-        return found
-    }
-
-    static func resolve(_ key: [UInt8], kind: BluetoothUUID.Kind?) -> Resolution {
-        let found = matches(key, kind: kind)
-        guard let first = found.first else { return .notFound }
-        return found.allSatisfy({ $0.uuid == first.uuid }) ? .found(first.uuid) : .ambiguous(found)
-    }
-
-    /// Up to four short names of entries whose identifier or name contains `key`,
-    /// SIG ones and shorter ones first.
-    static func suggestions(for key: [UInt8], kind: BluetoothUUID.Kind?) -> [String] {
-        guard key.count >= 3, key.count <= 64 else { return [] }
-        var hits: [(sig: Bool, name: String)] = []
-        for (e, k) in zip(uuids, keys) where e.primary && (kind == nil || e.kind == kind) {
-            if contains(k.identifier, key) || contains(k.name, key), !hits.contains(where: { $0.name == e.shortName }) {
-                hits.append((e.sig, e.shortName))
-            }
-        }
-        hits.sort { a, b in
-            if a.sig != b.sig { return a.sig }
-            if a.name.utf8.count != b.name.utf8.count { return a.name.utf8.count < b.name.utf8.count }
-            return a.name < b.name
-        }
-        return hits.prefix(4).map(\.name)
-    }
-
-    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        let n = needle.count
-        guard n > 0 else { return true }
-        guard haystack.count >= n else { return false }
-        outer: for i in 0...(haystack.count - n) {
-            for j in 0..<n where haystack[i + j] != needle[j] { continue outer }
-            return true
-        }
-        return false
     }
 }

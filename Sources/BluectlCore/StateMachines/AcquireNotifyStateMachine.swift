@@ -31,36 +31,29 @@ package struct AcquireNotifyStateMachine: StateMachine, Equatable {
         case characteristicRemoved
     }
 
-    package enum Action: Sendable, Equatable {
-        case callAcquireNotify
-        /// Watch the socket for values.
-        case watchSocket
-        case reportStarted
-        case deliver([UInt8])
-        /// Stop watching and close the socket.
-        case closeSocket
-        /// Ended normally.
-        case finish
-        case fail(NotifyFailure)
-        /// An event no transition plans for in this state: changes nothing;
-        /// the driver reports it.
-        case unplanned(String)
-    }
+    /// The actions both notification machines share (this one asks for
+    /// the AcquireNotify call and the socket's watch and close).
+    package typealias Action = NotifyAction
 
-    package private(set) var state: State = .idle
-    /// Values delivered.
-    package private(set) var delivered = 0
-    /// Stop asked while AcquireNotify was still pending.
-    private var stopRequested = false
+    /// The phases and the rules shared with StartNotify's machine.
+    private var session = NotifySession()
 
     package init() {}
 
-    package var isFinished: Bool {
-        switch state {
-        case .closed, .failed: return true
-        default: return false
+    package var state: State {
+        switch session.phase {
+        case .idle: return .idle
+        case .opening: return .acquiring
+        case .open: return .reading
+        case .closing, .ended: return .closed   // no call ends it: closing the socket does
+        case .failed(let failure): return .failed(failure)
         }
     }
+
+    /// Values delivered.
+    package var delivered: Int { session.delivered }
+
+    package var isFinished: Bool { session.isFinished }
 
     /// Values are not traced one by one.
     package static func traces(_ event: Event) -> Bool {
@@ -68,29 +61,26 @@ package struct AcquireNotifyStateMachine: StateMachine, Equatable {
         return true
     }
 
-    package mutating func handle(_ event: Event) -> [Action] {
+    package mutating func handle(_ event: Event) -> InlineList<Action> {
         switch (state, event) {
         case (.idle, .start):
-            state = .acquiring
+            session.opening()
             return [.callAcquireNotify]
 
         case (.idle, .stop):
-            state = .closed
+            session.end()
             return [.finish]
 
         case (.acquiring, .acquired):
-            if stopRequested {
-                state = .closed
-                return [.closeSocket, .finish]
-            }
-            state = .reading
-            return [.watchSocket, .reportStarted]
+            if session.opened() { return [.watchSocket, .reportStarted] }
+            session.end()
+            return [.closeSocket, .finish]
 
         case (.acquiring, .acquireFailed(let name, let message)):
             return fail(.bluez(name: name, message: message), closing: false)
 
         case (.acquiring, .stop):
-            stopRequested = true
+            session.stopWhenOpened()
             return []
 
         case (.acquiring, .deviceDisconnected):
@@ -100,11 +90,10 @@ package struct AcquireNotifyStateMachine: StateMachine, Equatable {
             return fail(.removed, closing: false)
 
         case (.reading, .value(let bytes)):
-            delivered += 1
-            return [.deliver(bytes)]
+            return session.deliver(bytes)
 
         case (.reading, .stop):
-            state = .closed
+            session.end()
             return [.closeSocket, .finish]
 
         case (.reading, .socketClosed), (.reading, .deviceDisconnected):
@@ -127,8 +116,12 @@ package struct AcquireNotifyStateMachine: StateMachine, Equatable {
         }
     }
 
-    private mutating func fail(_ failure: NotifyFailure, closing: Bool) -> [Action] {
-        state = .failed(failure)
+    private mutating func fail(_ failure: NotifyFailure, closing: Bool) -> InlineList<Action> {
+        session.fail(failure)
         return closing ? [.closeSocket, .fail(failure)] : [.fail(failure)]
     }
 }
+
+extension AcquireNotifyStateMachine: NotifyMachine {}
+
+extension AcquireNotifyStateMachine.Event: NotifyEvent {}

@@ -6,11 +6,14 @@ package protocol StateMachine: Sendable {
     associatedtype State: Sendable
     associatedtype Event: Sendable
     associatedtype Action: Sendable
+    /// What `handle` returns: an array, or an `InlineList` where an event
+    /// comes by the thousand (no allocation per event).
+    associatedtype Actions: Sequence<Action> = [Action]
 
     var state: State { get }
     /// Whether the machine has reached an end (the driver then lets go).
     var isFinished: Bool { get }
-    mutating func handle(_ event: Event) -> [Action]
+    mutating func handle(_ event: Event) -> Actions
     /// Whether the trace shows this event (not every value of a stream).
     static func traces(_ event: Event) -> Bool
 }

@@ -39,36 +39,32 @@ package struct NotifyStateMachine: StateMachine, Equatable {
         case characteristicRemoved
     }
 
-    package enum Action: Sendable, Equatable {
-        case callStartNotify
-        case reportStarted
-        /// Tell the user that values may have been missed between the shared
-        /// session's end and our own StartNotify.
-        case reportTakingOver
-        case deliver([UInt8])
-        case callStopNotify
-        /// Ended normally.
-        case finish
-        case fail(NotifyFailure)
-        /// An event no transition plans for in this state: changes nothing;
-        /// the driver reports it (a bug, or BlueZ doing something new).
-        case unplanned(String)
-    }
+    /// The actions both notification machines share (this one asks for
+    /// the StartNotify and StopNotify calls and the take-over report).
+    package typealias Action = NotifyAction
 
-    package private(set) var state: State = .idle
-    /// Values delivered.
-    package private(set) var delivered = 0
-    /// Stop asked while StartNotify was still pending.
-    private var stopRequested = false
+    /// The phases and the rules shared with AcquireNotify's machine.
+    private var session = NotifySession()
+    /// Listening to another client's session (the session is open, nothing of ours registered).
+    private var joinedOther = false
 
     package init() {}
 
-    package var isFinished: Bool {
-        switch state {
-        case .stopped, .failed: return true
-        default: return false
+    package var state: State {
+        switch session.phase {
+        case .idle: return .idle
+        case .opening: return .starting
+        case .open: return joinedOther ? .joined : .notifying
+        case .closing: return .stopping
+        case .ended: return .stopped
+        case .failed(let failure): return .failed(failure)
         }
     }
+
+    /// Values delivered.
+    package var delivered: Int { session.delivered }
+
+    package var isFinished: Bool { session.isFinished }
 
     /// Values are not traced one by one.
     package static func traces(_ event: Event) -> Bool {
@@ -76,34 +72,35 @@ package struct NotifyStateMachine: StateMachine, Equatable {
         return true
     }
 
-    package mutating func handle(_ event: Event) -> [Action] {
+    package mutating func handle(_ event: Event) -> InlineList<Action> {
         switch (state, event) {
         case (.idle, .start):
-            state = .starting
+            session.opening()
             return [.callStartNotify]
 
         case (.idle, .join):
-            state = .joined
+            joinedOther = true
+            session.joined()
             return [.reportStarted]
 
-        case (.joined, .value(let bytes)):
-            delivered += 1
-            return [.deliver(bytes)]
+        case (.joined, .value(let bytes)), (.notifying, .value(let bytes)):
+            return session.deliver(bytes)
 
         case (.joined, .sharedSessionEnded):
-            state = .starting
+            joinedOther = false
+            session.opening()
             return [.reportTakingOver, .callStartNotify]
 
         case (.joined, .stop):
-            state = .stopped
+            session.end()
             return [.finish]
 
         case (.joined, .deviceDisconnected):
-            state = .failed(.disconnected)
+            session.fail(.disconnected)
             return [.fail(.disconnected)]
 
         case (.joined, .characteristicRemoved):
-            state = .failed(.removed)
+            session.fail(.removed)
             return [.fail(.removed)]
 
         case (_, .sharedSessionEnded):
@@ -112,48 +109,41 @@ package struct NotifyStateMachine: StateMachine, Equatable {
             return []
 
         case (.starting, .startSucceeded):
-            if stopRequested {
-                state = .stopping
-                return [.callStopNotify]
-            }
-            state = .notifying
-            return [.reportStarted]
+            if session.opened() { return [.reportStarted] }
+            session.closing()
+            return [.callStopNotify]
 
         case (.starting, .startFailed(let name, let message)):
             let failure = NotifyFailure.bluez(name: name, message: message)
-            state = .failed(failure)
+            session.fail(failure)
             return [.fail(failure)]
 
-        case (.notifying, .value(let bytes)):
-            delivered += 1
-            return [.deliver(bytes)]
-
         case (.idle, .stop):
-            state = .stopped
+            session.end()
             return [.finish]
 
         case (.starting, .stop):
-            stopRequested = true
+            session.stopWhenOpened()
             return []
 
         case (.notifying, .stop):
-            state = .stopping
+            session.closing()
             return [.callStopNotify]
 
         case (.stopping, .stopFinished):
-            state = .stopped
+            session.end()
             return [.finish]
 
         case (.starting, .deviceDisconnected), (.notifying, .deviceDisconnected):
-            state = .failed(.disconnected)
+            session.fail(.disconnected)
             return [.callStopNotify, .fail(.disconnected)]
 
         case (.starting, .characteristicRemoved), (.notifying, .characteristicRemoved):
-            state = .failed(.removed)
+            session.fail(.removed)
             return [.fail(.removed)]
 
         case (.stopping, .deviceDisconnected), (.stopping, .characteristicRemoved):
-            state = .stopped
+            session.end()
             return [.finish]
 
         case (.stopped, _), (.failed, _):
@@ -176,16 +166,6 @@ package struct NotifyStateMachine: StateMachine, Equatable {
     }
 }
 
-package enum NotifyFailure: Sendable, Equatable, CustomStringConvertible {
-    case disconnected
-    case removed
-    case bluez(name: String, message: String)
+extension NotifyStateMachine: NotifyMachine {}
 
-    package var description: String {
-        switch self {
-        case .disconnected: return "the device disconnected"
-        case .removed: return "the characteristic disappeared (services changed or device removed)"
-        case .bluez(let name, let message): return message.isEmpty ? name : "\(message) (\(name))"
-        }
-    }
-}
+extension NotifyStateMachine.Event: NotifyEvent {}

@@ -12,7 +12,7 @@ package typealias InterfaceMap = SmallMap<PropertyMap>
 /// search, while a dictionary of 16 entries reserves 32 slots. With 10,000
 /// devices in a scan that was 1.5 KB per device, half of bluectl's memory
 /// (README, Figures). Names longer than a small string (15 bytes) that BlueZ
-/// uses are shared, not stored once per object. Order is not significant
+/// uses are shared (`SharedNames`), not stored once per object. Order is not significant
 /// (`==` ignores it).
 package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral,
     CustomStringConvertible {
@@ -48,7 +48,7 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
             if let i = entries.firstIndex(where: { Self.same($0.key, key) }) {
                 if let newValue { entries[i].value = newValue } else { entries.remove(at: i) }
             } else if let newValue {
-                entries.append(Entry(key: SmallMapNames.shared(key), value: newValue))
+                entries.append(Entry(key: SharedNames.shared(key), value: newValue))
             }
         }
     }
@@ -95,7 +95,23 @@ extension SmallMap<DBusValue> {
     package init(_ properties: [String: DBusValue]) {
         self.init(minimumCapacity: properties.count)
         for (key, value) in properties {  // keys are unique: no search
-            entries.append(Entry(key: SmallMapNames.shared(key), value: value.unwrapped))
+            entries.append(Entry(key: SharedNames.shared(key), value: value.unwrapped))
+        }
+    }
+}
+
+extension SmallMap<DBusValue> {
+    /// From a PropertiesChanged's changed properties, variants unwrapped (a
+    /// name repeated keeps its last value).
+    package init(_ properties: [DBusProperty]) {
+        self.init(minimumCapacity: properties.count)
+        for property in properties {
+            let value = property.value.unwrapped
+            if properties.count > 1, let i = entries.firstIndex(where: { Self.same($0.key, property.name) }) {
+                entries[i].value = value
+            } else {
+                entries.append(Entry(key: SharedNames.shared(property.name), value: value))
+            }
         }
     }
 }
@@ -112,21 +128,4 @@ extension SmallMap<DBusValue> {
             self[key] = entry.value.unwrapped
         }
     }
-}
-
-enum SmallMapNames {
-    /// One copy of each BlueZ name too long for a small string.
-    static func shared(_ name: String) -> String {
-        name.utf8.count > 15 ? (longNames[name] ?? name) : name
-    }
-
-    private static let longNames: [String: String] = Dictionary(uniqueKeysWithValues: [
-        "ManufacturerData", "ServicesResolved", "AdvertisingFlags", "DiscoverableTimeout",
-        "ExperimentalFeatures", "WriteAcquired", "NotifyAcquired", "org.bluez.Device1", "org.bluez.Adapter1",
-        "org.bluez.GattService1", "org.bluez.GattCharacteristic1", "org.bluez.GattDescriptor1", "org.bluez.Battery1",
-        "org.bluez.LEAdvertisingManager1", "org.bluez.GattManager1", "org.bluez.AdvertisementMonitorManager1",
-        "org.bluez.Media1", "org.bluez.NetworkServer1", "org.bluez.AgentManager1", "org.bluez.ProfileManager1",
-        "org.bluez.MediaControl1", "org.bluez.Input1", "org.bluez.Network1",
-        "org.freedesktop.DBus.Properties", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.ObjectManager",
-    ].filter { $0.utf8.count > 15 }.map { ($0, $0) })
 }

@@ -223,11 +223,16 @@ final class NotifyShare: Sendable {
 }
 
 extension Peripheral {
-    /// The share of `key`'s session, joined by a new subscriber (a new
-    /// share when there is none open).
-    func subscribeShared(_ characteristic: GattCharacteristic, key: NotifyKey, onValue: NotificationSession.ValueSink?,
+    /// The share of the characteristic's StartNotify or AcquireNotify
+    /// session, joined by a new subscriber (a new share when there is none
+    /// open); refused at once for a characteristic that cannot notify.
+    func subscribeShared(_ characteristic: GattCharacteristic, acquire: Bool, onValue: NotificationSession.ValueSink?,
                          onSharing: NotificationSession.SharingSink?,
                          start: @escaping NotifyShare.Start) async throws -> NotificationSession {
+        guard characteristic.properties.canNotify else {
+            throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
+        }
+        let key = NotifyKey(characteristic: characteristic.path, acquire: acquire)
         while true {
             let share = await local.loop.submit { [self] () -> NotifyShare in
                 if let open = local.value.notifyShares[key], open.isOpen { return open }

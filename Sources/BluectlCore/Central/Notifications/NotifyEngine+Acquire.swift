@@ -8,63 +8,26 @@ import FoundationEssentials
 import Foundation
 #endif
 
-extension Peripheral {
-    /// `AcquireNotify`: BlueZ hands over a socket and writes each value to
-    /// it, instead of one PropertiesChanged signal per value — fewer
-    /// messages and wake-ups. The price (docs/bluez-pitfalls.md, 7;
-    /// measured in the lab): bluetoothd drops values silently while the socket is full or
-    /// not yet ready. The central's event loop watches the socket in the same
-    /// poll as the bus and drains it as soon as it is readable; a loop kept
-    /// busy (a slow `onValue`, a burst of signals) widens that window, and
-    /// only a sequence check in the values themselves can show a loss.
-    /// `onValue`: as for `subscribe(to:onValue:)`, on the loop.
-    public func acquireNotifications(for characteristic: GattCharacteristic,
-                                     onValue: NotificationSession.ValueSink? = nil) async throws -> NotificationSession {
-        guard characteristic.properties.canNotify else {
-            throw BluetoothError.notSupported("characteristic \(characteristic.uuid.label) cannot notify or indicate (flags: \(characteristic.flags.joined(separator: ",")))")
-        }
-        let key = NotifyKey(characteristic: characteristic.path, acquire: true)
-        return try await subscribeShared(characteristic, key: key, onValue: onValue, onSharing: nil) { [self] onValue, _ in
-            try await NotifyEngine.acquire(peripheral: self, characteristic: characteristic, onValue: onValue)
-        }
-    }
-}
-
 extension NotifyEngine {
     /// An AcquireNotify session, run by `AcquireNotifyStateMachine` on the
     /// loop, which also reads the socket (watched in the same poll as the
     /// bus: no thread of its own).
     static func acquire(peripheral: Peripheral, characteristic: GattCharacteristic, onValue: ValueSink?) async throws -> NotifyEngine {
-        let central = peripheral.central
-        let (charPath, devicePath) = (characteristic.path, peripheral.path)
-        let what = characteristic.uuid.label
-        let deviceID = peripheral.identifier
-        let callTimeout = central.callTimeout
-        let (values, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
-        let deliver: ValueSink = onValue ?? { continuation.yield($0) }
-        let driver = MachineDriver<AcquireNotifyStateMachine, Void>(
-            mirror: central.mirror, machine: AcquireNotifyStateMachine(), label: "acquire \(what)")
-        driver.follow { change, tree in
-            events(for: change, characteristic: charPath, device: devicePath, in: tree).compactMap {
-                switch $0 {
-                case .deviceDisconnected: return .deviceDisconnected
-                case .characteristicRemoved: return .characteristicRemoved
-                default: return nil
-                }
-            }
-        }
-        let socket = LoopBound(AcquiredSocket(), loop: central.mirror.loop)
-        try await driver.run(start: .start, cancel: .stop, setUp: { driver in
+        let session = Session<AcquireNotifyStateMachine>(peripheral: peripheral, characteristic: characteristic,
+                                                         onValue: onValue, label: "acquire")
+        let socket = LoopBound(AcquiredSocket(), loop: session.driver.loop)
+        let callTimeout = session.callTimeout
+        try await run(session, start: .start, operation: "acquire notifications of \(session.what)",
+                      disconnected: "\(session.deviceID) disconnected (the notification socket of \(session.what) closed)",
+                      setUp: { driver in
             driver.onEnd {
                 socket.value.close(on: driver.loop)
-                continuation.finish()
+                session.continuation.finish()
             }
         }, perform: { action, driver in
             switch action {
             case .callAcquireNotify:
-                let message = DBusMessage.methodCall(
-                    destination: BlueZ.service, path: charPath, interface: BlueZ.characteristicInterface,
-                    member: "AcquireNotify", arguments: [.stringVariantDictionary([:])])
+                let message = session.characteristicCall("AcquireNotify", arguments: [.stringVariantDictionary([:])])
                 driver.call(message, timeout: callTimeout) { [driver] result in
                     switch result {
                     case .success(let reply):
@@ -91,36 +54,14 @@ extension NotifyEngine {
                 }
             case .watchSocket:
                 socket.value.watch(on: driver.loop) { driver.send($0) }
-            case .reportStarted:
-                driver.answer(.success(()))
-            case .deliver(let bytes):
-                deliver(bytes)
             case .closeSocket:
                 // bluetoothd sees the socket close and turns notifications off.
                 socket.value.close(on: driver.loop)
-            case .finish:
-                continuation.finish()
-                driver.answer(.failure(CancellationError()))
-            case .fail(let failure):
-                let error: any Error
-                switch failure {
-                case .disconnected:
-                    error = BluetoothError.disconnected("\(deviceID) disconnected (the notification socket of \(what) closed)")
-                case .removed:
-                    error = BluetoothError.disconnected("\(what) of \(deviceID) disappeared")
-                case .bluez(let name, let message):
-                    error = BluetoothError(DBusError.remote(name: name, message: message), operation: "acquire notifications of \(what)")
-                }
-                continuation.finish(throwing: error)
-                driver.answer(.failure(error))
-            case .unplanned(let description):
-                Trace.unplanned(driver.label, description)
+            case .reportStarted, .deliver, .finish, .fail, .unplanned, .callStartNotify, .reportTakingOver, .callStopNotify:
+                break  // the shared ones: `run`; StartNotify's: not this machine's
             }
         })
-        return NotifyEngine(characteristic: characteristic, sharing: .own, values: values) {
-            driver.loop.execute { driver.send(.stop) }
-            await driver.ended()
-        }
+        return session.engine(sharing: .own)
     }
 }
 
