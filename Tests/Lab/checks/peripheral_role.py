@@ -341,7 +341,8 @@ def _(c):
         ref_out, scan_out, adv_out = c.path(rnd + '.ref'), c.path(rnd + '.scan'), c.path(rnd + '.adv')
         ref = c.spawn([PY, ref_py, CENTRAL, SRV] + ref_key, ref_out,
                       show='%s Tests/Lab/bthome_ref.py %s %s %s   (background)' % (PY, CENTRAL, SRV, ' '.join(ref_key)))
-        if not wait_out(c, ref_out, '^ready', 30, ref):
+        # generous: importing bthome-ble under TCG on a loaded host took over 30 s
+        if not wait_out(c, ref_out, '^ready', 90, ref):
             c.echo(read_text(ref.err))
             c.fail('the python3-dbus scanner did not start')
         scan = c.bluectl_bg('scan', '--adapter', CENTRAL, '--json', '--duplicates', '--sensors', '--keys', scan_keys,
