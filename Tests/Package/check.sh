@@ -37,9 +37,12 @@ status=$(dpkg --root="$root" -s bluectl | sed -n 's/^Status: //p')
 bin=$root/usr/bin/bluectl
 version=$(dpkg-deb -f "$deb" Version)
 # the Swift runtime is linked in, Foundation's ICU data is not (it would be
-# 40 MB more: FoundationEssentials, not Foundation, in the sources)
+# 40 MB more: FoundationEssentials, not Foundation, in the sources). 30,756 KB
+# at the sensors' merge: bluectl 18.2 MB, the DocC reference 6.3 MB (888
+# public symbols), the rest docs, man pages, completions; the limit leaves room
+# to grow and still catches ICU.
 size=$(dpkg-deb -f "$deb" Installed-Size)
-[ "$size" -lt 30000 ] && pass "installed size $size KB" || fail "installed size $size KB (does a source import Foundation instead of FoundationEssentials?)"
+[ "$size" -lt 36000 ] && pass "installed size $size KB" || fail "installed size $size KB (does a source import Foundation instead of FoundationEssentials?)"
 [ "$("$bin" --version)" = "$version" ] && pass "bluectl --version = $version" || fail "bluectl --version printed '$("$bin" --version 2>&1)', expected $version"
 "$bin" help read | grep -q "USAGE: bluectl read" && pass "bluectl help read" || fail "bluectl help read"
 
