@@ -31,33 +31,34 @@ enum GoveeDecoder: SensorFormatDecoder {
     }
 
     /// One manufacturer data entry, through govee-ble's checks in its order.
-    static func decode(company: UInt16, _ entry: [UInt8], name: String) -> SensorReading? {
+    static func decode(company: UInt16, _ entry: [UInt8], name text: String) -> SensorReading? {
+        let name = ModelName(text)
         var data = entry
         // Some firmware glues its 25-byte name record to the end of the data.
         if data.count > 25, data.containsSequence(Array("INTELLI_ROCKS".utf8)) { data.removeLast(25) }
         let presencePrefix = data.starts(with: [0xEC, 0x00, 0x01, 0x01]) || data.starts(with: [0xEC, 0x00, 0x02, 0x01])
-        if data.count == 6, presencePrefix, name.contains("H5127") || company == 0x8803 || company == 0x8843 {
+        if data.count == 6, presencePrefix, name.has("H5127") || company == 0x8803 || company == 0x8843 {
             return nil  // the H5127 presence sensor
         }
-        if data.count == 6, ["H5072", "H5075", "H5129"].contains(where: name.contains) || company == 0xEC88 {
-            return packed(SensorBytes(data[1 ..< 5]), model: ["H5072", "H5075", "H5129"].first(where: name.contains))
+        if data.count == 6, ["H5072", "H5075", "H5129"].contains(where: name.has) || company == 0xEC88 {
+            return packed(SensorBytes(data[1 ..< 5]), model: ["H5072", "H5075", "H5129"].first(where: name.has))
         }
-        if data.count == 8, ["GV5112", "H5112", "5140"].contains(where: name.contains) {
+        if data.count == 8, ["GV5112", "H5112", "5140"].contains(where: name.has) {
             return nil  // probe thermometers and the CO2 monitor
         }
         if data.count == 6 || data.count == 8,
-           name.contains("H5108") || h5101Family.contains(where: name.contains) || (company == 0x0001 && data.count == 8) {
-            let model = name.contains("H5108") || data.count == 8 ? "H5108" : h5101Family.first(where: name.contains)
+           name.has("H5108") || h5101Family.contains(where: name.has) || (company == 0x0001 && data.count == 8) {
+            let model = name.has("H5108") || data.count == 8 ? "H5108" : h5101Family.first(where: name.has)
             return packed(SensorBytes(data[2 ..< 6]), model: model)
         }
-        if data.count == 7, name.contains("H5074") || company == 0xEC88 {
+        if data.count == 7, name.has("H5074") || company == 0xEC88 {
             return littleEndian(SensorBytes(data[1 ..< 6]), model: "H5074")
         }
         if data.count == 9 {
-            if company == 0xEC88 || company == 0x0001 || ["H5051", "H5052", "H5071", "H5178", "B5178"].contains(where: name.contains) {
+            if company == 0xEC88 || company == 0x0001 || ["H5051", "H5052", "H5071", "H5178", "B5178"].contains(where: name.has) {
                 return nil  // other models' 9-byte frames, which govee-ble checks first
             }
-            if name.contains("H5179") || company == 0x8801 {
+            if name.has("H5179") || company == 0x8801 {
                 return littleEndian(SensorBytes(data[4 ..< 9]), model: "H5179")
             }
         }
@@ -87,6 +88,24 @@ enum GoveeDecoder: SensorFormatDecoder {
             SensorMeasurement(.battery, .integer(Int(battery))),
         ]
         return SensorReading(format: format, model: model, measurements: m)
+    }
+}
+
+/// The advertised name's bytes, searched for the models' ASCII markers byte by byte:
+/// String's Unicode-aware `contains` cost about a microsecond a marker, and an
+/// 8-byte manufacturer data entry of any device meets up to fourteen of them
+/// (the scan burst's decoding went from 1.03 to 2.09 times the CPU per event).
+private struct ModelName {
+    let bytes: [UInt8]
+    init(_ name: String) { bytes = Array(name.utf8) }
+
+    func has(_ marker: String) -> Bool {
+        let m = marker.utf8
+        guard let first = m.first, m.count <= bytes.count else { return false }
+        for i in 0 ... bytes.count - m.count where bytes[i] == first {
+            if bytes[i ..< i + m.count].elementsEqual(m) { return true }
+        }
+        return false
     }
 }
 
