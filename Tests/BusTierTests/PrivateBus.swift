@@ -227,8 +227,10 @@ final class PrivateBus: @unchecked Sendable {
             "--logfile", directory.appendingPathComponent("standin.log").path, "-p", json,
         ], environment: environment)
         lock.withLock { standIn = child }
-        // Ready when the stand-in answers on org.bluez.
-        let deadline = ContinuousClock.now + .seconds(15)
+        // Ready when the stand-in answers on org.bluez. Generous: under TSan, four buses'
+        // sanitized bluectl processes on two cores kept a python start past 15 s
+        // (CI on a quiet machine, twice in 548 tests); a start is set-up, not what is tested.
+        let deadline = ContinuousClock.now + .seconds(60)
         while true {
             let probe = try await runProcess(BusTier.busctl, [
                 "--address=\(address)", "call", "org.bluez", "/", "org.freedesktop.DBus.Mock", "StandInVersion",
