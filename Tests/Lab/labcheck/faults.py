@@ -11,7 +11,7 @@ import time
 import dbus
 
 from . import bluez, lab
-from .runner import crashes_since, supervisor_mark, supervisor_since
+from .runner import crashes_since, supervisor_mark, supervisor_since, wait_peripheral_back
 
 
 def adapter_power(c, adapter, on):
@@ -162,14 +162,10 @@ def peripheral_back_after_crash(c, mark, secs=90):
     False when there was no such crash, or the peripheral did not come back."""
     if crashes_since(mark) == 0:
         return False
-    end = time.monotonic() + secs
-    while True:
-        lines = supervisor_since(mark)
-        last_death = max(i for i, l in enumerate(lines) if 'killed by signal' in l or 'restarting' in l)
-        if any('peripheral ready again' in l for l in lines[last_death:]):
-            c.note('bluetoothd died during the check; supervisor: %s;' % ';'.join(lines))
-            return True
-        if time.monotonic() >= end:
-            c.echo('the supervisor did not bring the peripherals up again: %s;' % ';'.join(lines))
-            return False
-        time.sleep(0.5)
+    back = wait_peripheral_back(mark, secs)
+    lines = ';'.join(supervisor_since(mark))
+    if back:
+        c.note('bluetoothd died during the check; supervisor: %s;' % lines)
+    else:
+        c.echo('the supervisor did not bring the peripherals up again: %s;' % lines)
+    return back
