@@ -36,7 +36,7 @@ let package = Package(
         ),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
-        .target(name: "BluectlCore", dependencies: ["BluectlDBus", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CBluectlShim", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BluectlCLI",
             dependencies: [

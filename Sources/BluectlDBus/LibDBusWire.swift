@@ -34,7 +34,7 @@ extension DBusConnection {
                 pollfd(fd: busFD, events: Int16(POLLIN) | (dbus_connection_has_messages_to_send(io.raw) != 0 ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0),
             ]
-            for watch in watched { fds.append(pollfd(fd: watch.fd, events: Int16(POLLIN), revents: 0)) }
+            for watch in watched { fds.append(pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0)) }
             let ready = poll(&fds, nfds_t(fds.count), loop.hasJobs ? 0 : millisecondsToNextTimer())
             if ready < 0 && errno != EINTR { return }
             if fds[1].revents & Int16(POLLIN) != 0 {
@@ -54,7 +54,7 @@ extension DBusConnection {
             }
             if !connected { return }
             runDrainHandlers()
-            // 4. the watched descriptors that are ready (an AcquireNotify socket)
+            // 4. the watched descriptors that are ready (an AcquireNotify socket, an L2CAP channel, stdin)
             for (index, watch) in watched.enumerated() where fds[index + 2].revents != 0 {
                 loop.descriptorReady(watch.id)
                 loop.runJobs()
