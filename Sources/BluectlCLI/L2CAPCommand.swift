@@ -50,6 +50,10 @@ struct L2CAPCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-stdin"), help: "Do not read stdin: only receive, until the peer closes the channel.")
     var noStdin = false
 
+    @Option(parsing: .unconditional, help: ArgumentHelp("After stdin's end and everything sent, keep the channel open up to SECONDS for the peer to read it all and close first (default 0).",
+                               valueName: "SECONDS"))
+    var linger: String?
+
     @Flag(help: "Events on stderr as JSON lines.")
     var json = false
 
@@ -92,6 +96,12 @@ struct L2CAPCommand: AsyncParsableCommand {
         return try result.get()
     }
 
+    /// `--linger` (0 when not given); 0 is allowed, unlike a timeout.
+    func lingerDuration() throws -> Duration {
+        guard let linger, linger != "0" else { return .zero }
+        return .milliseconds(Int64(try parseSeconds(linger, option: "--linger") * 1000))
+    }
+
     private static func psm(_ text: String) throws -> L2CAPPSM {
         do {
             return try L2CAPPSM.parse(text)
@@ -103,12 +113,14 @@ struct L2CAPCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try parsedTargets()
         if keep, mode == .connect { throw ValidationError("--keep is for l2cap listen") }
+        _ = try lingerDuration()
     }
 
     func run() async throws {
         let (device, psm) = try parsedTargets()
         let events = L2CAPEvents(json: json)
         let readsStdin = !noStdin
+        let linger = try lingerDuration()
         let security = self.security.level
         switch mode {
         case .connect:
@@ -126,7 +138,7 @@ struct L2CAPCommand: AsyncParsableCommand {
                 try await session.connect(peripheral, options: options, deadline: deadline)
                 let channel = try await peripheral.openL2CAPChannel(psm, security: security, timeout: deadline.remaining)
                 events.opened(channel, accepted: false)
-                _ = try await L2CAPPump(channel: channel, central: session.central, events: events).run(readingStdin: readsStdin)
+                _ = try await L2CAPPump(channel: channel, central: session.central, events: events).run(readingStdin: readsStdin, linger: linger)
             }
         case .listen:
             let (adapterOptions, keep) = (self.adapterOptions, self.keep)
@@ -143,7 +155,7 @@ struct L2CAPCommand: AsyncParsableCommand {
                     let channel = try await Self.accept(listener, within: wait)
                     events.opened(channel, accepted: true)
                     let pump = L2CAPPump(channel: channel, central: central, events: events)
-                    let stdinEnded = try await pump.run(readingStdin: stdinOpen)
+                    let stdinEnded = try await pump.run(readingStdin: stdinOpen, linger: linger)
                     // a later channel (--keep) only receives once stdin has ended
                     if stdinEnded { stdinOpen = false }
                 } while keep

@@ -32,14 +32,22 @@ final class L2CAPPump: Sendable {
     /// Runs until the channel ends: by the peer, by stdin's end, or failing
     /// (thrown: its `BluetoothError`; stdout gone: exit 141). Returns
     /// whether stdin ended (a later channel then does not read it).
-    func run(readingStdin: Bool) async throws -> Bool {
+    /// `linger`: after stdin's end and everything sent, how long the
+    /// channel stays open for the peer to read and close it first.
+    func run(readingStdin: Bool, linger: Duration = .zero) async throws -> Bool {
         let started = ContinuousClock.now
         let channel = channel
         if readingStdin { central.onLoopSoon { [self] in resume() } }
-        let closer = Task { [stdinEnded] in
-            guard readingStdin, (try? await stdinEnded.wait()) != nil else { return false }
-            await channel.close()
-            return true
+        // (whether stdin ended, whether this side then closed the channel)
+        let closer = Task { [stdinEnded] () -> (Bool, Bool) in
+            guard readingStdin, (try? await stdinEnded.wait()) != nil else { return (false, false) }
+            await channel.flush()
+            if linger > .zero {
+                try? await Task.sleep(for: linger)
+                if Task.isCancelled { return (true, false) }   // the peer closed it meanwhile
+            }
+            await channel.close(timeout: .zero)
+            return (true, true)
         }
         var outcome: Result<Void, any Error> = .success(())
         do {
@@ -55,7 +63,8 @@ final class L2CAPPump: Sendable {
         }
         central.onLoopSoon { [self] in stopReading() }
         stdinEnded.settle(.failure(CancellationError()))
-        let closedByUs = await closer.value
+        closer.cancel()   // a linger ends with the channel
+        let (stdinDone, closedByUs) = await closer.value
         await channel.close(timeout: .zero)
         let counts = await channel.byteCounts
         let by: String
@@ -65,7 +74,7 @@ final class L2CAPPump: Sendable {
         }
         events.closed(channel, sent: counts.sent, received: counts.received, seconds: (ContinuousClock.now - started).seconds, by: by)
         try outcome.get()
-        return closedByUs
+        return stdinDone
     }
 
     // MARK: - On the loop
@@ -113,32 +122,49 @@ struct L2CAPEvents: Sendable {
         _ = bytes.withUnsafeBytes { FileDescriptorIO.writeAll(2, $0) }
     }
 
-    /// The listener is up: its PSM (the kernel's pick when none was asked).
     func listening(_ listener: L2CAPListener) {
-        emit(EventLine(event: "listening",
-                       fields: [("adapter", .string(listener.adapter)), ("psm", .int(Int(listener.psm.rawValue))),
-                                ("security", .string(listener.security.rawValue))],
-                       text: "listening on \(listener.adapter) PSM \(listener.psm) (\(listener.psm.rawValue))"))
+        emit(.l2capListening(adapter: listener.adapter, psm: listener.psm, security: listener.security))
     }
 
-    /// A channel is open: connected to the peer's PSM, or accepted from it.
     func opened(_ channel: L2CAPChannel, accepted: Bool) {
-        let event = accepted ? "accepted" : "connected"
-        emit(EventLine(event: event, fields: [
-            ("adapter", .string(channel.adapter)), ("psm", .int(Int(channel.psm.rawValue))),
-            ("address_type", .string(channel.peerAddressType.rawValue)), ("send_mtu", .int(channel.sendMTU)),
-            ("receive_mtu", .int(channel.receiveMTU)), ("security", .string(channel.security.rawValue)), ("key_size", .int(channel.keySize)),
-        ], text: "\(event) \(accepted ? "from" : "to") \(channel.peer) PSM \(channel.psm): MTU out \(channel.sendMTU), in \(channel.receiveMTU), security \(channel.security.rawValue)"),
-        device: channel.peer.description)
+        emit(.l2capOpened(accepted: accepted, peer: channel.peer, addressType: channel.peerAddressType, adapter: channel.adapter,
+                          psm: channel.psm, sendMTU: channel.sendMTU, receiveMTU: channel.receiveMTU,
+                          security: channel.security, keySize: channel.keySize),
+             device: channel.peer.description)
     }
 
-    /// The channel ended: bytes each way, how long, and who ended it ("local", "peer", or the failure).
     func closed(_ channel: L2CAPChannel, sent: Int, received: Int, seconds: Double, by: String) {
+        emit(.l2capClosed(psm: channel.psm, sent: sent, received: received, seconds: seconds, by: by), device: channel.peer.description)
+    }
+}
+
+extension EventLine {
+    /// `l2cap listen`: listening on the adapter's PSM (the kernel's pick when none was asked).
+    static func l2capListening(adapter: String, psm: L2CAPPSM, security: L2CAPSecurity) -> EventLine {
+        EventLine(event: "listening",
+                  fields: [("adapter", .string(adapter)), ("psm", .int(Int(psm.rawValue))), ("security", .string(security.rawValue))],
+                  text: "listening on \(adapter) PSM \(psm) (\(psm.rawValue)), security \(security.rawValue)")
+    }
+
+    /// `l2cap`: a channel is open, connected to the peer's PSM or accepted from it.
+    static func l2capOpened(accepted: Bool, peer: BluetoothAddress, addressType: AddressType, adapter: String, psm: L2CAPPSM,
+                            sendMTU: Int, receiveMTU: Int, security: L2CAPSecurity, keySize: Int) -> EventLine {
+        let event = accepted ? "accepted" : "connected"
+        return EventLine(event: event, fields: [
+            ("adapter", .string(adapter)), ("psm", .int(Int(psm.rawValue))), ("address_type", .string(addressType.rawValue)),
+            ("send_mtu", .int(sendMTU)), ("receive_mtu", .int(receiveMTU)), ("security", .string(security.rawValue)),
+            ("key_size", .int(keySize)),
+        ], text: "\(event) \(accepted ? "from" : "to") \(peer) PSM \(psm): MTU out \(sendMTU), in \(receiveMTU), security \(security.rawValue)")
+    }
+
+    /// `l2cap`: the channel ended: bytes each way, how long (to the
+    /// millisecond), and who ended it ("local": stdin ended; "peer"; or the failure).
+    static func l2capClosed(psm: L2CAPPSM, sent: Int, received: Int, seconds: Double, by: String) -> EventLine {
         let rounded = (seconds * 1000).rounded() / 1000
-        emit(EventLine(event: "closed", fields: [
-            ("psm", .int(Int(channel.psm.rawValue))), ("sent", .int(sent)), ("received", .int(received)),
+        return EventLine(event: "closed", fields: [
+            ("psm", .int(Int(psm.rawValue))), ("sent", .int(sent)), ("received", .int(received)),
             ("seconds", .double(rounded)), ("by", .string(by)),
-        ], text: "closed (\(by)): \(sent) bytes sent, \(received) received in \(rounded) s"), device: channel.peer.description)
+        ], text: "closed (\(by)): \(sent) bytes sent, \(received) received in \(rounded) s")
     }
 }
 

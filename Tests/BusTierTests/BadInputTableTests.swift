@@ -130,6 +130,7 @@ private let rows: [BadInput] = [
     BadInput(args: ["l2cap", "listen", "12a"], code: 64, message: "bluectl: invalid PSM \"12a\": expected a decimal number or 0x followed by hex digits\n"),
     BadInput(args: ["l2cap", "connect", D, "128", "--keep"], code: 64, message: "bluectl: --keep is for l2cap listen\n"),
     BadInput(args: ["l2cap", "listen", "--security", "max"], code: 64, message: "bluectl: invalid --security \"max\": expected low, medium or high\n"),
+    BadInput(args: ["l2cap", "listen", "--linger", "-1"], code: 64, message: "bluectl: invalid --linger \"-1\": expected a positive number of seconds\n"),
     BadInput(args: ["l2cap", "connect", "AA:BB:CC:DD:EE", "128"], code: 64, message: "invalid DEVICE \"AA:BB:CC:DD:EE\": not a Bluetooth address"),
     BadInput(args: ["l2cap", "connect", "11:22:33:44:55:66", "128", "--timeout", "2"], code: 68, message: "device 11:22:33:44:55:66"),
     // other options (64)

@@ -138,27 +138,49 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Sends what was handed in, waits (at most `timeout`) until the kernel
-    /// has handed it all to the controller, then closes the channel: the
-    /// peer then reads everything sent before its end. L2CAP cannot close
-    /// one direction only: what the peer still sends is lost. SDUs received
-    /// and not yet taken stay readable from `received`.
+    /// Waits (at most `timeout`) until everything handed to `send` is
+    /// written and the kernel has handed it all to the controller (it holds
+    /// SDUs back until the peer's credits let them go). True when it has;
+    /// false at the timeout, when cancelled, or when the channel ended first.
+    /// That the controller has sent is not that the peer has read: see
+    /// `close(timeout:)`.
+    @discardableResult
+    public func flush(timeout: Duration = .seconds(30)) async -> Bool {
+        let engine = engine
+        let done = await Deadline(after: timeout).run { () async -> Bool in
+            let drained = HandOff<Void>()
+            engine.loop.execute { engine.whenDrained { drained.settle(.success(())) } }
+            do {
+                try await withTaskCancellationHandler {
+                    try await drained.wait()
+                } onCancel: {
+                    drained.settle(.failure(CancellationError()))
+                }
+            } catch {
+                return false
+            }
+            while !Task.isCancelled {
+                let (unsent, open) = await engine.loop.submit { (engine.unsentInKernel, engine.isOpen) }
+                guard open else { return false }
+                guard let unsent, unsent > 0 else { return true }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return false
+        }
+        return done ?? false
+    }
+
+    /// Sends what was handed in (`flush(timeout:)`), then closes the
+    /// channel. L2CAP cannot close one direction only: what the peer still
+    /// sends is lost. And the peer may not get the last SDUs: Linux 6.1
+    /// reports a channel's end to a reader before the SDUs still queued in
+    /// its socket (docs/l2cap.md), so a peer that reads slower than the
+    /// link can lose what it had not read yet. Where that matters the peer
+    /// should confirm receipt, or close first. SDUs received and not yet
+    /// taken stay readable from `received`.
     public func close(timeout: Duration = .seconds(30)) async {
         let engine = engine
-        let drained = HandOff<Void>()
-        engine.loop.execute { engine.whenDrained { drained.settle(.success(())) } }
-        let limit = ContinuousClock.now + timeout
-        _ = try? await withTaskCancellationHandler {
-            try await drained.wait()
-        } onCancel: {
-            drained.settle(.failure(CancellationError()))
-        }
-        // The kernel holds SDUs until the peer's credits let them go: wait for them too.
-        while ContinuousClock.now < limit, !Task.isCancelled {
-            let unsent = await engine.loop.submit { engine.unsentInKernel }
-            guard let unsent, unsent > 0 else { break }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        await flush(timeout: timeout)
         await engine.loop.submit { engine.close() }
     }
 

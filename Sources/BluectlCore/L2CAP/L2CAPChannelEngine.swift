@@ -242,6 +242,9 @@ package final class L2CAPChannelEngine: Sendable {
 
     // MARK: - The end (loop only)
 
+    /// Whether the channel has not ended (nor been closed).
+    var isOpen: Bool { state.value.end == nil && !state.value.closed }
+
     /// The bytes written to and read from the socket so far.
     var counts: (sent: Int, received: Int) { (state.value.sent, state.value.received) }
 

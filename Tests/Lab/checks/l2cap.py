@@ -9,7 +9,7 @@ import re
 import subprocess
 import time
 
-from labcheck import lab
+from labcheck import bluez, lab
 from labcheck.jsonlines import check, fields, one, parse
 from labcheck.lab import CENTRAL, PERIPH_ADDR, PERIPH_ADAPTER, SRV, SRV_ADAPTER
 from labcheck.procs import Proc, read_text
@@ -35,8 +35,9 @@ def sha256_of(path):
 
 
 def events(path):
-    """bluectl l2cap's --json event lines (its stderr)."""
-    return parse(read_text(path))
+    """bluectl l2cap's --json event lines (its stderr; other lines there, a
+    device command's notes, are not events)."""
+    return parse('\n'.join(l for l in read_text(path).splitlines() if l.startswith('{')))
 
 
 def run_bluectl(c, args, stdin_path, limit):
@@ -136,6 +137,27 @@ def _(c):
     check(len(text.splitlines()) == 1 and 'refused by the device' in text, 'stderr: %s' % text[:300])
 
 
+L2CAP_DEBUGFS = '/sys/kernel/debug/bluetooth/l2cap'
+BT_LISTEN = '4'
+
+
+def wait_listening(c, psm, proc, secs=30):
+    """Until the kernel lists a channel listening on PSM (debugfs: src (type)
+    dst (type) state psm ...): l2test says nothing when it listens, and a
+    connect before its listen(2) is refused."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end and proc.alive():
+        try:
+            with open(L2CAP_DEBUGFS) as f:
+                rows = [l.split() for l in f]
+        except OSError as e:
+            c.fail('cannot read %s: %s' % (L2CAP_DEBUGFS, e))
+        if any(len(r) > 5 and r[4] == BT_LISTEN and r[5] == str(psm) for r in rows):
+            return
+        time.sleep(0.2)
+    c.fail('nothing listens on PSM %d after %d s (l2test %s)' % (psm, secs, 'running' if proc.alive() else 'ended'))
+
+
 def l2test_bytes(text):
     """What l2test -d says it received, summed ('Recevied N bytes' lines:
     BlueZ's spelling, matched loosely)."""
@@ -153,10 +175,15 @@ def _(c):
     # 1. bluectl -> l2test -d
     data, _ = random_file(c, 'to-l2test.bin', size)
     dump_out = c.path('l2test-d.out')
-    dump = c.spawn([L2TEST, '-d', '-V', 'le_public', '-P', '0x0087', '-i', PERIPH_ADAPTER], dump_out, limit=300,
-                   show='l2test -d -V le_public -P 0x0087 -i %s   (background)' % PERIPH_ADAPTER)
-    time.sleep(1)   # l2test says nothing when it listens; a connect before its listen(2) is refused
-    rc, secs, _, cerr = run_bluectl(c, ['l2cap', '--adapter', CENTRAL, 'connect', PERIPH_ADDR, '0x0087', '--json'], data, 300)
+    dump = c.spawn([L2TEST, '-d', '-V', 'le_public', '-P', '135', '-i', PERIPH_ADAPTER], dump_out, limit=300,
+                   show='l2test -d -V le_public -P 135 -i %s   (background)' % PERIPH_ADAPTER)
+    wait_listening(c, 135, dump)   # l2test reads -P in decimal only
+    # --linger: l2test -d prints a hex dump of each SDU and falls behind
+    # under TCG; Linux 6.1 shows it the channel's end before the SDUs still
+    # queued in its socket (docs/l2cap.md), so closing at once lost the last
+    # few (seen: an exact prefix, 3040 bytes short)
+    rc, secs, _, cerr = run_bluectl(c, ['l2cap', '--adapter', CENTRAL, 'connect', PERIPH_ADDR, '0x0087', '--linger', '10', '--json'],
+                                    data, 300)
     check(rc == 0, 'l2cap connect to l2test -d exited %d: %s' % (rc, read_text(cerr)[-300:]))
     check(fields(closed_event(cerr, 'connect'), sent=size), 'connect closed %r' % closed_event(cerr, 'connect'))
     end = time.monotonic() + 30
@@ -188,3 +215,37 @@ def _(c):
     check(fields(closed, received=frames * frame, by='peer'), 'listen closed %r' % closed)
     check(os.path.getsize(got_path) == frames * frame, 'listen wrote %d bytes' % os.path.getsize(got_path))
     transfer_summary(c, 'l2test -s (hci1) -> bluectl (hci0)', frames * frame, closed['seconds'])
+
+
+@lab_check('l2cap_security_encrypted')
+def _(c):
+    """A listener on hci3 at --security medium and a central asking the
+    same: the central pairs on demand (its agent, Just Works), the kernel
+    encrypts the link, and both ends report an encrypted channel with a
+    16-byte key; 64 KiB arrive intact. The bond is removed afterwards."""
+    need_server(c)
+    scan = Scan(c, 'bluectl-l2sec')
+    c.spawn([lab.BLUECTL, 'advertise', '--adapter', SRV_ADAPTER, '--name', 'bluectl-l2sec', '--json'], c.path('adv.out'), limit=600,
+            show='bluectl advertise --adapter %s --name bluectl-l2sec --json   (background)' % SRV_ADAPTER)
+    scan.wait()
+    size = 64 * 1024
+    data, digest = random_file(c, 'up.bin', size)
+    listener, got, lerr, psm = start_listener(c, 'listen', ['--adapter', SRV_ADAPTER, '--security', 'medium', '--no-stdin'])
+    try:
+        rc, _, _, cerr = run_bluectl(c, ['l2cap', '--adapter', CENTRAL, 'connect', SRV, str(psm), '--security', 'medium', '--json'],
+                                     data, 300)
+        check(rc == 0, 'l2cap connect --security medium exited %d: %s' % (rc, read_text(cerr)[-300:]))
+        lrc = listener.wait(60)
+        c.note('listen exit %d; stderr: %s' % (lrc, read_text(lerr)[:1500]))
+        check(lrc == 0, 'l2cap listen --security medium exited %d' % lrc)
+        opened = one(events(cerr), lambda l: l['event'] == 'connected', 'connected event')
+        accepted = one(events(lerr), lambda l: l['event'] == 'accepted', 'accepted event')
+        check(fields(opened, security='encrypted', key_size=16), 'connected event %r' % opened)
+        check(fields(accepted, security='encrypted', key_size=16), 'accepted event %r' % accepted)
+        check(sha256_of(got) == digest and os.path.getsize(got) == size, 'the bytes received differ from those sent')
+    finally:
+        for addr, adapter in ((SRV, CENTRAL), (lab.CENTRAL_ADDR, SRV_ADAPTER)):
+            try:
+                bluez.remove(addr, adapter)
+            except Exception as e:   # noted: a later check's need_server removes the central's side again
+                c.note('remove %s on %s: %s' % (addr, adapter, e))
