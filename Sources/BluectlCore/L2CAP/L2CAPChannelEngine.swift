@@ -242,6 +242,9 @@ package final class L2CAPChannelEngine: Sendable {
 
     // MARK: - The end (loop only)
 
+    /// Bytes handed in and not yet written to the socket.
+    var queuedBytes: Int { state.value.outboxBytes }
+
     /// Whether the channel has not ended (nor been closed).
     var isOpen: Bool { state.value.end == nil && !state.value.closed }
 
