@@ -70,7 +70,9 @@ final class L2CAPPump: Sendable {
         let by: String
         switch outcome {
         case .success: by = closedByUs ? "local" : "peer"
-        case .failure(let error): by = (error as? CLIFailure)?.message ?? "\(error)"
+        case .failure(let error as CLIFailure): by = error.status == .brokenPipe ? "stdout closed" : error.message
+        case .failure(is CancellationError): by = "interrupted"
+        case .failure(let error): by = "\(error)"
         }
         events.closed(channel, sent: counts.sent, received: counts.received, seconds: (ContinuousClock.now - started).seconds, by: by)
         try outcome.get()
