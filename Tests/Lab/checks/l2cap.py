@@ -249,3 +249,87 @@ def _(c):
                 bluez.remove(addr, adapter)
             except Exception as e:   # noted: a later check's need_server removes the central's side again
                 c.note('remove %s on %s: %s' % (addr, adapter, e))
+
+
+class Running:
+    """A Popen as wait_listening asks: alive()."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def alive(self):
+        return self.p.poll() is None
+
+
+def timed(argv, out, stdin=None):
+    """Start argv (stdout and stderr to out); a function that waits for it:
+    (status, wall seconds, CPU seconds user+system) from wait4's rusage."""
+    f = open(out, 'wb')
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
+
+    def wait():
+        _, st, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(st)
+        f.close()
+        return p.returncode, time.monotonic() - t0, ru.ru_utime + ru.ru_stime
+    return p, wait
+
+
+@lab_check('extra_l2cap_throughput')
+def _(c):
+    """Figures, not a pass mark: 1 MiB over an LE channel hci1 -> hci3, by
+    bluectl (l2cap connect < file, l2cap listen > /dev/null) and by l2test
+    (-s 1561 frames of 672 bytes, -r), each side's wall time and CPU
+    (wait4's rusage, the whole process: set-up included). Checked: every
+    byte arrives. Run it alone: Scripts/lab test 'extra_l2cap_throughput'."""
+    need_server(c)
+    scan = Scan(c, 'bluectl-l2perf')
+    c.spawn([lab.BLUECTL, 'advertise', '--adapter', SRV_ADAPTER, '--name', 'bluectl-l2perf', '--json'], c.path('adv.out'), limit=900,
+            show='bluectl advertise --adapter %s --name bluectl-l2perf --json   (background)' % SRV_ADAPTER)
+    scan.wait()
+    frames, frame = 1561, 672
+    size = frames * frame
+    data, _ = random_file(c, 'data.bin', size)
+    rows = []
+    for run in range(2):
+        # bluectl -> bluectl
+        lout = c.path('bl-listen%d.err' % run)
+        lp, lwait = timed([lab.BLUECTL, 'l2cap', 'listen', '--adapter', SRV_ADAPTER, '0x0091', '--no-stdin', '--json'], lout)
+        if not wait_out(c, lout, r'"event": ?"listening"', 60):
+            c.fail('l2cap listen printed no listening event')
+        with open(data, 'rb') as stdin:
+            cp, cwait = timed([lab.BLUECTL, 'l2cap', '--adapter', CENTRAL, 'connect', SRV, '0x0091', '--json'], c.path('bl-connect%d.err' % run),
+                              stdin=stdin)
+            crc, cwall, ccpu = cwait()
+        lrc, lwall, lcpu = lwait()
+        c.note('bluectl run %d: connect exit %d, %.2f s, CPU %.3f s; listen exit %d, %.2f s, CPU %.3f s'
+               % (run, crc, cwall, ccpu, lrc, lwall, lcpu))
+        closed = one(events(lout), lambda l: l['event'] == 'closed', 'listen closed')
+        check(crc == 0 and lrc == 0 and closed['received'] == size, 'bluectl run %d: %r' % (run, closed))
+        rows.append(('bluectl', run, size, closed['seconds'], ccpu, lcpu))
+        # l2test -> l2test
+        rout = c.path('l2test-r%d.out' % run)
+        rp, rwait = timed([L2TEST, '-r', '-V', 'le_public', '-P', '145', '-b', str(frame), '-i', SRV_ADAPTER], rout)
+        wait_listening(c, 145, Running(rp))
+        sp, swait = timed([L2TEST, '-s', '-V', 'le_public', '-P', '145', '-b', str(frame), '-N', str(frames), '-g', '3000',
+                           '-i', CENTRAL, SRV], c.path('l2test-s%d.out' % run))
+        src, swall, scpu = swait()
+        end = time.monotonic() + 30
+        while rp.poll() is None and time.monotonic() < end:
+            time.sleep(0.2)
+        if rp.poll() is None:
+            rp.terminate()
+        rrc, rwall, rcpu = rwait()
+        text = read_text(rout)
+        c.note('l2test run %d: -s exit %d, %.2f s, CPU %.3f s; -r exit %d, CPU %.3f s; -r says: %s'
+               % (run, src, swall, scpu, rrc, rcpu, ' | '.join(l for l in text.splitlines() if 'bytes in' in l)[-400:]))
+        rates = re.findall(r'(\d+) bytes in ([\d.]+) sec', text)
+        check(src == 0 and rates, 'l2test run %d: no transfer reported: %s' % (run, text[-300:]))
+        # -r reports each block it read: bytes and seconds summed
+        got, secs = sum(int(n) for n, _ in rates), sum(float(t) for _, t in rates)
+        check(got == size, 'l2test run %d: -r counted %d bytes of %d' % (run, got, size))
+        rows.append(('l2test', run, got, secs, scpu, rcpu))
+    for who, run, n, secs, scpu, rcpu in rows:
+        c.note('%-7s run %d: %d bytes in %.2f s = %.1f KiB/s; CPU sender %.3f s (%.2f us/byte), receiver %.3f s (%.2f us/byte)'
+               % (who, run, n, secs, n / secs / 1024, scpu, scpu * 1e6 / n, rcpu, rcpu * 1e6 / n))
