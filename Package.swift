@@ -42,7 +42,7 @@ let package = Package(
         ),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
-        .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CCrypto", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CBluectlShim", "CCrypto", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BluectlCLI",
             dependencies: [

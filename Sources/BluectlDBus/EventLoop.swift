@@ -62,7 +62,18 @@ package final class EventLoop: @unchecked Sendable {
 
     private struct Watch {
         var fd: Int32
-        var onReadable: () -> Void
+        var events: WatchEvents
+        var onReady: () -> Void
+    }
+
+    /// What a watch waits for (poll(2)'s events; an error or hang-up always counts).
+    package struct WatchEvents: OptionSet, Sendable {
+        package let rawValue: Int16
+        package init(rawValue: Int16) { self.rawValue = rawValue }
+        /// Something to read (POLLIN), or the end.
+        package static let readable = WatchEvents(rawValue: Int16(POLLIN))
+        /// Room to write, or a connect(2) finished (POLLOUT).
+        package static let writable = WatchEvents(rawValue: Int16(POLLOUT))
     }
 
     /// A watched descriptor; pass it to `unwatch(_:)`.
@@ -292,14 +303,16 @@ package final class EventLoop: @unchecked Sendable {
 
     // MARK: - Descriptors
 
-    /// Calls `onReadable` on the loop whenever `fd` is readable (or hung
-    /// up), until `unwatch`. The I/O thread waits for it in the same poll
-    /// as the bus. Loop only.
-    package func watch(_ fd: Int32, _ onReadable: @escaping () -> Void) -> WatchID {
+    /// Calls `onReady` on the loop whenever `fd` is readable (or hung up,
+    /// or failed), until `unwatch`; with `.writable`, whenever it has room
+    /// to write (an L2CAP socket's connect(2) finishing, a full socket
+    /// draining). The I/O thread waits for it in the same poll as the bus.
+    /// Loop only.
+    package func watch(_ fd: Int32, for events: WatchEvents = .readable, _ onReady: @escaping () -> Void) -> WatchID {
         assertInLoop()
         let id = nextWatch
         nextWatch += 1
-        watches[id] = Watch(fd: fd, onReadable: onReadable)
+        watches[id] = Watch(fd: fd, events: events, onReady: onReady)
         return WatchID(raw: id)
     }
 
@@ -309,16 +322,16 @@ package final class EventLoop: @unchecked Sendable {
         watches.removeValue(forKey: id.raw)
     }
 
-    /// The descriptors watched now, for the I/O thread's poll. Loop only.
-    package var watched: [(id: WatchID, fd: Int32)] {
+    /// The descriptors watched now and what for, for the I/O thread's poll. Loop only.
+    package var watched: [(id: WatchID, fd: Int32, events: WatchEvents)] {
         assertInLoop()
-        return watches.map { (WatchID(raw: $0.key), $0.value.fd) }
+        return watches.map { (WatchID(raw: $0.key), $0.value.fd, $0.value.events) }
     }
 
-    /// The I/O thread saw `id`'s descriptor readable. Loop only.
+    /// The I/O thread saw `id`'s descriptor ready. Loop only.
     package func descriptorReady(_ id: WatchID) {
         assertInLoop()
-        watches[id.raw]?.onReadable()
+        watches[id.raw]?.onReady()
     }
 
     /// Moves a virtual clock forward by `duration`, firing each timer at

@@ -52,6 +52,9 @@ package final class HandOff<T: Sendable>: Sendable {
         }.get()
     }
 
+    /// Whether it is settled (a result waits, or was taken).
+    package var isSettled: Bool { state.withLock { $0.result != nil } }
+
     /// Whether a task is suspended in `wait()` (tests use it to settle only then).
     var hasWaiterForTesting: Bool { state.withLock { $0.waiter != nil } }
 }

@@ -37,7 +37,7 @@ extension DBusConnection {
             fds.removeAll(keepingCapacity: true)
             fds.append(pollfd(fd: busFD, events: io.pollEvents, revents: 0))
             fds.append(pollfd(fd: io.wakeFD, events: Int16(POLLIN), revents: 0))
-            for watch in watched { fds.append(pollfd(fd: watch.fd, events: Int16(POLLIN), revents: 0)) }
+            for watch in watched { fds.append(pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0)) }
             let ready = poll(&fds, nfds_t(fds.count), loop.hasJobs ? 0 : millisecondsToNextTimer())
             if ready < 0 && errno != EINTR { return }
             if fds[1].revents & Int16(POLLIN) != 0 {
@@ -55,7 +55,7 @@ extension DBusConnection {
             }
             if !connected { return }
             runDrainHandlers()
-            // 4. the watched descriptors that are ready (an AcquireNotify socket)
+            // 4. the watched descriptors that are ready (an AcquireNotify socket, an L2CAP channel, stdin)
             for (index, watch) in watched.enumerated() where fds[index + 2].revents != 0 {
                 loop.descriptorReady(watch.id)
                 loop.runJobs()

@@ -286,6 +286,16 @@ enum OutputReference {
             row("`subscribe --check-sequence`: too short for a number", .sequence(finding[3], of: uuid), ["length": "bytes"]),
             row("`subscribe`: values from another client's notify session", .sharedSession(uuid)),
             row("`subscribe`: that session ended, bluectl's own started", .ownSession(uuid)),
+            row("`l2cap listen` (on stderr): listening", .l2capListening(adapter: "hci0", psm: L2CAPPSM(rawValue: 0x80)!, security: .none),
+                ["psm": "the PSM centrals open channels to (the kernel's pick when none was given)", "security": "none, encrypted or authenticated"]),
+            row("`l2cap` (on stderr): a channel is open (`connected` for connect, `accepted` for listen)",
+                .l2capOpened(accepted: false, peer: BluetoothAddress("AA:BB:CC:DD:EE:FF")!, addressType: .public, adapter: "hci0",
+                             psm: L2CAPPSM(rawValue: 0x80)!, sendMTU: 672, receiveMTU: 672, security: .none, keySize: 0),
+                ["send_mtu": "the largest SDU the peer takes", "receive_mtu": "the largest SDU this side takes",
+                 "security": "the link's: none, encrypted or authenticated", "key_size": "the encryption key's bytes (0: none)"]),
+            row("`l2cap` (on stderr): the channel ended", .l2capClosed(psm: L2CAPPSM(rawValue: 0x80)!, sent: 1024, received: 0, seconds: 1.5, by: "local"),
+                ["sent": "bytes written to the channel", "received": "bytes read from it", "seconds": "since it opened",
+                 "by": "local (stdin ended), peer, or the failure"]),
         ]
     }
 

@@ -79,6 +79,10 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .notSupported: self = .noPermission
         case .roleUnavailable: self = .unavailable
         case .valueTooLong: self = .dataError
+        // Nothing listens on the PSM: the service is unavailable there (EX_UNAVAILABLE).
+        case .channelRefused: self = .unavailable
+        case .noResources: self = .temporaryFailure
+        case .securityFailed: self = .noPermission
         }
     }
 

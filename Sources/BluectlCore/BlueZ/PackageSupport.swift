@@ -20,6 +20,10 @@ extension BlueZ {
     package static func isObjectPath(_ text: String) -> Bool { ObjectPath(text) != nil }
 }
 
+/// BluectlDBus's `HandOff`: one result handed to one waiting task (`l2cap`'s
+/// stdin end, settled on the loop and awaited by the copying).
+package typealias HandOff<T: Sendable> = BluectlDBus.HandOff<T>
+
 /// BluectlDBus's `LoopBound`: a value only one event loop touches.
 package typealias LoopBound<Value> = BluectlDBus.LoopBound<Value>
 

@@ -50,12 +50,12 @@ public struct ReconnectPolicy: Sendable, Equatable {
         case let error as BluetoothError:
             switch error {
             case .disconnected, .timeout, .deviceNotFound, .adapterPoweredOff, .adapterNotFound, .noAdapter,
-                 .bluetoothdNotRunning, .bluetoothdStopped, .inProgress, .bluez:
+                 .bluetoothdNotRunning, .bluetoothdStopped, .inProgress, .bluez, .noResources:
                 return true
             case .attributeNotFound:
                 return afterSuccess
             case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest, .cancelled,
-                 .ambiguous, .notSupported, .roleUnavailable, .valueTooLong:
+                 .ambiguous, .notSupported, .roleUnavailable, .valueTooLong, .channelRefused, .securityFailed:
                 return false
             }
         default:

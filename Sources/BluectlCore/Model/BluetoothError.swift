@@ -54,6 +54,17 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
     case roleUnavailable(String)
     /// The value is longer than the write allows.
     case valueTooLong(length: Int, limit: Int, type: WriteType)
+    /// The device refused the L2CAP channel: nothing listens on its PSM, or
+    /// it refused for want of resources or of security (the kernel reports
+    /// every refusal alike, ECONNREFUSED).
+    case channelRefused(String)
+    /// Something needed ran out: the kernel's memory or descriptors, every
+    /// dynamic PSM in use, or the fixed PSM asked for taken by another socket.
+    case noResources(String)
+    /// The link's security could not be brought to what an L2CAP channel
+    /// asked for: pairing failed or was refused, or its key lacks the MITM
+    /// protection `authenticated` needs.
+    case securityFailed(String)
 
     public var description: String {
         switch self {
@@ -94,7 +105,8 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
             return "\(kind) \(what) not found; the device has: \(list)"
         case .ambiguous(let kind, let what, let candidates):
             return "\(kind) \(what) is ambiguous (\(candidates.count) match); name one by path or handle: \(candidates.joined(separator: ", "))"
-        case .notSupported(let what), .roleUnavailable(let what):
+        case .notSupported(let what), .roleUnavailable(let what), .channelRefused(let what), .noResources(let what),
+             .securityFailed(let what):
             return what
         case .valueTooLong(let length, let limit, let type):
             let how = type == .withResponse ? "with response" : "without response"

@@ -1,0 +1,179 @@
+// `l2cap`'s copying: stdin to the channel on the central's event loop, the
+// channel to stdout, and its event lines on stderr.
+
+import BluectlCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Copies stdin to an L2CAP channel and the channel to stdout until the
+/// channel ends. stdin is watched by the central's event loop (as `serve`'s
+/// `StandardInputFeed` is) and what is read is offered to the channel there;
+/// when the channel has no room (about 256 KiB not yet written: the peer's
+/// credits set the pace), stdin is not read until it has, so a fast
+/// producer is held back by its pipe. The end of stdin closes the channel
+/// once what was read has gone out. The channel's SDUs are written to
+/// stdout as they come; a slow reader of stdout holds the channel back.
+final class L2CAPPump: Sendable {
+    private let channel: L2CAPChannel
+    private let central: CentralManager
+    private let events: L2CAPEvents
+    /// Settled with success at stdin's end, with a failure when the channel ended first.
+    private let stdinEnded = HandOff<Void>()
+    private let watch: LoopBound<LoopWatch?>
+
+    init(channel: L2CAPChannel, central: CentralManager, events: L2CAPEvents) {
+        self.channel = channel
+        self.central = central
+        self.events = events
+        watch = central.loopBound(nil)
+    }
+
+    /// Runs until the channel ends: by the peer, by stdin's end, or failing
+    /// (thrown: its `BluetoothError`; stdout gone: exit 141). Returns
+    /// whether stdin ended (a later channel then does not read it).
+    /// `linger`: after stdin's end and everything sent, how long the
+    /// channel stays open for the peer to read and close it first.
+    func run(readingStdin: Bool, linger: Duration = .zero) async throws -> Bool {
+        let started = ContinuousClock.now
+        let channel = channel
+        if readingStdin { central.onLoopSoon { [self] in resume() } }
+        // (whether stdin ended, whether this side then closed the channel)
+        let closer = Task { [stdinEnded] () -> (Bool, Bool) in
+            guard readingStdin, (try? await stdinEnded.wait()) != nil else { return (false, false) }
+            await channel.flush()
+            if linger > .zero {
+                try? await Task.sleep(for: linger)
+                if Task.isCancelled { return (true, false) }   // the peer closed it meanwhile
+            }
+            await channel.close(timeout: .zero)
+            return (true, true)
+        }
+        var outcome: Result<Void, any Error> = .success(())
+        do {
+            for try await sdu in channel.received {
+                // A blocking write: a slow reader of stdout holds the channel back.
+                guard sdu.withUnsafeBytes({ FileDescriptorIO.writeAll(1, $0) }) else {
+                    throw errno == EPIPE ? CLIFailure(.brokenPipe, "")
+                        : CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(errno)))")
+                }
+            }
+        } catch {
+            outcome = .failure(error)
+        }
+        central.onLoopSoon { [self] in stopReading() }
+        stdinEnded.settle(.failure(CancellationError()))
+        closer.cancel()   // a linger ends with the channel
+        let (stdinDone, closedByUs) = await closer.value
+        await channel.close(timeout: .zero)
+        let counts = await channel.byteCounts
+        let by: String
+        switch outcome {
+        case .success: by = closedByUs ? "local" : "peer"
+        case .failure(let error as CLIFailure): by = error.status == .brokenPipe ? "stdout closed" : error.message
+        case .failure(is CancellationError): by = "interrupted"
+        case .failure(let error): by = "\(error)"
+        }
+        events.closed(channel, sent: counts.sent, received: counts.received, seconds: (ContinuousClock.now - started).seconds, by: by)
+        try outcome.get()
+        return stdinDone
+    }
+
+    // MARK: - On the loop
+
+    private func resume() {
+        guard watch.value == nil, !stdinEnded.isSettled else { return }
+        watch.value = central.watch(0) { [self] in readable() }
+    }
+
+    private func stopReading() {
+        if let id = watch.value { central.unwatch(id) }
+        watch.value = nil
+    }
+
+    /// Reads what stdin has and offers it; at the end (or a read error:
+    /// nothing more can be read) settles `stdinEnded`.
+    private func readable() {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR || errno == EAGAIN { return }
+        guard n > 0 else {
+            stopReading()
+            stdinEnded.settle(.success(()))
+            return
+        }
+        switch channel.offerOnLoop(chunk[0..<n]) {
+        case .taken(room: true):
+            break
+        case .taken(room: false):
+            stopReading()
+            channel.whenRoomOnLoop { [self] in resume() }
+        case .ended:
+            stopReading()
+        }
+    }
+}
+
+/// `l2cap`'s event lines, on stderr (stdout carries the channel's bytes):
+/// text for people, JSON lines with `--json`.
+struct L2CAPEvents: Sendable {
+    let json: Bool
+
+    private func emit(_ line: EventLine, device: String? = nil) {
+        let bytes = line.record(device: device).lineBytes(json: json)
+        _ = bytes.withUnsafeBytes { FileDescriptorIO.writeAll(2, $0) }
+    }
+
+    func listening(_ listener: L2CAPListener) {
+        emit(.l2capListening(adapter: listener.adapter, psm: listener.psm, security: listener.security))
+    }
+
+    func opened(_ channel: L2CAPChannel, accepted: Bool) {
+        emit(.l2capOpened(accepted: accepted, peer: channel.peer, addressType: channel.peerAddressType, adapter: channel.adapter,
+                          psm: channel.psm, sendMTU: channel.sendMTU, receiveMTU: channel.receiveMTU,
+                          security: channel.security, keySize: channel.keySize),
+             device: channel.peer.description)
+    }
+
+    func closed(_ channel: L2CAPChannel, sent: Int, received: Int, seconds: Double, by: String) {
+        emit(.l2capClosed(psm: channel.psm, sent: sent, received: received, seconds: seconds, by: by), device: channel.peer.description)
+    }
+}
+
+extension EventLine {
+    /// `l2cap listen`: listening on the adapter's PSM (the kernel's pick when none was asked).
+    static func l2capListening(adapter: String, psm: L2CAPPSM, security: L2CAPSecurity) -> EventLine {
+        EventLine(event: "listening",
+                  fields: [("adapter", .string(adapter)), ("psm", .int(Int(psm.rawValue))), ("security", .string(security.rawValue))],
+                  text: "listening on \(adapter) PSM \(psm) (\(psm.rawValue)), security \(security.rawValue)")
+    }
+
+    /// `l2cap`: a channel is open, connected to the peer's PSM or accepted from it.
+    static func l2capOpened(accepted: Bool, peer: BluetoothAddress, addressType: AddressType, adapter: String, psm: L2CAPPSM,
+                            sendMTU: Int, receiveMTU: Int, security: L2CAPSecurity, keySize: Int) -> EventLine {
+        let event = accepted ? "accepted" : "connected"
+        return EventLine(event: event, fields: [
+            ("adapter", .string(adapter)), ("psm", .int(Int(psm.rawValue))), ("address_type", .string(addressType.rawValue)),
+            ("send_mtu", .int(sendMTU)), ("receive_mtu", .int(receiveMTU)), ("security", .string(security.rawValue)),
+            ("key_size", .int(keySize)),
+        ], text: "\(event) \(accepted ? "from" : "to") \(peer) PSM \(psm): MTU out \(sendMTU), in \(receiveMTU), security \(security.rawValue)")
+    }
+
+    /// `l2cap`: the channel ended: bytes each way, how long (to the
+    /// millisecond), and who ended it ("local": stdin ended; "peer"; or the failure).
+    static func l2capClosed(psm: L2CAPPSM, sent: Int, received: Int, seconds: Double, by: String) -> EventLine {
+        let rounded = (seconds * 1000).rounded() / 1000
+        return EventLine(event: "closed", fields: [
+            ("psm", .int(Int(psm.rawValue))), ("sent", .int(sent)), ("received", .int(received)),
+            ("seconds", .double(rounded)), ("by", .string(by)),
+        ], text: "closed (\(by)): \(sent) bytes sent, \(received) received in \(rounded) s")
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a Double.
+    fileprivate var seconds: Double {
+        let (s, atto) = components
+        return Double(s) + Double(atto) / 1e18
+    }
+}

@@ -1,0 +1,121 @@
+// L2CAPChannel's engine on a real event loop (a central on the private
+// bus, its I/O thread polling the socket) over a real SOCK_SEQPACKET socket:
+// an AF_UNIX socketpair stands in for the kernel's L2CAP socket, which keeps
+// message boundaries the same way (one send, one SDU; one recv, one SDU).
+// What only the kernel's Bluetooth stack shows (credits, MTUs, security,
+// refusals) is the lab's (Tests/Lab/checks/l2cap.py).
+
+@testable import BluectlCore
+import Glibc
+import Testing
+
+/// A channel over one end of a socketpair; the test holds the other end (blocking).
+private func channelPair(_ central: CentralManager, sendMTU: Int = 672, receiveMTU: Int = 672) throws -> (L2CAPChannel, Int32) {
+    var fds: [Int32] = [0, 0]
+    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { throw BusTierError("socketpair: \(errno)") }
+    _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+    let engine = L2CAPChannelEngine(loop: central.mirror.loop, socket: L2CAPSocket(fd: fds[0]), sendMTU: sendMTU,
+                                    receiveMTU: receiveMTU, label: "the test channel")
+    let channel = L2CAPChannel(engine: engine, peer: try BluetoothAddress.parse("00:AA:01:03:00:03"), peerAddressType: .public,
+                               psm: L2CAPPSM(rawValue: 0x80)!, adapter: "hci0", security: .none, keySize: 0)
+    return (channel, fds[1])
+}
+
+/// One datagram from the peer end (blocking), nil at the end.
+private func receiveDatagram(_ fd: Int32) -> [UInt8]? {
+    var buffer = [UInt8](repeating: 0, count: 70000)
+    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+    return n > 0 ? Array(buffer[0..<n]) : nil
+}
+
+private func sendDatagram(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) } == bytes.count
+}
+
+private func pattern(_ count: Int, seed: Int = 0) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: ($0 &* 31) &+ seed) }
+}
+
+@Suite("L2CAP channel engine over a real SEQPACKET socket and event loop", .timeLimit(.minutes(2)))
+struct L2CAPChannelEngineTests {
+    @Test("send cuts data into SDUs of the send MTU; received yields the peer's SDUs whole, then ends at its close")
+    func framingBothWays() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central, sendMTU: 672)
+            defer { close(peer) }
+            let data = pattern(1500)
+            try await channel.send(data)
+            let sdus = [receiveDatagram(peer), receiveDatagram(peer), receiveDatagram(peer)]
+            #expect(sdus.map { $0?.count } == [672, 672, 156])
+            #expect(sdus.compactMap { $0 }.flatMap { $0 } == data)
+
+            let incoming = [pattern(10, seed: 1), pattern(672, seed: 2), pattern(1, seed: 3)]
+            for sdu in incoming { #expect(sendDatagram(peer, sdu)) }
+            shutdown(peer, Int32(SHUT_RDWR))
+            var got: [[UInt8]] = []
+            for try await sdu in channel.received { got.append(sdu) }
+            #expect(got == incoming)
+            let counts = await channel.byteCounts
+            #expect(counts.sent == 1500 && counts.received == 683)
+            await #expect(throws: BluetoothError.disconnected("the test channel was closed by the device")) {
+                try await channel.send([1])
+            }
+        }
+    }
+
+    @Test("a peer that does not read holds the sender back; everything arrives, in order, once it reads")
+    func backPressure() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central, sendMTU: 4096)
+            defer { close(peer) }
+            let total = 4 << 20
+            let chunk = 4096
+            let accepted = Locked(0)
+            let producer = Task {
+                var offset = 0
+                while offset < total {
+                    try await channel.send(pattern(chunk, seed: offset / chunk))
+                    offset += chunk
+                    accepted.withLock { $0 = offset }
+                }
+            }
+            // Held back: the engine's outbox reaches its limit while the peer reads nothing.
+            let engine = channel.engine
+            let most = Locked(0)
+            let full = try await bus.eventually(timeout: .seconds(30)) {
+                let queued = await central.onLoop { engine.queuedBytes }
+                most.withLock { $0 = max($0, queued) }
+                return queued >= engine.outboxLimit
+            }
+            #expect(full)
+            // send returns once under the limit, so one chunk at most goes over it
+            let queuedMost = most.withLock { $0 }
+            #expect(queuedMost < engine.outboxLimit + chunk, "\(queuedMost) bytes queued, limit \(engine.outboxLimit)")
+            let heldAt = accepted.withLock { $0 }
+            #expect(heldAt < total, "the sender was not held back: \(heldAt) of \(total) bytes accepted with nothing read")
+            var received: [UInt8] = []
+            received.reserveCapacity(total)
+            while received.count < total, let sdu = receiveDatagram(peer) { received.append(contentsOf: sdu) }
+            try await producer.value
+            #expect(received.count == total)
+            #expect(received == (0..<(total / chunk)).flatMap { pattern(chunk, seed: $0) })
+        }
+    }
+
+    @Test("dropping the channel closes its socket: the peer reads the end")
+    func droppedClosed() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            var pair: (L2CAPChannel, Int32)? = try channelPair(central)
+            let peer = pair!.1
+            defer { close(peer) }
+            pair = nil
+            #expect(receiveDatagram(peer) == nil)
+        }
+    }
+}
