@@ -59,4 +59,31 @@ import Testing
         }
         #expect(decideKD("RequestConfirmation", [.objectPath(ours)]) == .unknownMethod)  // malformed: no passkey
     }
+
+    @Test func keyboardOnlyAsksForInputAboutItsDeviceOnly() {
+        func decideKO(_ member: String, _ args: [DBusValue]) -> PairingAgent.Answer {
+            PairingAgent.decide(member: member, interface: "org.bluez.Agent1", arguments: args, sender: ":1.1", bluetoothd: ":1.1",
+                                allowed: [ours], capability: .keyboardOnly)
+        }
+        #expect(decideKO("RequestPasskey", [.objectPath(ours)]) == .ask(.enterPasskey))
+        #expect(decideKO("RequestPinCode", [.objectPath(ours)]) == .ask(.enterPinCode))
+        guard case .reject = decideKO("RequestPasskey", [.objectPath(other)]) else { Issue.record("asked about another device"); return }
+    }
+
+    @Test func secretsAnswerWithoutAPerson() {
+        let secrets = PairingAgent.Secrets(passkey: 4321, pinCode: "0000")
+        #expect(secrets.capability == .keyboardOnly)
+        #expect(secrets.reply(to: .enterPasskey) == .passkey(4321))
+        #expect(secrets.reply(to: .enterPinCode) == .pinCode("0000"))
+        #expect(secrets.reply(to: .confirmPasskey(4321)) == .accept)
+        #expect(secrets.reply(to: .confirmPasskey(4322)) == .reject("the passkey to confirm (004322) is not the one given"))
+        #expect(secrets.reply(to: .authorizePairing) == nil, "for a person to answer, when there is one")
+        let device = BluetoothAddress("00:AA:01:00:00:00")!
+        #expect(secrets.prompter(.authorizePairing, device) == .accept)
+        #expect(secrets.prompter(.displayPasskey(1, entered: 0), device) == .accept)
+        let none = PairingAgent.Secrets()
+        guard case .reject = none.prompter(.enterPasskey, device) else { Issue.record("entered a passkey it was not given"); return }
+        guard case .reject = none.prompter(.enterPinCode, device) else { Issue.record("entered a PIN it was not given"); return }
+        #expect(PairingAgent.Secrets(passkey: 1_000_000).passkey == nil, "not a passkey")
+    }
 }

@@ -127,13 +127,14 @@ struct AgentTests {
         }
     }
 
-    @Test("the default agent (no-input-no-output) is never asked for a passkey: BlueZ pairs NoInputNoOutput, the peripheral refuses")
+    @Test("the default agent (no-input-no-output) is never asked for a passkey: BlueZ pairs NoInputNoOutput, the peripheral refuses (79, --passkey suggested)")
     func defaultAgentNoPasskey() async throws {
         try await withPrivateBus { bus in
             _ = try await HeartRateGatt.install(bus)
             try await bus.setPairing(heartRatePath, "RequestPasskey", 1)
             let r = try await bus.runBluectl(["connect", heartRateAddress, "--pair"])
-            expectCleanFailure(r, 77, "AuthenticationFailed")
+            expectCleanFailure(r, 79, "failed authentication")
+            #expect(r.stderr.contains("AuthenticationFailed") && r.stderr.contains("--passkey"), "\(r)")
             #expect(try await bus.agentLog().map(\.outcome) == ["error:io capability NoInputNoOutput"], "no agent call")
             #expect(try await bus.pairLog().map(\.capability) == ["NoInputNoOutput"])
         }
@@ -148,6 +149,83 @@ struct AgentTests {
             let log = try await bus.pairLog()
             #expect(log.map(\.capability) == ["KeyboardDisplay"])
             #expect(log.first.map { $0.agentOwner == $0.caller } == true, "bluectl's own agent")
+        }
+    }
+
+    // Unattended: --passkey / --pin / BLUECTL_PASSKEY / @FILE, no terminal involved
+    // (setsid: no controlling terminal, so nothing could have been asked).
+
+    /// `bluectl ARGS` in a session without a controlling terminal.
+    private func runWithoutTerminal(_ bus: PrivateBus, _ args: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+        try await bus.spawn("/usr/bin/setsid", ["-w", try BusTier.bluectlExecutable()] + args, environment: environment)
+            .wait(timeout: .seconds(30))
+    }
+
+    @Test("--passkey: the agent registers KeyboardOnly and enters the passkey; paired, exit 0",
+          arguments: [["--passkey", "004321"], ["--agent", "keyboard-display", "--passkey", "004321"]])
+    func passkeyOption(options: [String]) async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 4321)
+            let r = try await runWithoutTerminal(bus, ["connect", heartRateAddress, "--pair"] + options)
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try await bus.agentLog().map(\.outcome) == ["ok:4321"])
+            let capability = options.contains("keyboard-display") ? "KeyboardDisplay" : "KeyboardOnly"
+            #expect(try await bus.pairLog().map(\.capability) == [capability])
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(true))
+        }
+    }
+
+    @Test("a wrong --passkey: BlueZ's AuthenticationFailed, exit 79 with one line; not paired, the passkey not shown")
+    func wrongPasskey() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 654321)
+            let r = try await runWithoutTerminal(bus, ["pair", heartRateAddress, "--passkey", "111111"])
+            expectCleanFailure(r, 79, "failed authentication: a wrong passkey or PIN")
+            #expect(!r.stderr.contains("111111") && !r.stderr.contains("654321"), "\(r)")
+            #expect(try await bus.agentLog().map(\.outcome) == ["ok:111111"])
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(false))
+        }
+    }
+
+    @Test("the passkey from BLUECTL_PASSKEY, or from a file only its owner may read (--passkey @FILE); the PIN from --pin")
+    func secretsFromEnvironmentAndFile() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 777)
+            var r = try await runWithoutTerminal(bus, ["pair", heartRateAddress], environment: ["BLUECTL_PASSKEY": "000777"])
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try await bus.agentLog().map(\.outcome) == ["ok:777"])
+        }
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPasskey", 123456)
+            let file = bus.directory.appendingPathComponent("passkey").path
+            #expect(FileManager.default.createFile(atPath: file, contents: Data("123456\n".utf8), attributes: [.posixPermissions: 0o600]))
+            let r = try await runWithoutTerminal(bus, ["pair", heartRateAddress, "--passkey", "@" + file])
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try await bus.agentLog().map(\.outcome) == ["ok:123456"])
+        }
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestPinCode", 2468)
+            let r = try await runWithoutTerminal(bus, ["pair", heartRateAddress, "--pin", "2468"])
+            #expect(r.exitCode == 0, "\(r)")
+            #expect(try await bus.agentLog().map(\.outcome) == ["ok:2468"])
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(true))
+        }
+    }
+
+    @Test("--passkey answers a confirmation only for the same passkey: another is refused (77), the device not paired")
+    func passkeyConfirmation() async throws {
+        try await withPrivateBus { bus in
+            _ = try await HeartRateGatt.install(bus)
+            try await bus.setPairing(heartRatePath, "RequestConfirmation", 222222)
+            // keyboard-display can be asked to confirm; the passkey given decides, the terminal is not asked
+            let r = try await runWithoutTerminal(bus, ["pair", heartRateAddress, "--agent", "keyboard-display", "--passkey", "333333"])
+            expectCleanFailure(r, 77, "is not the one given")
+            #expect(try await bus.property(heartRatePath, "org.bluez.Device1", "Paired")["data"] == .bool(false))
         }
     }
 }

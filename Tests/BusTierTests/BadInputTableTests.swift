@@ -46,6 +46,12 @@ private let longHex = String(repeating: "00", count: 245)
 private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
+/// A passkey file anyone may read (mode 644): refused as a keys file is.
+private let worldReadablePasskeyFile: String = {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-passkey-644-\(getpid())").path
+    FileManager.default.createFile(atPath: path, contents: Data("123456\n".utf8), attributes: [.posixPermissions: 0o644])
+    return path
+}()
 
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
@@ -138,6 +144,20 @@ private let rows: [BadInput] = [
     BadInput(args: ["read", D, "2a38", "--adapter", "hci"], code: 64, message: "invalid adapter name \"hci\""),
     BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64,
              message: "bluectl: invalid --agent \"bogus\": expected no-input-no-output, keyboard-display or none\n"),
+    // pairing secrets: never echoed back, where they came from named (64); a file others may read (78)
+    BadInput(args: ["connect", D, "--pair", "--passkey", "12345"], code: 64,
+             message: "bluectl: invalid passkey (--passkey): expected the device's 6-digit passkey, 000000 to 999999\n"),
+    BadInput(args: ["pair", D, "--passkey", "12345a"], code: 64, message: "invalid passkey (--passkey): expected the device's 6-digit passkey"),
+    BadInput(args: ["pair", D, "--passkey", "1234567"], code: 64, message: "invalid passkey (--passkey)"),
+    BadInput(args: ["pair", D, "--pin", ""], code: 64, message: "invalid PIN code (--pin): expected 1 to 16 bytes, no control characters"),
+    BadInput(args: ["pair", D, "--pin", "12345678901234567"], code: 64, message: "invalid PIN code (--pin): expected 1 to 16 bytes"),
+    BadInput(args: ["pair", D, "--passkey", "@/nonexistent/passkey"], code: 64,
+             message: "bluectl: cannot read the --passkey file /nonexistent/passkey: No such file or directory\n"),
+    BadInput(args: ["pair", D, "--passkey", "@" + worldReadablePasskeyFile], code: 78,
+             message: "may be read by others than its owner (mode 644): not used; chmod 600"),
+    BadInput(args: ["pair", D, "--agent", "none", "--passkey", "123456"], code: 64,
+             message: "bluectl: --passkey and --pin need an agent to answer with them; --agent none was given\n"),
+    BadInput(args: ["info", D, "--passkey", "123456"], code: 64, message: "bluectl: unknown option \"--passkey\""),
     BadInput(args: ["read", D, "2a38", "--format", "xml"], code: 64, message: "bluectl: invalid --format \"xml\": expected hex, utf8, raw, json or decoded\n"),
     // values (64)
     BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),

@@ -33,7 +33,7 @@ struct ConnectCommand: AsyncParsableCommand {
         try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "connect to \(device)",
                                    disconnectAfter: false) { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
-            session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
             if pair, peripheral.info?.paired != true {
                 try await peripheral.pair(timeout: deadline.remaining)

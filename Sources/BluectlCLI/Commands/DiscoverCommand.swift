@@ -36,7 +36,7 @@ struct DiscoverCommand: AsyncParsableCommand {
         let (device, options, json) = (self.device, self.options, self.json)
         try await runDeviceCommand(adapterOptions: adapterOptions, options: options, what: "discover \(device)") { session, deadline in
             let peripheral = try await session.find(device, deadline: deadline)
-            session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline)
             let services = try await peripheral.discoverServices(uuids, timeout: deadline.remaining)
             let database = peripheral.database

@@ -97,7 +97,7 @@ struct PairCommand: AsyncParsableCommand {
             let peripheral = try await session.find(device, deadline: deadline)
             let already = peripheral.info?.paired == true
             if !already {
-                session.registerAgent(options.agent, for: peripheral)
+                session.registerAgent(for: peripheral)
                 try await session.connect(peripheral, options: options, deadline: deadline)
                 // bluetoothd may have paired by itself on connecting (a bond on the other side).
                 if peripheral.info?.paired != true { try await peripheral.pair(timeout: deadline.remaining) }

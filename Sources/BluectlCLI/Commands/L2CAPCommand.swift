@@ -134,7 +134,7 @@ struct L2CAPCommand: AsyncParsableCommand {
                                        what: "open an L2CAP channel to PSM \(psm) of \(device)") { session, _ in
                 let deadline = Deadline(seconds: setup)
                 let peripheral = try await session.find(device, deadline: deadline)
-                session.registerAgent(options.agent, for: peripheral)
+                session.registerAgent(for: peripheral)
                 try await session.connect(peripheral, options: options, deadline: deadline)
                 let channel = try await peripheral.openL2CAPChannel(psm, security: security, timeout: deadline.remaining)
                 events.opened(channel, accepted: false)

@@ -75,7 +75,7 @@ struct ReadCommand: AsyncParsableCommand {
                                     devices: devices) { sessions, deadline in
           try await forEachDevice(devices, sessions: sessions, json: format == .json, what: "read \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
-            session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline, onQueued: await session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             let value: [UInt8]
@@ -210,7 +210,7 @@ struct WriteCommand: AsyncParsableCommand {
                                     devices: devices) { sessions, deadline in
           try await forEachDevice(devices, sessions: sessions, json: json, what: "write \(characteristic)") { device, session in
             let peripheral = try await session.find(device, deadline: deadline)
-            session.registerAgent(options.agent, for: peripheral)
+            session.registerAgent(for: peripheral)
             try await session.connect(peripheral, options: options, deadline: deadline, onQueued: await session.sayQueued)
             let chr = try peripheral.characteristic(selector, service: service)
             var record = WriteRecord(device: peripheral.identifier.description, characteristic: chr.uuid, bytes: bytes)

@@ -156,7 +156,7 @@ final class SubscribeJob: Sendable {
         let (device, settings, output) = (device, settings, output)
         return try await deadline.run(orThrow: BluetoothError.timeout("subscribe set-up")) { [self] in
             let peripheral = try await session.find(device, deadline: deadline)
-            session.registerAgent(settings.options.agent, for: peripheral)
+            session.registerAgent(for: peripheral)
             let adapter = await session.adapter.name
             try await session.connect(peripheral, options: settings.options, deadline: deadline) { ahead in
                 output.event(.connectQueued(ahead: ahead, adapter: adapter))

@@ -41,6 +41,21 @@ struct DeviceCommandOptions: ParsableArguments {
         valueName: "AGENT"))
     var agent: AgentChoice = .noInputNoOutput
 
+    @Option(help: ArgumentHelp(
+        "The device's passkey (6 digits) for pairing without a person, or @FILE holding it (else $BLUECTL_PASSKEY).",
+        valueName: "PASSKEY"))
+    var passkey: String?
+
+    @Option(help: ArgumentHelp("The device's PIN code (legacy pairing), or @FILE holding it (else $BLUECTL_PIN).", valueName: "PIN"))
+    var pin: String?
+
+    /// How pairing questions are answered: `--agent` with the passkey or PIN
+    /// given (read here, so that a file or variable is read once, before
+    /// anything else).
+    func pairing() throws(CLIFailure) -> PairingSetup {
+        try PairingSetup.resolve(agent: agent, passkey: passkey, pin: pin)
+    }
+
     func validate() throws {
         if !(0...10).contains(retries) { throw ValidationError("invalid --retries \"\(retries)\": expected 0 to 10") }
     }
@@ -54,6 +69,8 @@ struct DeviceCommandOptions: ParsableArguments {
         self.deadline = deadline
         retries = 2
         agent = .noInputNoOutput
+        passkey = nil
+        pin = nil
     }
 }
 

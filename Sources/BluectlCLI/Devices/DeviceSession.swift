@@ -31,9 +31,13 @@ actor DeviceSession {
     /// that the peripheral's pairing preparation can hold it without holding
     /// the session (no cycle, and no weak reference).
     private let agent = AgentSlot()
+    /// How this command answers pairing questions (`--agent`, `--passkey`, `--pin`).
+    nonisolated let pairing: PairingSetup
 
-    init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool, device: String? = nil) {
+    init(central: CentralManager, adapter: AdapterInfo, adapterGiven: Bool, device: String? = nil,
+         pairing: PairingSetup = PairingSetup(agent: .noInputNoOutput, secrets: nil)) {
         self.central = central
+        self.pairing = pairing
         self.adapterGiven = adapterGiven
         self.adapter = adapter
         prefix = device.map { deviceLabel($0) + ": " } ?? ""
@@ -101,12 +105,12 @@ actor DeviceSession {
         return peripheral
     }
 
-    /// Has `peripheral` register bluectl's agent (`choice`) right before it
+    /// Has `peripheral` register bluectl's agent (`pairing`) right before it
     /// pairs, if it does (see `Peripheral.preparePairing`).
-    nonisolated func registerAgent(_ choice: AgentChoice, for peripheral: Peripheral) {
-        guard choice != .none else { return }
-        peripheral.preparePairing { [central, agent] peripheral in
-            await agent.register(choice, for: peripheral, central: central)
+    nonisolated func registerAgent(for peripheral: Peripheral) {
+        guard pairing.agent != .none else { return }
+        peripheral.preparePairing { [central, agent, pairing] peripheral in
+            await agent.register(pairing, for: peripheral, central: central)
         }
     }
 
@@ -213,16 +217,9 @@ private actor AgentSlot {
     /// Registers bluectl's agent for `peripheral` (once). Pairing works
     /// without it when another default agent exists: a failure to register
     /// does not fail the command.
-    func register(_ choice: AgentChoice, for peripheral: Peripheral, central: CentralManager) async {
+    func register(_ setup: PairingSetup, for peripheral: Peripheral, central: CentralManager) async {
         guard agent == nil else { return }
-        let registered: PairingAgent?
-        switch choice {
-        case .keyboardDisplay:
-            registered = try? await PairingAgent.register(central: central, for: [peripheral], capability: .keyboardDisplay,
-                                                          prompter: { TerminalPrompter.ask($0, device: $1) })
-        default:
-            registered = try? await PairingAgent.register(central: central, for: [peripheral])
-        }
+        let registered = await setup.register(for: peripheral, central: central)
         guard let registered, agent == nil else {
             if let registered { await registered.unregister() }
             return
@@ -266,12 +263,13 @@ func runDevicesCommand(
     _ body: @escaping @Sendable ([DeviceSession], Deadline) async throws -> Void
 ) async throws {
     let seconds = options.timeout
+    let pairing = try options.pairing()
     try await SignalScope.run {
         let deadline = Deadline(seconds: seconds)
         let (central, adapter) = try await adapterOptions.open(requirePowered: requirePowered)
         let sessions = devices.map { device in
             DeviceSession(central: central, adapter: adapter, adapterGiven: adapterOptions.adapter != nil,
-                          device: devices.count > 1 ? device : nil)
+                          device: devices.count > 1 ? device : nil, pairing: pairing)
         }
         // The body runs in a task of its own: at the deadline (or a signal) it
         // is cancelled and given a few seconds to undo what it started (a

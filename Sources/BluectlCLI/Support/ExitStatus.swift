@@ -24,9 +24,12 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case temporaryFailure = 75
     /// Not permitted / not authorized (bus policy or the device).
     case noPermission = 77
-    /// A file of settings bluectl reads cannot be used: a keys file others can read, or one
+    /// A file of settings bluectl reads cannot be used: a keys or passkey file others can read, or one
     /// that is not a JSON object of addresses and keys (sysexits' EX_CONFIG).
     case config = 78
+    /// Pairing failed its authentication: a wrong `--passkey` or `--pin`, or
+    /// the device wanted one and none was given.
+    case authenticationFailed = 79
     /// The --timeout ran out.
     case timeout = 124
     case interrupted = 130
@@ -47,7 +50,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .ioError: return "disconnected"
         case .temporaryFailure: return "still in progress"
         case .noPermission: return "not permitted"
-        case .config: return "unusable keys file"
+        case .config: return "unusable keys or passkey file"
+        case .authenticationFailed: return "pairing authentication failed"
         case .timeout: return "timeout"
         case .interrupted: return "SIGINT"
         case .brokenPipe: return "stdout's reader went away"
@@ -83,6 +87,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .channelRefused: self = .unavailable
         case .noResources: self = .temporaryFailure
         case .securityFailed: self = .noPermission
+        case .authenticationFailed: self = .authenticationFailed
         }
     }
 
@@ -107,6 +112,7 @@ public struct CLIFailure: Error, Sendable {
         case .adapterPoweredOff: self.init(.unavailable, "\(error) (try --power-on)")
         case .bluez(ExitStatus.notReady, _, _): self.init(.unavailable, "\(error); is the adapter powered? (try --power-on)")
         case .cancelled(let what): self.init(.timeout, "timed out: \(what)")
+        case .authenticationFailed: self.init(.authenticationFailed, "\(error); give the device's passkey with --passkey (or its PIN with --pin)")
         case .accessDenied: self.init(.noPermission, "\(error). \(Self.permissionAdvice)")
         case .busUnavailable(let address, let reason): self.init(.unavailable, Self.busMessage(address: address, reason: reason))
         default: self.init(ExitStatus(error), error.description)

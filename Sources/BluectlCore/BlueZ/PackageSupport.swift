@@ -128,7 +128,7 @@ package struct Deadline: Sendable {
         // `body` answered: let its task end too (at once), so that nothing it
         // captured outlives this call (a process about to exit must hold no
         // task that still references what it was working on).
-        await work.value
+        _ = await work.value
         return value
     }
 

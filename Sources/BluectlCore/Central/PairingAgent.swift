@@ -38,6 +38,10 @@ public final class PairingAgent: Sendable {
         case displayYesNo = "DisplayYesNo"
         /// Can show and type a passkey.
         case keyboardDisplay = "KeyboardDisplay"
+        /// Can type a passkey, show nothing: whatever the device can do, this
+        /// side is the one that enters the passkey (or both sides do), so a
+        /// passkey known in advance pairs without a person (`Secrets`).
+        case keyboardOnly = "KeyboardOnly"
     }
 
     /// A question for the user (keyboard-display).
@@ -181,7 +185,8 @@ public final class PairingAgent: Sendable {
     }
 
     /// The policy, pure: only bluetoothd may ask; confirmations and
-    /// authorizations only for the allowed devices; no PIN or passkey input.
+    /// authorizations only for the allowed devices; PIN and passkey input
+    /// only with a capability that has a keyboard (the prompter answers).
     package static func decide(
         member: String?, interface: String?, arguments: [DBusValue], sender: String?, bluetoothd: String?,
         allowed: Set<ObjectPath>, capability: Capability
@@ -190,7 +195,7 @@ public final class PairingAgent: Sendable {
         guard let sender, sender == bluetoothd else { return .reject("only bluetoothd may ask this agent") }
         let device = arguments.first?.objectPath
         let known = device.map { allowed.contains($0) } ?? false
-        if capability == .keyboardDisplay, let member, member != "Release", member != "Cancel" {
+        if capability == .keyboardDisplay || capability == .keyboardOnly, let member, member != "Release", member != "Cancel" {
             guard let question = question(member: member, arguments: arguments) else { return .unknownMethod }
             return known ? .ask(question) : .reject("not a device this bluectl run is working with")
         }

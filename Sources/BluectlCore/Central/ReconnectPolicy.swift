@@ -55,7 +55,7 @@ public struct ReconnectPolicy: Sendable, Equatable {
             case .attributeNotFound:
                 return afterSuccess
             case .busUnavailable, .accessDenied, .notPermitted, .unexpected, .invalidRequest, .cancelled,
-                 .ambiguous, .notSupported, .roleUnavailable, .valueTooLong, .channelRefused, .securityFailed:
+                 .ambiguous, .notSupported, .roleUnavailable, .valueTooLong, .channelRefused, .securityFailed, .authenticationFailed:
                 return false
             }
         default:

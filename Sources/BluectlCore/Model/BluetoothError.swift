@@ -29,8 +29,14 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
     case cancelled(String)
     /// The peer (or the bus) went away in the middle of an operation.
     case disconnected(String)
-    /// BlueZ said NotPermitted / NotAuthorized / AuthenticationFailed …
+    /// BlueZ said NotPermitted / NotAuthorized / AuthenticationRejected /
+    /// AuthenticationCanceled: the device or an agent said no.
     case notPermitted(name: String, message: String)
+    /// Pairing failed its authentication (BlueZ's AuthenticationFailed during
+    /// what is named): a wrong passkey or PIN, or the device wanted one and
+    /// the agent could give none. Unlike `notPermitted`, nobody refused:
+    /// the two sides did not agree.
+    case authenticationFailed(String)
     /// BlueZ kept answering InProgress.
     case inProgress(String)
     /// Any other error reply from BlueZ, by name, with its message.
@@ -94,6 +100,9 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
             return message.isEmpty ? "not permitted (\(name))" : "not permitted: \(message) (\(name))"
         case .inProgress(let what):
             return "operation still in progress after retries: \(what)"
+        case .authenticationFailed(let what):
+            return "\(what) failed authentication: a wrong passkey or PIN, or the device wanted one and none was given "
+                + "(org.bluez.Error.AuthenticationFailed)"
         case .bluez(let name, let message, let operation):
             return "\(operation) failed: \(message.isEmpty ? name : "\(message) (\(name))")"
         case .unexpected(let what):
@@ -118,6 +127,7 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
     public var bluezErrorName: String? {
         switch self {
         case .notPermitted(let name, _), .bluez(let name, _, _): return name
+        case .authenticationFailed: return "org.bluez.Error.AuthenticationFailed"
         default: return nil
         }
     }
@@ -144,8 +154,9 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
             case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout",
                  "org.freedesktop.DBus.Error.TimedOut":
                 self = .timeout(operation)
-            case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized",
-                 "org.bluez.Error.AuthenticationFailed", "org.bluez.Error.AuthenticationRejected",
+            case "org.bluez.Error.AuthenticationFailed":
+                self = .authenticationFailed(operation)
+            case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized", "org.bluez.Error.AuthenticationRejected",
                  "org.bluez.Error.AuthenticationCanceled":
                 self = .notPermitted(name: name, message: message)
             case "org.bluez.Error.InProgress":

@@ -7,7 +7,7 @@ import re
 import time
 
 from labcheck import bluez, lab
-from labcheck.faults import AgentRefusesNext, forget_bond, peripheral_back_after_crash
+from labcheck.faults import AgentRefusesNext, PasskeyDevice, forget_bond, peripheral_back_after_crash
 from labcheck.jsonlines import check, is_hex, stream_value_ok, seq_of
 from labcheck.lab import (BATT_LVL, BATT_SVC, BODY_LOC, CENTRAL, DEV, DEV_OPTS, HR_CTRL, HR_MEAS, HR_SVC,
                           LAB_CONTROL, LAB_LONG, LAB_STREAM, LAB_SVC, PERIPH_ADDR, TEST_CHR, TEST_DESC,
@@ -253,6 +253,28 @@ def _(c):
     wait_device(c, 'Paired', True, 5, 'bluetoothd does not show the device paired')
 
 
+@lab_check('pair_passkey')
+def _(c):
+    """Pairing without a person: the peripheral's side plays a device with a
+    fixed passkey (PasskeyDevice: both sides enter it). A wrong --passkey
+    fails with 79 and one line, the device not paired; the right one pairs
+    (exit 0), bluectl's agent registered KeyboardOnly."""
+    forget_bond(c)
+    with PasskeyDevice(c, '314159') as device:
+        c.bl('pair', DEV, '--passkey', '271828', '--timeout', '45', *DEV_OPTS)
+        c.expect_rc(79)
+        check(len(c.last.stderr.splitlines()) == 1 and 'failed authentication' in c.last.stderr, c.first_err())
+        check('271828' not in c.last.stderr and '314159' not in c.last.stderr, 'a passkey shown: %s' % c.first_err())
+        check(device.asked(), 'the device side was never asked for its passkey (was it passkey entry?)')
+        check(not bluez.prop(lab.dev_path(DEV), 'org.bluez.Device1', 'Paired'), 'paired with a wrong passkey')
+        forget_bond(c)
+        c.bl('pair', DEV, '--passkey', '314159', '--timeout', '45', *DEV_OPTS, env={'BLUECTL_DEBUG': '1'})
+        c.expect_rc(0)
+        check('KeyboardOnly' in c.last.stderr, "bluectl's agent did not register KeyboardOnly")
+        wait_device(c, 'Paired', True, 5, 'bluetoothd does not show the device paired')
+    forget_bond(c)
+
+
 @lab_check('info')
 def _(c):
     c.bl('info', DEV, '--json', *DEV_OPTS)
@@ -261,6 +283,8 @@ def _(c):
     d = lines[0] if lines else {}
     check(PERIPH_ADDR in json.dumps(d), 'info lacks the address')
     check(d.get('connected') is True, 'connected %r, expected true' % d.get('connected'))
+    # the link's ATT MTU (GattCharacteristic1.MTU): 517 between two BlueZ stacks, at least 23 anywhere
+    check(isinstance(d.get('mtu'), int) and d['mtu'] >= 23, 'mtu %r, expected the ATT MTU' % d.get('mtu'))
 
 
 @lab_check('disconnect')

@@ -11,7 +11,9 @@ import time
 import dbus
 
 from . import bluez, lab
+from .procs import read_text
 from .runner import crashes_since, supervisor_mark, supervisor_since, wait_peripheral_back
+from .serving import wait_out
 
 
 def adapter_power(c, adapter, on):
@@ -100,6 +102,34 @@ class AgentRefusesNext:
             os.remove(self.FLAG)
         except OSError:
             pass
+
+
+class PasskeyDevice:
+    """While in effect (`with PasskeyDevice(c, '123456'): ...`), the
+    peripheral's side of a pairing is a device with a fixed passkey: a second
+    lab agent (Scripts/lab.d/guest/agent.py KeyboardOnly PASSKEY) is
+    bluetoothd's default agent, so both sides enter the passkey and its
+    RequestPasskey answers PASSKEY. On exit the agent is stopped and the lab's
+    own agent is the default again."""
+
+    def __init__(self, c, passkey):
+        self.c, self.passkey = c, passkey
+        self.log = c.path('passkey-agent.log')
+
+    def __enter__(self):
+        agent = os.path.join(lab.REPO, 'Scripts/lab.d/guest/agent.py')
+        self.proc = self.c.spawn([lab.PY, '-Iu', agent, 'KeyboardOnly', self.passkey], self.log, self.log + '.err', limit=600,
+                                 show='agent.py KeyboardOnly %s   (background: the peripheral side\'s default agent)' % self.passkey)
+        if not wait_out(self.c, self.log, 'agent registered', 60, self.proc):
+            self.c.fail('the passkey agent did not register: %s' % read_text(self.log + '.err')[-300:])
+        return self
+
+    def asked(self):
+        """The RequestPasskey lines the agent logged."""
+        return [l for l in read_text(self.log).splitlines() if 'RequestPasskey' in l]
+
+    def __exit__(self, *_):
+        self.proc.end()
 
 
 def forget_bond(c, dev=None, its=None):
