@@ -70,6 +70,7 @@ package final class L2CAPChannelEngine: Sendable {
 
     /// Starts reading (once the channel is handed out).
     func start() {
+        socket.enlargeReceiveBuffer()
         state.value.buffer = [UInt8](repeating: 0, count: receiveMTU)
         watchReadable()
     }

@@ -102,6 +102,28 @@ struct L2CAPSocket: Sendable {
         return result == 0 ? 0 : errno
     }
 
+    /// Asks for a receive buffer of `bytes` (SO_RCVBUFFORCE where the
+    /// process may, else SO_RCVBUF, which the kernel caps at
+    /// net.core.rmem_max); returns the size the kernel set. Why it matters:
+    /// Linux gives an LE channel's credits from the room it counts in this
+    /// buffer, but charges each SDU its buffers' whole size, so a reader
+    /// that falls behind can see an SDU not fit; Linux 6.1 (Debian 12's
+    /// 6.1.0-56) then parks it and queues the next ones ahead of it, and the
+    /// reader gets them out of order (docs/l2cap.md, "Out of order"). More
+    /// room makes that much rarer; the engine also drains the socket into
+    /// its own inbox as SDUs come.
+    @discardableResult
+    func enlargeReceiveBuffer(to bytes: Int32 = 8 << 20) -> Int {
+        var value = bytes
+        let size = socklen_t(MemoryLayout<Int32>.size)
+        if setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &value, size) != 0 {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, size)
+        }
+        var granted: Int32 = 0
+        var length = size
+        return getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &length) == 0 ? Int(granted) : 0
+    }
+
     /// BT_RCVMTU: the largest SDU this side takes (set before connect or listen: the kernel refuses it once connected).
     func setReceiveMTU(_ mtu: UInt16) -> Int32 {
         var value = mtu
