@@ -253,28 +253,6 @@ def _(c):
     wait_device(c, 'Paired', True, 5, 'bluetoothd does not show the device paired')
 
 
-@lab_check('pair_passkey')
-def _(c):
-    """Pairing without a person: the peripheral's side plays a device with a
-    fixed passkey (PasskeyDevice: both sides enter it). A wrong --passkey
-    fails with 79 and one line, the device not paired; the right one pairs
-    (exit 0), bluectl's agent registered KeyboardOnly."""
-    forget_bond(c)
-    with PasskeyDevice(c, '314159') as device:
-        c.bl('pair', DEV, '--passkey', '271828', '--timeout', '45', *DEV_OPTS)
-        c.expect_rc(79)
-        check(len(c.last.stderr.splitlines()) == 1 and 'failed authentication' in c.last.stderr, c.first_err())
-        check('271828' not in c.last.stderr and '314159' not in c.last.stderr, 'a passkey shown: %s' % c.first_err())
-        check(device.asked(), 'the device side was never asked for its passkey (was it passkey entry?)')
-        check(not bluez.prop(lab.dev_path(DEV), 'org.bluez.Device1', 'Paired'), 'paired with a wrong passkey')
-        forget_bond(c)
-        c.bl('pair', DEV, '--passkey', '314159', '--timeout', '45', *DEV_OPTS, env={'BLUECTL_DEBUG': '1'})
-        c.expect_rc(0)
-        check('KeyboardOnly' in c.last.stderr, "bluectl's agent did not register KeyboardOnly")
-        wait_device(c, 'Paired', True, 5, 'bluetoothd does not show the device paired')
-    forget_bond(c)
-
-
 @lab_check('info')
 def _(c):
     c.bl('info', DEV, '--json', *DEV_OPTS)
@@ -292,6 +270,29 @@ def _(c):
     c.bl('disconnect', DEV, *DEV_OPTS)
     c.expect_rc(0)
     wait_device(c, 'Connected', False, 10, 'bluetoothd still shows %s connected' % DEV)
+
+
+@lab_check('pair_passkey')
+def _(c):
+    """Pairing without a person (after `disconnect`: `info` and `disconnect`
+    need the connection `pair` left): the peripheral's side plays a device
+    with a fixed passkey (PasskeyDevice: both sides enter it). A wrong --passkey
+    fails with 79 and one line, the device not paired; the right one pairs
+    (exit 0), bluectl's agent registered KeyboardOnly."""
+    forget_bond(c)
+    with PasskeyDevice(c, '314159') as device:
+        c.bl('pair', DEV, '--passkey', '271828', '--timeout', '45', *DEV_OPTS)
+        c.expect_rc(79)
+        check(len(c.last.stderr.splitlines()) == 1 and 'failed authentication' in c.last.stderr, c.first_err())
+        check('271828' not in c.last.stderr and '314159' not in c.last.stderr, 'a passkey shown: %s' % c.first_err())
+        check(device.asked(), 'the device side was never asked for its passkey (was it passkey entry?)')
+        check(not bluez.prop(lab.dev_path(DEV), 'org.bluez.Device1', 'Paired'), 'paired with a wrong passkey')
+        forget_bond(c)
+        c.bl('pair', DEV, '--passkey', '314159', '--timeout', '45', *DEV_OPTS, env={'BLUECTL_DEBUG': '1'})
+        c.expect_rc(0)
+        check('KeyboardOnly' in c.last.stderr, "bluectl's agent did not register KeyboardOnly")
+        wait_device(c, 'Paired', True, 5, 'bluetoothd does not show the device paired')
+    forget_bond(c)
 
 
 @lab_check('read_own_connection')
