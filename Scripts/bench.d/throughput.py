@@ -25,6 +25,7 @@ import hashlib
 import os
 import re
 import select
+import shutil
 import statistics
 import subprocess
 import time
@@ -54,6 +55,9 @@ def measure(h, size, values, writes, reps):
         for tool in ("bluectl", "C"):
             out["runs"].append(l2cap_run(h, tool, data, size, digest, 0x93 + rep * 2 + (tool == "C"), rep))
             h.save()
+    def l2cap_under_perf():
+        diagnose_l2cap(h, data, size, digest, 0x93 + reps * 2)
+    h.diagnosis(l2cap_under_perf)
     for rep in range(reps):
         for tool in ("bluectl", "C"):
             out["runs"].append(write_runs(h, tool, writes, rep))
@@ -69,8 +73,24 @@ def measure(h, size, values, writes, reps):
                 h.save()
 
 
-def l2cap_run(h, tool, data, size, digest, psm, rep):
-    """One transfer of the file `data` (size bytes) hci1 -> hci0 on `psm`."""
+def diagnose_l2cap(h, data, size, digest, psm):
+    """Not counted: one bluectl transfer with sender and receiver under perf
+    (cpu-clock, call graphs): where bluectl's CPU per byte goes."""
+    perf = shutil.which("perf")
+    if not (perf and h.BLUECTL):
+        return
+    files = {role: os.path.join(h.WORK, "perf-l2cap-%s.data" % role) for role in ("listen", "connect")}
+    wrap = {role: [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", f, "--"]
+            for role, f in files.items()}
+    r = l2cap_run(h, "bluectl", data, size, digest, psm, 0, wrap)
+    h.RESULTS["throughput"]["diagnostic"] = dict(r, tool="(bluectl l2cap under perf)")
+    for role, f in files.items():
+        h.perf_report(perf, f, os.path.join(h.WORK, "diag-l2cap-%s-perf.txt" % role))
+
+
+def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
+    """One transfer of the file `data` (size bytes) hci1 -> hci0 on `psm`
+    (`wrap`: a command prefix per role, listen and connect: a diagnostic's)."""
     c = os.path.join(h.CBIN, "l2cat")
     name = TOOLS["l2cap"][tool == "C"]
     if tool == "bluectl":
@@ -82,6 +102,8 @@ def l2cap_run(h, tool, data, size, digest, psm, rep):
         listen = [c, "listen", h.PERIPH_ADDR, str(psm)]
         send = [c, "connect", h.ENV["CENTRAL_ADDR"], h.PERIPH_ADDR, str(psm)]
         ready = re.compile(r"l2cat: listening")
+    if wrap:
+        listen, send = wrap["listen"] + listen, wrap["connect"] + send
     res = {"mode": "l2cap", "tool": name, "rep": rep, "n": size, "psm": psm, "argv": " ".join(send)}
     base = os.path.join(h.WORK, "throughput-l2cap-%s-%d" % (tool, rep))
     lerr_path, serr_path = base + "-listen.err", base + "-connect.err"
