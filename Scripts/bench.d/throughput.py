@@ -118,6 +118,7 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
         with open(data, "rb") as stdin:
             sender = subprocess.Popen(send, stdin=stdin, stdout=subprocess.DEVNULL, stderr=serr)
         sha, got, first, first_bytes, last, cpu0 = hashlib.sha256(), 0, None, 0, None, {}
+        chunks = []  # kept to be written out when the transfer is not intact
         fd, end = listener.stdout.fileno(), time.monotonic() + 300
         while time.monotonic() < end:
             if not select.select([fd], [], [], 1.0)[0]:
@@ -130,6 +131,7 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
                 first, first_bytes = now, len(chunk)
                 cpu0 = {"sender": h.proc_cpu(sender.pid), "receiver": h.proc_cpu(listener.pid)}
             sha.update(chunk)
+            chunks.append(chunk)
             got += len(chunk)
             last = now
         for role, p in (("sender", sender), ("receiver", listener)):
@@ -146,6 +148,11 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
             res["cpu_per_byte_us"] = sum(cpus) / got * 1e6 if got else None
         if not res["intact"]:
             res["error"] = "received %d of %d bytes%s" % (got, size, "" if got != size else ", content differs")
+            # both kept, to be compared: which SDUs went missing, moved or came twice
+            res["kept"] = [base + "-received.bin", base + "-sent.bin"]
+            with open(res["kept"][0], "wb") as f:
+                f.writelines(chunks)
+            shutil.copyfile(data, res["kept"][1])
     finally:
         for p in (sender, listener):
             if p is not None and p.poll() is None:
