@@ -2,6 +2,8 @@
 """bluectl benchmarks (see Scripts/bench). Prints figures; asserts nothing timed."""
 import csv, json, os, re, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
 
+import throughput  # Scripts/bench.d/throughput.py: issue 29's table and targets
+
 BIN = sys.argv[1]  # empty: the lab part lets Scripts/lab build bluectl
 WHAT = " ".join(sys.argv[2:]).split()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -436,6 +438,9 @@ def lab_prepare():
     for name in ("readvalue", "notify"):
         subprocess.run(["cc", "-O2", "-Wall", "-o", os.path.join(CBIN, name),
                         os.path.join(REPO, "Scripts", "bench.d", name + ".c")] + flags, check=True)
+    # the L2CAP peer: the kernel ABI from the C shim's header, no libdbus
+    subprocess.run(["cc", "-O2", "-Wall", "-I", os.path.join(REPO, "Sources", "CBluectlShim", "include"), "-o",
+                    os.path.join(CBIN, "l2cat"), os.path.join(REPO, "Scripts", "bench.d", "l2cat.c")], check=True)
     ensure_bleak_venv()
 
 
@@ -461,7 +466,8 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
             "--notify-reps", str(reps), "--big", str(big), "--cbin", os.path.relpath(CBIN, REPO),
             "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO),
             "--devices", os.environ.get("BENCH_DEVICES", "1000"), "--devices-ms", os.environ.get("BENCH_DEVICES_MS", "2"),
-            "--devices-reps", str(reps), "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5")]
+            "--devices-reps", str(reps), "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5"),
+            "--throughput", os.environ.get("BENCH_THROUGHPUT", f"2097152,3000,20,{reps}")]
     if only:
         args += ["--only", only]
     if os.environ.get("BENCH_COMPARE"):
@@ -649,6 +655,7 @@ def lab_report(res, out):
                     ar is None or ar >= 1))
     L.extend(process_report(res.get("notify")))
     L.extend(devices_report(res.get("devices")))
+    L.extend(throughput.report(res.get("throughput"), target, _x))
     for note in res.get("notes", []):
         L.append(f"- {note}")
     return "\n".join(L) + "\n"

@@ -16,10 +16,14 @@ consumers' output under $LAB_OUT/bench/.
            consumer per device: per device loss, order, rate; CPU per value
   reads also get a breakdown: a few runs of bluectl, busctl and the C client under
   strace, split into stages by syscalls (read_breakdown)
+  throughput  issue 29: bytes/s and CPU per byte of bluectl against C peers over an
+           L2CAP channel, StartNotify, AcquireNotify and write without response
+           (Scripts/bench.d/throughput.py)
 
 usage: lab-guest.py [--reads N] [--notify N[,N...]] [--notify-reps R] [--big N]
                     [--cbin DIR] [--venv PYTHON] [--only reads,notify,devices] [--consumers REGEX]
                     [--devices N] [--devices-ms MS] [--devices-reps R] [--breakdown RUNS]
+                    [--throughput BYTES,VALUES,WRITES,REPS]
 Tools missing in this environment become rows marked "not available".
 """
 import json
@@ -66,8 +70,10 @@ NOTIFY_REPS = int(opt("--notify-reps", "2"))
 BIG = int(opt("--big", "0"))
 CBIN = os.path.join(REPO, opt("--cbin", ".lab/bench-bin"))
 VENV_PY = os.path.join(REPO, opt("--venv", ".lab/venv-bleak/bin/python"))
-ONLY = opt("--only", "")  # comma-separated parts: reads, notify, devices (default: all three)
-PARTS = set(ONLY.split(",")) if ONLY else {"reads", "notify", "devices"}
+ONLY = opt("--only", "")  # comma-separated parts: reads, notify, devices, throughput (default: all four)
+PARTS = set(ONLY.split(",")) if ONLY else {"reads", "notify", "devices", "throughput"}
+# L2CAP bytes per transfer, notifications per burst, one-shot writes per run, runs of each
+THROUGHPUT = [int(x) for x in opt("--throughput", "2097152,3000,20,3").split(",")]
 DEVICES_N = int(opt("--devices", "1000"))  # values per device in the two-device runs; 0: none
 DEVICES_MS = int(opt("--devices-ms", "2"))  # their pace: one value every MS ms on each device
 DEVICES_REPS = int(opt("--devices-reps", "3"))
@@ -801,6 +807,8 @@ def notify_consumers(n):
     if os.access(os.path.join(CBIN, "notify"), os.X_OK):
         c.append(("C libdbus StartNotify (notify.c)", [os.path.join(CBIN, "notify"), S, str(n)], parse_lines_hex,
                   "Notifying", False))
+        c.append(("C libdbus AcquireNotify (notify.c)", [os.path.join(CBIN, "notify"), S, str(n), "acquire"],
+                  parse_lines_hex, "NotifyAcquired", False))
     c.append(("python3-dbus StartNotify", [PY, os.path.join(PEERS, "py_notify.py"), "start", S, str(n)],
               parse_lines_hex, "Notifying", False))
     c.append(("python3-dbus AcquireNotify", [PY, os.path.join(PEERS, "py_notify.py"), "acquire", S, str(n)],
@@ -1115,6 +1123,9 @@ def main():
             bench_notify()  # runs the devices part too, after the StartNotify consumers
         elif "devices" in PARTS:
             bench_devices()
+        if "throughput" in PARTS:
+            import throughput  # Scripts/bench.d/throughput.py, beside this script
+            throughput.measure(sys.modules[__name__], *THROUGHPUT)
     finally:
         save()
         log("wrote %s" % os.path.join(OUT, "bench.json"))

@@ -1,0 +1,286 @@
+"""Issue 29's throughput, in bytes per second and CPU per byte, bluectl against a
+C peer doing the same work, in the lab boot of Scripts/bench (`measure`, run by
+lab-guest.py inside the guest) and its table and targets (`report`, run by
+bench.py on the host):
+
+  l2cap     LE L2CAP channel hci1 -> hci0: `bluectl l2cap connect < file` to
+            `bluectl l2cap listen`, against l2cat.c (the same socket calls, no
+            framing: l2test's -s/-r add their own frames, a per-SDU check and a
+            syslog line per SDU, so they are not the same work). The receiver's
+            stdout is a pipe the harness reads: bytes/s between the first and
+            the last byte it sees, for both alike; CPU of sender + receiver from
+            the first byte to their exit (set-up before it left out)
+  start     notifications through StartNotify: `bluectl subscribe --format raw`
+            against notify.c (libdbus); periph.py's stream, 20-byte values
+  acquire   the same through AcquireNotify: `--notify-via acquire` against
+            notify.c's acquire mode
+  write     write without response: bluectl has no AcquireWrite and `write`
+            writes one value per process, so what it offers is measured against
+            the same done by C: one process per value, WriteValue with type
+            command (readvalue.c VALUE), of 8 bytes to the control
+            characteristic (N = 0 values: a no-op for periph.py), counted as
+            they arrive in periph.log
+Targets: bluectl's bytes/s >= 0.95 x the C peer's, its CPU per byte <= 1.2 x."""
+import hashlib
+import os
+import re
+import select
+import shutil
+import statistics
+import subprocess
+import time
+
+MODES = (  # (mode, bluectl's row, the C peer's row)
+    ("l2cap", "bluectl l2cap connect -> listen", "C l2cat.c connect -> listen"),
+    ("start", "bluectl subscribe --format raw", "C libdbus StartNotify (notify.c)"),
+    ("acquire", "bluectl --notify-via acquire (raw)", "C libdbus AcquireNotify (notify.c)"),
+    ("write", "bluectl write --without-response", "C libdbus WriteValue command (readvalue.c)"),
+)
+TOOLS = {m[0]: m[1:] for m in MODES}
+VALUE_BYTES = 20  # periph.py's stream values
+WRITE_VALUE = {"bluectl": "0000000001000000", "C": "0000000002000000"}  # N = 0, MS = 1 or 2: stops, sends nothing
+
+
+# ------------------------------------------------------------------ in the guest
+def measure(h, size, values, writes, reps):
+    """`h`: lab-guest.py's module (its helpers and live globals)."""
+    out = h.RESULTS["throughput"] = {"size": size, "values": values, "writes": writes, "reps": reps, "runs": []}
+    data = os.path.join("/tmp", "throughput.bin")  # the guest's tmpfs (LAB_OUT is 9p)
+    with open(data, "wb") as f:
+        f.write(os.urandom(size))
+    with open(data, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    h.ensure_connected()
+    for rep in range(reps):
+        for tool in ("bluectl", "C"):
+            out["runs"].append(l2cap_run(h, tool, data, size, digest, 0x93 + rep * 2 + (tool == "C"), rep))
+            h.save()
+    def l2cap_under_perf():
+        diagnose_l2cap(h, data, size, digest, 0x93 + reps * 2)
+    h.diagnosis(l2cap_under_perf)
+    for rep in range(reps):
+        for tool in ("bluectl", "C"):
+            out["runs"].append(write_runs(h, tool, writes, rep))
+            h.save()
+    # AcquireNotify last: bluetoothd 5.66 has segfaulted here after an AcquireNotify socket closed
+    for mode in ("start", "acquire"):
+        names = TOOLS[mode]
+        consumers = [c for c in h.notify_consumers(values) if c[0] in names]
+        for rep in range(reps):
+            for name, argv, parse, ready, btctl in consumers:
+                r = h.run_notify(name, argv, values, parse, ready, btctl, tag="-t%d" % rep)
+                out["runs"].append(dict(r, mode=mode, rep=rep))
+                h.save()
+
+
+def diagnose_l2cap(h, data, size, digest, psm):
+    """Not counted: one bluectl transfer with sender and receiver under perf
+    (cpu-clock, call graphs): where bluectl's CPU per byte goes."""
+    perf = shutil.which("perf")
+    if not (perf and h.BLUECTL):
+        return
+    files = {role: os.path.join(h.WORK, "perf-l2cap-%s.data" % role) for role in ("listen", "connect")}
+    wrap = {role: [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", f, "--"]
+            for role, f in files.items()}
+    r = l2cap_run(h, "bluectl", data, size, digest, psm, 0, wrap)
+    h.RESULTS["throughput"]["diagnostic"] = dict(r, tool="(bluectl l2cap under perf)")
+    for role, f in files.items():
+        h.perf_report(perf, f, os.path.join(h.WORK, "diag-l2cap-%s-perf.txt" % role))
+
+
+def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
+    """One transfer of the file `data` (size bytes) hci1 -> hci0 on `psm`
+    (`wrap`: a command prefix per role, listen and connect: a diagnostic's)."""
+    c = os.path.join(h.CBIN, "l2cat")
+    name = TOOLS["l2cap"][tool == "C"]
+    if tool == "bluectl":
+        listen = [h.BLUECTL, "l2cap", "listen", "--adapter", h.ENV.get("PERIPHERAL", "hci0"), "0x%04x" % psm,
+                  "--no-stdin", "--json"]
+        send = [h.BLUECTL, "l2cap", "--adapter", h.CENTRAL, "connect", h.PERIPH_ADDR, "0x%04x" % psm, "--json"]
+        ready = re.compile(r'"event": ?"listening"')
+    else:
+        listen = [c, "listen", h.PERIPH_ADDR, str(psm)]
+        send = [c, "connect", h.ENV["CENTRAL_ADDR"], h.PERIPH_ADDR, str(psm)]
+        ready = re.compile(r"l2cat: listening")
+    if wrap:
+        listen, send = wrap["listen"] + listen, wrap["connect"] + send
+    res = {"mode": "l2cap", "tool": name, "rep": rep, "n": size, "psm": psm, "argv": " ".join(send)}
+    base = os.path.join(h.WORK, "throughput-l2cap-%s-%d" % (tool, rep))
+    lerr_path, serr_path = base + "-listen.err", base + "-connect.err"
+    lerr, serr = open(lerr_path, "wb"), open(serr_path, "wb")
+    listener = subprocess.Popen(listen, stdout=subprocess.PIPE, stderr=lerr, stdin=subprocess.DEVNULL)
+    sender = None
+    try:
+        if not h.wait(lambda: ready.search(open(lerr_path, errors="replace").read()) or listener.poll() is not None,
+                      60, "%s listening" % name, 0.05) or listener.poll() is not None:
+            res["error"] = "the listener never listened (exit %s)" % listener.poll()
+            return res
+        with open(data, "rb") as stdin:
+            sender = subprocess.Popen(send, stdin=stdin, stdout=subprocess.DEVNULL, stderr=serr)
+        sha, got, first, first_bytes, last, cpu0 = hashlib.sha256(), 0, None, 0, None, {}
+        chunks = []  # kept to be written out when the transfer is not intact
+        fd, end = listener.stdout.fileno(), time.monotonic() + 300
+        while time.monotonic() < end:
+            if not select.select([fd], [], [], 1.0)[0]:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            now = time.perf_counter()
+            if not chunk:
+                break
+            if first is None:
+                first, first_bytes = now, len(chunk)
+                cpu0 = {"sender": h.proc_cpu(sender.pid), "receiver": h.proc_cpu(listener.pid)}
+            sha.update(chunk)
+            chunks.append(chunk)
+            got += len(chunk)
+            last = now
+        for role, p in (("sender", sender), ("receiver", listener)):
+            ru = reap(p, 60)
+            res[role + "_rc"] = p.returncode
+            if ru is not None:
+                res[role + "_cpu_s"] = ru.ru_utime + ru.ru_stime
+        res.update(received=got, intact=got == size and sha.hexdigest() == digest)
+        if first is not None and last > first:
+            res["window_s"] = last - first
+            res["bytes_per_s"] = (got - first_bytes) / (last - first)
+            cpus = [res.get(r + "_cpu_s", 0) - (cpu0.get(r) or 0) for r in ("sender", "receiver")]
+            res["sender_transfer_cpu_s"], res["receiver_transfer_cpu_s"] = cpus
+            res["cpu_per_byte_us"] = sum(cpus) / got * 1e6 if got else None
+        if not res["intact"]:
+            res["error"] = "received %d of %d bytes%s" % (got, size, "" if got != size else ", content differs")
+            # both kept, to be compared: which SDUs went missing, moved or came twice
+            res["kept"] = [base + "-received.bin", base + "-sent.bin"]
+            with open(res["kept"][0], "wb") as f:
+                f.writelines(chunks)
+            shutil.copyfile(data, res["kept"][1])
+    finally:
+        for p in (sender, listener):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        lerr.close()
+        serr.close()
+    h.log("throughput %-36s rep %d: %s bytes in %s s = %s B/s, CPU/byte %s us (sender %s s, receiver %s s)%s" % (
+        name, rep, res.get("received"), "%.2f" % res["window_s"] if res.get("window_s") else "?",
+        "%.0f" % res["bytes_per_s"] if res.get("bytes_per_s") else "?",
+        "%.3f" % res["cpu_per_byte_us"] if res.get("cpu_per_byte_us") else "?",
+        res.get("sender_transfer_cpu_s"), res.get("receiver_transfer_cpu_s"),
+        " ERROR " + res["error"] if res.get("error") else ""))
+    return res
+
+
+def reap(p, timeout):
+    """Waits for `p` (killed after `timeout` s): its rusage, None when killed."""
+    end = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return ru
+        if time.monotonic() > end:
+            p.kill()
+            _, status, _ = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return None
+        time.sleep(0.02)
+
+
+def periph_writes(h, value):
+    """How many writes of `value` periph.py logged (its control characteristic)."""
+    try:
+        with open(os.path.join(h.OUT, "periph.log"), errors="replace") as f:
+            return f.read().count("control: write %s" % value)
+    except OSError:
+        return 0
+
+
+def write_runs(h, tool, writes, rep):
+    """`writes` one-shot writes without response, one process each, in turn."""
+    name = TOOLS["write"][tool == "C"]
+    value = WRITE_VALUE[tool]
+    if tool == "bluectl":
+        argv = [h.BLUECTL, "write", h.PERIPH_ADDR, h.CONTROL, value, "--without-response", "--adapter", h.CENTRAL]
+    else:
+        argv = [os.path.join(h.CBIN, "readvalue"), h.PATHS[h.CONTROL], value]
+    res = {"mode": "write", "tool": name, "rep": rep, "n": writes * len(value) // 2, "argv": " ".join(argv)}
+    before = periph_writes(h, value)
+    walls, cpus, failed = [], [], 0
+    for _ in range(writes):
+        h.ensure_connected()
+        r = h.run_read(argv)
+        walls.append(r["exit_s"])
+        cpus.append(r["cpu_s"])
+        failed += r["rc"] != 0
+    time.sleep(1)  # periph.py's log of the last ones
+    arrived = periph_writes(h, value) - before
+    res.update(failed=failed, arrived=arrived, wall_s=sum(walls), cpu_s=sum(cpus),
+               bytes_per_s=res["n"] / sum(walls), cpu_per_byte_us=sum(cpus) / res["n"] * 1e6,
+               process_wall_median_s=statistics.median(walls))
+    if failed or arrived != writes:
+        res["error"] = "%d of %d writes failed, %d arrived" % (failed, writes, arrived)
+    h.log("throughput %-36s rep %d: %d writes, %d arrived, %.2f s, %.0f B/s, CPU/byte %.0f us%s" % (
+        name, rep, writes, arrived, res["wall_s"], res["bytes_per_s"], res["cpu_per_byte_us"],
+        " ERROR " + res["error"] if res.get("error") else ""))
+    return res
+
+
+# ------------------------------------------------------------------ on the host
+def _figures(r):
+    """(bytes/s, CPU µs per byte) of one run of any mode."""
+    if r["mode"] in ("start", "acquire"):
+        rate, cpu = r.get("rate"), r.get("cpu_per_value_us")
+        return (rate * VALUE_BYTES if rate else None), (cpu / VALUE_BYTES if cpu else None)
+    return r.get("bytes_per_s"), r.get("cpu_per_byte_us")
+
+
+def _ok(r):
+    if r["mode"] in ("start", "acquire"):
+        return bool(r.get("valid"))
+    return not r.get("error")
+
+
+def report(tp, target, x):
+    """The table and issue 29's targets (`target`, `x`: bench.py's verdict and ratio helpers)."""
+    if not tp:
+        return []
+    L = ["", f"Throughput (issue 29), bluectl against a C peer doing the same work, {tp['reps']} runs each, "
+         f"interleaved; median (min–max). L2CAP: {tp['size']:,} random bytes hci1 → hci0 per run, bytes/s between "
+         "the first and the last byte the harness reads from the receiver's stdout, CPU of sender + receiver from "
+         f"the first byte to their exit. Notifications: bursts of {tp['values']:,} values of {VALUE_BYTES} bytes "
+         "(the notify table's measure: rate between the first and last value, consumer CPU from the burst's start). "
+         f"Write without response: {tp['writes']} one-shot processes of 8 bytes each, in turn (bluectl has no "
+         "AcquireWrite and writes one value per process): bytes over the processes' summed wall time, their summed "
+         "CPU; each write seen arriving in periph.log.", "",
+         "| mode | tool | ok runs | bytes/s | CPU per byte | lost / failed |", "|---|---|---|---|---|---|"]
+    med = {}
+    for mode, *tools in MODES:
+        for tool in tools:
+            runs = [r for r in tp["runs"] if r.get("mode") == mode and r["tool"] == tool]
+            if not runs:
+                continue
+            good = [r for r in runs if _ok(r)]
+            figs = [_figures(r) for r in good]
+            rates = sorted(f[0] for f in figs if f[0])
+            cpus = sorted(f[1] for f in figs if f[1])
+            med[(mode, tool)] = (statistics.median(rates) if rates else None, statistics.median(cpus) if cpus else None)
+            if mode in ("start", "acquire"):
+                bad = f"lost {sum(r.get('missing', r['n']) for r in runs)} values"
+            elif mode == "l2cap":
+                bad = f"{sum(1 for r in runs if r.get('error'))} runs short or differing"
+            else:
+                bad = f"{sum(r.get('failed', 0) for r in runs)} failed, {sum(r.get('arrived', 0) for r in runs)} arrived"
+            span = lambda xs, f: f"{f(statistics.median(xs))} ({f(xs[0])}–{f(xs[-1])})" if xs else "–"
+            L.append(f"| {mode} | {tool} | {len(good)}/{len(runs)} | {span(rates, lambda v: f'{v:,.0f}')} | "
+                     f"{span(cpus, lambda v: f'{v:.3f} µs' if v < 10 else f'{v:,.0f} µs')} | {bad} |")
+    L.append("")
+    for mode, mine, peer in MODES:
+        (br, bc), (cr, cc) = med.get((mode, mine), (None, None)), med.get((mode, peer), (None, None))
+        rr = br / cr if br and cr else None
+        L.append(target(f"throughput {mode}: bluectl " + (
+            f"{br:,.0f} B/s = {x(rr, 0.95)} × {peer}'s {cr:,.0f} B/s (target ≥ 0.95)" if rr is not None else
+            "bytes/s ? (no figure for bluectl or the C peer)"), rr is not None and rr >= 0.95))
+        cr_ = bc / cc if bc and cc else None
+        L.append(target(f"throughput {mode}: bluectl CPU/byte " + (
+            f"{bc:.3f} µs = {x(cr_, 1.2)} × {peer}'s {cc:.3f} µs (target ≤ 1.2)" if cr_ is not None else
+            "? (no figure for bluectl or the C peer)"), cr_ is not None and cr_ <= 1.2))
+    return L
