@@ -1,0 +1,106 @@
+import ArgumentParser
+import BluectlCore
+import BluectlGateway
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `bluectl gateway`: publish every advertisement an adapter hears to an MQTT broker.
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "Publish the advertisements an adapter hears to an MQTT broker, until Ctrl-C or SIGTERM.",
+        discussion: """
+            Each device's latest advertisement goes to bluectl/ID/devices/MAC (retained, QoS 1) as the record \
+            `scan --json` prints, with "gateway": ID; a frame heard again unchanged (RSSI aside) is not sent again. \
+            bluectl/ID/status holds "online", and "offline" once the gateway stops or is lost (the broker's last will). \
+            A broker that cannot be reached is not an error: readings wait on disk (under $STATE_DIRECTORY, else \
+            $XDG_STATE_HOME/bluectl, else ~/.local/state/bluectl) and go out in order when it is back, also after a \
+            crash. Topics, payloads and buffering: docs/gateway.md.
+
+            Examples:
+              bluectl gateway --broker mqtt://localhost
+              bluectl gateway --broker mqtt://broker.lan:1884 --id kitchen --adapter hci1
+            """)
+
+    @Option(help: ArgumentHelp("The broker: mqtt://HOST[:PORT] (port 1883) or mqtts://HOST[:PORT] (TLS, port 8883).", valueName: "URL"))
+    var broker: String
+
+    @Option(help: ArgumentHelp("This gateway's name in its topics and its MQTT client id (default: the host name).", valueName: "NAME"))
+    var id: String?
+
+    @OptionGroup var adapterOptions: AdapterOptions
+
+    func validate() throws {
+        do { _ = try BrokerAddress(broker) } catch {
+            throw ValidationError("invalid --broker \"\(TextSafety.escapedForMessage(broker))\": \(error)")
+        }
+        if broker.lowercased().hasPrefix("mqtts://") {
+            throw ValidationError("--broker mqtts:// is not supported yet (TLS): use mqtt://")
+        }
+        if let id, !RestoreStore.isValid(id) {
+            throw ValidationError("invalid --id \"\(TextSafety.escapedForMessage(id))\": expected 1 to 64 letters, digits, \".\", \"_\" or \"-\", not starting with \".\"")
+        }
+    }
+
+    /// --id, else the host name reduced to the characters a topic level may hold here.
+    func gatewayID() -> String {
+        if let id { return id }
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count) == 0 ? String(cString: buffer) : ""
+        let cleaned = String(host.prefix { $0 != "." }.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.prefix(64))
+        return cleaned.isEmpty ? "bluectl" : cleaned
+    }
+
+    func run() async throws {
+        let address = try BrokerAddress(broker)
+        let gateway = gatewayID()
+        let topics = GatewayTopics(gateway: gateway)
+        let persistence = try GatewayStateDirectory.mqttDirectory()
+        var configuration = MQTTSession.Configuration(
+            serverURI: address.pahoURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)
+        configuration.keepAlive = 10
+        let session: MQTTSession
+        do { session = try MQTTSession(configuration) } catch {
+            throw CLIFailure(.unavailable, "cannot keep MQTT state in \(persistence): \(error)")
+        }
+        let adapterOptions = self.adapterOptions
+        try await SignalScope.run {
+            let (central, adapter) = try await adapterOptions.open()
+            defer { central.close() }
+            try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter).run()
+        }
+    }
+}
+
+/// Where the gateway keeps Paho's files of messages not yet acknowledged:
+/// `$STATE_DIRECTORY` (systemd's `StateDirectory=`; its first entry), else the
+/// user's state directory (`RestoreStore.userStateDirectory`), then `mqtt/`.
+enum GatewayStateDirectory {
+    static func mqttDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+        let base: String
+        if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first, state.hasPrefix("/") {
+            base = String(state)
+        } else {
+            base = RestoreStore.userStateDirectory(environment: environment)
+        }
+        let directory = base + "/mqtt"
+        // Each missing folder made owner-only: the files hold what the sensors reported.
+        var path = ""
+        for component in directory.split(separator: "/") {
+            path += "/" + component
+            if mkdir(path, 0o700) != 0, errno != EEXIST {
+                throw CLIFailure(.noPermission, "cannot make the state directory \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        guard access(directory, W_OK) == 0 else {
+            throw CLIFailure(.noPermission, "cannot write to the state directory \(directory)")
+        }
+        return directory
+    }
+}

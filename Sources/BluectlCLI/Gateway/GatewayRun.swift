@@ -1,0 +1,156 @@
+import BluectlCore
+import BluectlGateway
+
+/// A device's state as the gateway publishes it: exactly `scan --json`'s record
+/// (`DeviceRecord`: its `rssi` is this gateway's) plus `gateway`, the id of the
+/// gateway that heard it.
+struct GatewayDeviceRecord: OutputRecord {
+    let device: DeviceRecord
+    let gateway: String
+
+    func describe<Sink: RecordSink>(into sink: inout Sink) {
+        device.describe(into: &sink)
+        sink.json("gateway", .string(gateway))
+    }
+}
+
+/// What reaches the gateway's one owner task, from the scan (on the central's
+/// loop), from Paho's threads (through `MQTTSession.events`) and from the scan's end.
+enum GatewayInput: Sendable {
+    case discovery(Discovery)
+    case mqtt(MQTTSession.Event)
+    case scanEnded((any Error)?)
+}
+
+/// What the gateway's owner task decides, a pure value: which frames are new
+/// (a repeat of a device's last frame, RSSI aside, is not published again), and
+/// how many readings Paho's full buffer refused since they were last reported.
+struct GatewayLedger: Sendable {
+    private var lastFrames: [BluetoothAddress: DeviceInfo] = [:]
+    /// Readings refused while the buffer was full, not yet published on the events topic.
+    private(set) var unreportedDrops = 0
+    /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
+    private(set) var accepted = 0
+
+    /// Whether `device`'s frame differs from the last one published (and notes it).
+    mutating func isNew(_ device: DeviceInfo) -> Bool {
+        var frame = device
+        frame.rssi = nil
+        if lastFrames[device.address] == frame { return false }
+        lastFrames[device.address] = frame
+        return true
+    }
+
+    mutating func accepted(_ count: Int = 1) { accepted += count }
+
+    /// A reading Paho refused: its frame is forgotten, so the next identical one is sent.
+    mutating func dropped(_ device: DeviceInfo) {
+        unreportedDrops += 1
+        lastFrames[device.address] = nil
+    }
+
+    /// The drops to report now, counted as reported.
+    mutating func takeDrops() -> Int {
+        defer { unreportedDrops = 0 }
+        return unreportedDrops
+    }
+}
+
+/// One gateway's run: scans `adapter`, publishes through `session`, until
+/// cancelled (Ctrl-C, SIGTERM) or the scan fails; then stops the discovery and
+/// closes the session (`offline`).
+struct GatewayRun {
+    let session: MQTTSession
+    let topics: GatewayTopics
+    let broker: BrokerAddress
+    let central: CentralManager
+    let adapter: AdapterInfo
+
+    func run() async throws {
+        let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
+        var options = ScanOptions()
+        options.duplicates = true
+        options.decodesSensors = true
+        // Each discovery is handed over on the central's loop; rendering and publishing
+        // (Paho writes a file per message) happen on this task, not on the loop.
+        let scan = try await central.startScan(adapter: adapter, options: options, onDiscovery: { feed.yield(.discovery($0)) })
+        let session = self.session
+        let helpers = [
+            Task { for await event in session.events { feed.yield(.mqtt(event)) } },
+            Task {
+                do {
+                    for try await _ in scan.discoveries {}
+                    feed.yield(.scanEnded(nil))
+                } catch {
+                    feed.yield(.scanEnded(error))
+                }
+            },
+            Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
+        ]
+        do {
+            try session.start()
+        } catch {
+            Output.error("gateway: \(error); readings are kept until the broker can be reached")
+        }
+        ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
+        var ledger = GatewayLedger()
+        var failure: (any Error)?
+        loop: for await input in inputs {
+            switch input {
+            case .discovery(let discovery):
+                publish(discovery, ledger: &ledger)
+            case .mqtt(let event):
+                handle(event, ledger: &ledger)
+            case .scanEnded(let error):
+                failure = error
+                break loop
+            }
+        }
+        helpers.forEach { $0.cancel() }
+        ServiceNotifier.stopping(status: "stopping")
+        _ = await Deadline(after: .seconds(1)).run(shielded: true) { try? await scan.stop() }
+        await session.close(timeout: .milliseconds(500))
+        if let failure { throw failure }
+    }
+
+    private func publish(_ discovery: Discovery, ledger: inout GatewayLedger) {
+        guard ledger.isNew(discovery.device) else { return }
+        let record = GatewayDeviceRecord(
+            device: DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue, sensor: discovery.sensor),
+            gateway: topics.gateway)
+        let payload = record.jsonObject(capacity: 512).renderedBytes(newline: false)
+        do {
+            try session.publish(topics.device(discovery.device.address.description), payload, retained: true)
+            ledger.accepted()
+        } catch {
+            if error.isBufferFull {
+                ledger.dropped(discovery.device)
+            } else {
+                Output.error("gateway: \(error)")
+            }
+        }
+    }
+
+    private func handle(_ event: MQTTSession.Event, ledger: inout GatewayLedger) {
+        switch event {
+        case .connected(let reconnect):
+            Output.error("gateway: \(reconnect ? "reconnected" : "connected") to \(broker)")
+            ServiceNotifier.status("connected to \(broker)")
+            try? session.publish(topics.status, Array("online".utf8), retained: true)
+            let drops = ledger.takeDrops()
+            if drops > 0 {
+                var line = JSONLine()
+                line.add("event", "dropped")
+                line.add("count", drops)
+                line.add("reason", "the buffer of readings waiting for the broker was full")
+                try? session.publish(topics.events, line.renderedBytes(newline: false))
+            }
+        case .connectionLost(let reason):
+            Output.error("gateway: \(reason) to \(broker); buffering")
+            ServiceNotifier.status("broker \(broker) unreachable: buffering")
+        case .connectFailed(let reason):
+            Output.error("gateway: cannot connect to \(broker): \(reason); retrying, buffering meanwhile")
+            ServiceNotifier.status("broker \(broker) unreachable: buffering")
+        }
+    }
+}

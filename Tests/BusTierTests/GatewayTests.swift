@@ -1,0 +1,187 @@
+// End to end: `bluectl gateway` against the BlueZ stand-in and a real mosquitto
+// (MQTTBroker.swift): the records it publishes, its birth and last will, and
+// nothing lost while the broker is away or the gateway is killed (docs/gateway.md).
+
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let sensorAddress = "A4:C1:38:00:00:27"
+
+/// A BTHome v2 frame with temperature `centidegrees` / 100 °C.
+private func bthome(_ centidegrees: Int) -> [AdField] {
+    let t = UInt16(centidegrees)
+    return [.addressType("public"), .rssi(-60), .name("DIY-sensor"), .flags([0x06]),
+            .serviceData(["fcd2": [0x40, 0x02, UInt8(t & 0xff), UInt8(t >> 8)]])]
+}
+
+/// A folder of its own for the gateway's state ($STATE_DIRECTORY); removed by the caller.
+private func stateFolder() throws -> String {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-gw-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    return folder
+}
+
+/// The temperatures of the device's records as they arrived, each kept at its first
+/// arrival (QoS 1 is at least once: a resent message may come twice).
+private func temperatures(_ reader: MQTTReader, gateway: String) -> [Double] {
+    var seen: [Double] = []
+    for payload in reader.payloads("bluectl/\(gateway)/devices/\(sensorAddress)") {
+        guard let record = try? JSONValue.parse(payload), let value = record["sensor"]?["temperature_c"] else { continue }
+        let number: Double? = switch value {
+        case .int(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+        if let number, !seen.contains(number) { seen.append(number) }
+    }
+    return seen
+}
+
+/// Files Paho keeps under the state folder (one per message not yet acknowledged).
+private func keptFiles(_ folder: String) -> Int {
+    let files = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
+    return files.filter { path in
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: folder + "/" + path, isDirectory: &isDirectory) && !isDirectory.boolValue
+    }.count
+}
+
+@Suite("bluectl gateway publishes to a real mosquitto", .timeLimit(.minutes(3)))
+struct GatewayTests {
+    @Test("A device's record is scan --json's plus gateway, retained on bluectl/ID/devices/MAC; status online, then offline on SIGTERM")
+    func records() async throws {
+        try await withScene(brokerUp: true) { bus, broker, reader, state in
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "kitchen"],
+                                               environment: ["STATE_DIRECTORY": state])
+            let topic = "bluectl/kitchen/devices/\(sensorAddress)"
+            let arrived = await reader.wait(timeout: .seconds(20)) { !$0.payloads(topic).isEmpty && $0.payloads("bluectl/kitchen/status") == ["online"] }
+            #expect(arrived, "\(reader.messages) \(gateway.stderr)")
+            let record = try JSONValue.parse(try #require(reader.payloads(topic).first))
+            #expect(record["gateway"] == .string("kitchen"))
+            #expect(record["address"] == .string(sensorAddress))
+            #expect(record["adapter"] == .string("hci0"))
+            #expect(record["rssi"] == .int(-60))
+            #expect(record["name"] == .string("DIY-sensor"))
+            #expect(record["sensor"] == .object(["format": .string("bthome"), "encrypted": .bool(false), "temperature_c": .int(20)]))
+            #expect(record["service_data"] == .object(["0000fcd2-0000-1000-8000-00805f9b34fb": .string("4002d007")]))
+            // The same fields as scan --json's record, plus gateway.
+            let scan = try await bus.runBluectl(["scan", "--json", "--timeout", "2"])
+            let scanned = try #require(try scan.jsonLines().first { $0["address"] == .string(sensorAddress) })
+            guard case .object(let scannedFields) = scanned, case .object(let published) = record else {
+                Issue.record("not objects: \(scanned) \(record)")
+                return
+            }
+            #expect(Set(published.keys) == Set(scannedFields.keys).union(["gateway"]), "\(published.keys) vs \(scannedFields.keys)")
+            // Retained: a reader that comes later gets the last record at once.
+            let late = try await broker.subscribe()
+            defer { late.stop() }
+            #expect(await late.wait(timeout: .seconds(10)) { !$0.payloads(topic).isEmpty }, "\(late.messages)")
+            gateway.signal(SIGTERM)
+            let result = await gateway.wait(timeout: .seconds(10))
+            #expect(result.exitCode == 143, "\(result)")
+            #expect(await reader.wait(timeout: .seconds(10)) { $0.payloads("bluectl/kitchen/status").last == "offline" }, "\(reader.messages)")
+            // Nothing left registered in bluetoothd: the discovery it started is stopped.
+            #expect(try await bus.discoverySessions().isEmpty)
+        }
+    }
+
+    @Test("kill -9 of the gateway: the broker publishes its last will, offline, retained")
+    func lastWill() async throws {
+        try await withScene(brokerUp: true) { bus, broker, reader, state in
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "lwt"], environment: ["STATE_DIRECTORY": state])
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/lwt/status") == ["online"] }, "\(reader.messages) \(gateway.stderr)")
+            gateway.signal(SIGKILL)
+            _ = await gateway.wait(timeout: .seconds(5))
+            // The broker notices the dead connection within 1.5 keep-alives (10 s).
+            #expect(await reader.wait(timeout: .seconds(30)) { $0.payloads("bluectl/lwt/status") == ["online", "offline"] }, "\(reader.messages)")
+            let late = try await broker.subscribe("bluectl/lwt/status")
+            defer { late.stop() }
+            #expect(await late.wait(timeout: .seconds(10)) { $0.payloads("bluectl/lwt/status") == ["offline"] }, "\(late.messages)")
+        }
+    }
+
+    @Test("Broker down at start, then up: every distinct reading arrives, in order")
+    func brokerDownAtStart() async throws {
+        try await withScene(brokerUp: false) { bus, broker, reader, state in
+            let gateway = try await startWithoutBroker(bus, broker, id: "late", state: state, readings: 20)
+            try await broker.start()
+            await expectReadingsThenStop(20, reader, gateway: "late", gatewayProcess: gateway)
+        }
+    }
+
+    @Test("Broker stopped mid-run and started again: the readings of the outage all arrive, in order")
+    func brokerOutage() async throws {
+        try await withScene(brokerUp: true) { bus, broker, reader, state in
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "outage"], environment: ["STATE_DIRECTORY": state])
+            #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "outage") == [20.0] }, "\(reader.messages) \(gateway.stderr)")
+            await broker.stop()
+            #expect(await gateway.waitForStderr(timeout: .seconds(30)) { $0.contains("connection lost") }, "\(gateway.stderr)")
+            try await buffer(readings: 30, bus: bus, state: state, alreadySent: 1)
+            try await broker.start()
+            await expectReadingsThenStop(30, reader, gateway: "outage", gatewayProcess: gateway)
+        }
+    }
+
+    @Test("kill -9 while buffering, started again with the broker up: the readings it had accepted arrive, in order")
+    func killWhileBuffering() async throws {
+        try await withScene(brokerUp: false) { bus, broker, reader, state in
+            let first = try await startWithoutBroker(bus, broker, id: "crash", state: state, readings: 15)
+            first.signal(SIGKILL)
+            _ = await first.wait(timeout: .seconds(5))
+            try await broker.start()
+            let second = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "crash"], environment: ["STATE_DIRECTORY": state])
+            await expectReadingsThenStop(15, reader, gateway: "crash", gatewayProcess: second)
+        }
+    }
+
+    /// A bus whose sensor advertises 20.00 °C, a broker (running, or stopped again when not
+    /// `brokerUp`) with a reader whose persistent session outlives the broker's restarts, and a
+    /// state folder for the gateway.
+    private func withScene(brokerUp: Bool,
+                           _ body: (PrivateBus, MosquittoBroker, MQTTReader, String) async throws -> Void) async throws {
+        try await withPrivateBus { bus in
+            let broker = try MosquittoBroker()
+            try await broker.start()
+            let reader = try await broker.subscribe()
+            defer { reader.stop() }
+            if !brokerUp { await broker.stop() }
+            let state = try stateFolder()
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            try await bus.addAdvertiser("hci0", sensorAddress, bthome(2000))
+            try await body(bus, broker, reader, state)
+            await broker.stop()
+        }
+    }
+
+    /// A gateway started while the broker is down, once it is scanning (it says so when its
+    /// first connection attempt failed), with `readings` distinct readings buffered on disk.
+    private func startWithoutBroker(_ bus: PrivateBus, _ broker: MosquittoBroker, id: String, state: String,
+                                    readings: Int) async throws -> ChildProcess {
+        let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", id], environment: ["STATE_DIRECTORY": state])
+        #expect(await gateway.waitForStderr(timeout: .seconds(20)) { $0.contains("cannot connect") }, "\(gateway.stderr)")
+        try await buffer(readings: readings, bus: bus, state: state)
+        return gateway
+    }
+
+    /// The sensor steps 0.1 °C at a time until `readings` distinct ones were advertised; returns
+    /// once the gateway has them all on disk (Paho's files: one per message not yet acknowledged).
+    private func buffer(readings: Int, bus: PrivateBus, state: String, alreadySent: Int = 0) async throws {
+        for step in 1..<readings { try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2000 + step * 10)) }
+        let waiting = readings - alreadySent
+        #expect(try await bus.eventually(timeout: .seconds(20)) { keptFiles(state) >= waiting }, "\(keptFiles(state)) files, not \(waiting)")
+    }
+
+    /// Every reading of 20.0, 20.1, … arrived, in order; then the gateway is stopped.
+    private func expectReadingsThenStop(_ count: Int, _ reader: MQTTReader, gateway: String, gatewayProcess: ChildProcess) async {
+        let expected = (0..<count).map { 20.0 + Double($0) / 10 }
+        #expect(await reader.wait(timeout: .seconds(40)) { temperatures($0, gateway: gateway).count >= count },
+                "\(temperatures(reader, gateway: gateway)) \(gatewayProcess.stderr)")
+        #expect(temperatures(reader, gateway: gateway) == expected)
+        gatewayProcess.signal(SIGTERM)
+        _ = await gatewayProcess.wait(timeout: .seconds(10))
+    }
+}
