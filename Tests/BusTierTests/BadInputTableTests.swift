@@ -125,6 +125,16 @@ private let rows: [BadInput] = [
     BadInput(args: ["read", D, "2a38", "--agent", "bogus"], code: 64,
              message: "bluectl: invalid --agent \"bogus\": expected no-input-no-output, keyboard-display or none\n"),
     BadInput(args: ["read", D, "2a38", "--format", "xml"], code: 64, message: "bluectl: invalid --format \"xml\": expected hex, utf8, raw, json or decoded\n"),
+    // gateway: the broker's URL and the gateway's id (64); an unreachable broker is not an error (GatewayTests)
+    BadInput(args: ["gateway", "--broker", "http://localhost"], code: 64,
+             message: "bluectl: invalid --broker \"http://localhost\": expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost:99999"], code: 64,
+             message: "bluectl: invalid --broker \"mqtt://localhost:99999\": port \"99999\" is not 1 to 65535\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://user:secret@localhost"], code: 64,
+             message: "a user or password in the URL is not taken (it would show in ps)"),
+    BadInput(args: ["gateway", "--broker", "mqtt://::1"], code: 64, message: "an IPv6 address goes in brackets: mqtt://[::1]:1883"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--id", "a/b"], code: 64, message: "bluectl: invalid --id \"a/b\""),
+    BadInput(args: ["gateway"], code: 64, message: "bluectl: missing expected argument \"--broker <URL>\""),
     // values (64)
     BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),
     BadInput(args: ["write", D, "2a39", "zz"], code: 64, message: "\"z\" at position 1 is not a hex digit"),

@@ -89,6 +89,35 @@ struct GatewayTests {
         }
     }
 
+    @Test("--home-assistant: a retained discovery config per decoded number, its state the device's topic")
+    func homeAssistantDiscovery() async throws {
+        try await withScene(brokerUp: true) { bus, broker, reader, state in
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "hall", "--home-assistant"],
+                                               environment: ["STATE_DIRECTORY": state])
+            let topic = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            #expect(await reader.wait(timeout: .seconds(20)) { !$0.payloads(topic).isEmpty }, "\(reader.messages) \(gateway.stderr)")
+            let config = try JSONValue.parse(try #require(reader.payloads(topic).first))
+            #expect(config == .object([
+                "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
+                "state_topic": .string("bluectl/hall/devices/\(sensorAddress)"),
+                "value_template": .string("{{ value_json.sensor.temperature_c }}"),
+                "device_class": .string("temperature"), "state_class": .string("measurement"),
+                "unit_of_measurement": .string("°C"), "availability_topic": .string("bluectl/hall/status"),
+                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("DIY-sensor"),
+                                   "model": .string("bthome"), "via_device": .string("bluectl_gateway_hall")]),
+            ]))
+            // Retained, and once per run: a new reading does not publish it again.
+            try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2010))
+            #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "hall") == [20.0, 20.1] }, "\(reader.messages)")
+            #expect(reader.payloads(topic).count == 1)
+            let late = try await broker.subscribe(["homeassistant/#"])
+            defer { late.stop() }
+            #expect(await late.wait(timeout: .seconds(10)) { $0.payloads(topic).count == 1 }, "\(late.messages)")
+            gateway.signal(SIGTERM)
+            _ = await gateway.wait(timeout: .seconds(10))
+        }
+    }
+
     @Test("kill -9 of the gateway: the broker publishes its last will, offline, retained")
     func lastWill() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
@@ -98,7 +127,7 @@ struct GatewayTests {
             _ = await gateway.wait(timeout: .seconds(5))
             // The broker notices the dead connection within 1.5 keep-alives (10 s).
             #expect(await reader.wait(timeout: .seconds(30)) { $0.payloads("bluectl/lwt/status") == ["online", "offline"] }, "\(reader.messages)")
-            let late = try await broker.subscribe("bluectl/lwt/status")
+            let late = try await broker.subscribe(["bluectl/lwt/status"])
             defer { late.stop() }
             #expect(await late.wait(timeout: .seconds(10)) { $0.payloads("bluectl/lwt/status") == ["offline"] }, "\(late.messages)")
         }

@@ -78,13 +78,14 @@ final class MosquittoBroker: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: folder)
     }
 
-    /// mosquitto_sub on `topic` with a persistent session (QoS 1, clean session
+    /// mosquitto_sub on `topics` with a persistent session (QoS 1, clean session
     /// off), printing "TOPIC PAYLOAD" lines; returns once a probe published after
     /// it started has reached it, so it is subscribed.
-    func subscribe(_ topic: String = "bluectl/#") async throws -> MQTTReader {
+    func subscribe(_ topics: [String] = ["bluectl/#", "homeassistant/#"]) async throws -> MQTTReader {
         let id = "reader-\(UUID().uuidString.prefix(8))"
         let child = try ChildProcess("/usr/bin/mosquitto_sub",
-                                     ["-h", "127.0.0.1", "-p", String(port), "-t", topic, "-t", "probe/#", "-v", "-q", "1", "-c", "-i", id])
+                                     ["-h", "127.0.0.1", "-p", String(port)] + (topics + ["probe/#"]).flatMap { ["-t", $0] }
+                                     + ["-v", "-q", "1", "-c", "-i", id])
         let reader = MQTTReader(child)
         for attempt in 0..<50 {
             _ = try await ChildProcess("/usr/bin/mosquitto_pub",

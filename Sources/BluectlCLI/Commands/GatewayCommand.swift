@@ -26,6 +26,7 @@ struct GatewayCommand: AsyncParsableCommand {
             Examples:
               bluectl gateway --broker mqtt://localhost
               bluectl gateway --broker mqtt://broker.lan:1884 --id kitchen --adapter hci1
+              bluectl gateway --broker mqtt://localhost --home-assistant
             """)
 
     @Option(help: ArgumentHelp("The broker: mqtt://HOST[:PORT] (port 1883) or mqtts://HOST[:PORT] (TLS, port 8883).", valueName: "URL"))
@@ -33,6 +34,9 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("This gateway's name in its topics and its MQTT client id (default: the host name).", valueName: "NAME"))
     var id: String?
+
+    @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings.")
+    var homeAssistant = false
 
     @OptionGroup var adapterOptions: AdapterOptions
 
@@ -69,11 +73,12 @@ struct GatewayCommand: AsyncParsableCommand {
         do { session = try MQTTSession(configuration) } catch {
             throw CLIFailure(.unavailable, "cannot keep MQTT state in \(persistence): \(error)")
         }
-        let adapterOptions = self.adapterOptions
+        let (adapterOptions, homeAssistant) = (self.adapterOptions, self.homeAssistant)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
-            try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter).run()
+            try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
+                                 homeAssistant: homeAssistant).run()
         }
     }
 }

@@ -31,6 +31,11 @@ struct GatewayLedger: Sendable {
     private(set) var unreportedDrops = 0
     /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
     private(set) var accepted = 0
+    /// Home Assistant config topics published by this run (they are retained: once is enough).
+    private var announced: Set<String> = []
+
+    /// Whether `topic`'s config is still to be published (and notes it as published).
+    mutating func announces(_ topic: String) -> Bool { announced.insert(topic).inserted }
 
     /// Whether `device`'s frame differs from the last one published (and notes it).
     mutating func isNew(_ device: DeviceInfo) -> Bool {
@@ -65,6 +70,8 @@ struct GatewayRun {
     let broker: BrokerAddress
     let central: CentralManager
     let adapter: AdapterInfo
+    /// Publish Home Assistant's discovery configs for decoded readings.
+    var homeAssistant = false
 
     func run() async throws {
         let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
@@ -115,6 +122,12 @@ struct GatewayRun {
 
     private func publish(_ discovery: Discovery, ledger: inout GatewayLedger) {
         guard ledger.isNew(discovery.device) else { return }
+        if homeAssistant, let reading = try? discovery.sensor?.get() {
+            for config in HomeAssistantDiscovery.configs(device: discovery.device, reading: reading, topics: topics)
+            where ledger.announces(config.topic) {
+                do { try session.publish(config.topic, config.payload, retained: true) } catch { Output.error("gateway: \(error)") }
+            }
+        }
         let record = GatewayDeviceRecord(
             device: DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue, sensor: discovery.sensor),
             gateway: topics.gateway)
