@@ -69,7 +69,7 @@ let package = Package(
         .executableTarget(name: "PeripheralExample", dependencies: ["BluectlCore"], path: "Examples/PeripheralExample"),
         .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
         .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
-        .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI"]),
+        .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI", "BluectlGateway"]),
         .testTarget(
             name: "BusTierTests",
             dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],

@@ -135,6 +135,14 @@ private let rows: [BadInput] = [
     BadInput(args: ["gateway", "--broker", "mqtt://::1"], code: 64, message: "an IPv6 address goes in brackets: mqtt://[::1]:1883"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--id", "a/b"], code: 64, message: "bluectl: invalid --id \"a/b\""),
     BadInput(args: ["gateway"], code: 64, message: "bluectl: missing expected argument \"--broker <URL>\""),
+    // its config: unreadable (64, as serve's SPEC), invalid (65, naming the file, shortened when long, and the JSON path), or asking
+    // for what is not built yet (65: refused, not ignored)
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", "/nonexistent/gateway.json"], code: 64,
+             message: "bluectl: cannot read --config /nonexistent/gateway.json: No such file or directory\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", BusTier.fixture("gateway/bad-address.json")], code: 65,
+             message: ": advertisements.addresses[1]: \"A4:C1:38\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", BusTier.fixture("gateway/gatt-work.json")], code: 65,
+             message: ": devices: per-device GATT work is not supported yet\n"),
     // values (64)
     BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),
     BadInput(args: ["write", D, "2a39", "zz"], code: 64, message: "\"z\" at position 1 is not a hex digit"),

@@ -118,6 +118,35 @@ struct GatewayTests {
         }
     }
 
+    @Test("--config: only the advertisements its filters admit are published; min_interval spaces a device's readings")
+    func configFilters() async throws {
+        try await withScene(brokerUp: true) { bus, broker, reader, state in
+            let other = "A4:C1:38:00:00:28"
+            let plain = "00:AA:01:00:00:99"
+            try await bus.addAdvertiser("hci0", other, bthome(3000))
+            try await bus.addAdvertiser("hci0", plain, [.addressType("public"), .rssi(-50), .name("plain")])
+            let config = state + "/gateway.json"
+            try """
+                {"advertisements": {"addresses": ["\(sensorAddress)", "\(plain)"], "sensor_formats": ["bthome"], "min_interval": 3600}}
+                """.write(toFile: config, atomically: false, encoding: .utf8)
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "filtered", "--config", config],
+                                               environment: ["STATE_DIRECTORY": state])
+            #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "filtered") == [20.0] }, "\(reader.messages) \(gateway.stderr)")
+            // A new reading within min_interval is not published; the filtered-out devices never are.
+            try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2010))
+            try await bus.updateAdvertiser("hci0", other, bthome(3010))
+            // The gateway has heard the change once scan (another client) reports it.
+            let scan = try await bus.runBluectl(["scan", "--json", "--timeout", "1"])
+            #expect(scan.stdout.contains("4002da07"), "\(scan)")
+            gateway.signal(SIGTERM)
+            _ = await gateway.wait(timeout: .seconds(10))
+            #expect(await reader.wait(timeout: .seconds(10)) { $0.payloads("bluectl/filtered/status").last == "offline" })
+            #expect(temperatures(reader, gateway: "filtered") == [20.0])
+            let devices = Set(reader.messages.map(\.topic).filter { $0.hasPrefix("bluectl/filtered/devices/") })
+            #expect(devices == ["bluectl/filtered/devices/\(sensorAddress)"], "\(reader.messages)")
+        }
+    }
+
     @Test("kill -9 of the gateway: the broker publishes its last will, offline, retained")
     func lastWill() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in

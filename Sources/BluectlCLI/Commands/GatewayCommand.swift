@@ -26,7 +26,7 @@ struct GatewayCommand: AsyncParsableCommand {
             Examples:
               bluectl gateway --broker mqtt://localhost
               bluectl gateway --broker mqtt://broker.lan:1884 --id kitchen --adapter hci1
-              bluectl gateway --broker mqtt://localhost --home-assistant
+              bluectl gateway --broker mqtt://localhost --home-assistant --config /etc/bluectl/gateway.json
             """)
 
     @Option(help: ArgumentHelp("The broker: mqtt://HOST[:PORT] (port 1883) or mqtts://HOST[:PORT] (TLS, port 8883).", valueName: "URL"))
@@ -37,6 +37,10 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings.")
     var homeAssistant = false
+
+    @Option(name: .customLong("config"), help: ArgumentHelp(
+        "Which advertisements to publish, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
+    var configPath: String?
 
     @OptionGroup var adapterOptions: AdapterOptions
 
@@ -63,6 +67,11 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let address = try BrokerAddress(broker)
+        let config = try configPath.map { try GatewayConfig.load($0) } ?? GatewayConfig()
+        if let configPath, !config.devices.isEmpty {
+            // Refused rather than ignored: nothing the user asked for is silently dropped.
+            throw CLIFailure(.dataError, "invalid --config \(TextSafety.escapedForMessage(configPath)): devices: per-device GATT work is not supported yet")
+        }
         let gateway = gatewayID()
         let topics = GatewayTopics(gateway: gateway)
         let persistence = try GatewayStateDirectory.mqttDirectory()
@@ -78,7 +87,7 @@ struct GatewayCommand: AsyncParsableCommand {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
-                                 homeAssistant: homeAssistant).run()
+                                 homeAssistant: homeAssistant, config: config).run()
         }
     }
 }

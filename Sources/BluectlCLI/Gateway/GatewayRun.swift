@@ -37,11 +37,19 @@ struct GatewayLedger: Sendable {
     /// Whether `topic`'s config is still to be published (and notes it as published).
     mutating func announces(_ topic: String) -> Bool { announced.insert(topic).inserted }
 
-    /// Whether `device`'s frame differs from the last one published (and notes it).
-    mutating func isNew(_ device: DeviceInfo) -> Bool {
+    /// When each device's last reading was published (kept only with a minimum interval).
+    private var lastPublished: [BluetoothAddress: ContinuousClock.Instant] = [:]
+
+    /// Whether `device`'s frame is to be published (and notes it as published): it differs
+    /// from the last one published, and `minInterval` (when given) has passed since that one.
+    mutating func isNew(_ device: DeviceInfo, minInterval: Double? = nil, now: ContinuousClock.Instant = .now) -> Bool {
         var frame = device
         frame.rssi = nil
         if lastFrames[device.address] == frame { return false }
+        if let minInterval {
+            if let last = lastPublished[device.address], now - last < .milliseconds(Int64(minInterval * 1000)) { return false }
+            lastPublished[device.address] = now
+        }
         lastFrames[device.address] = frame
         return true
     }
@@ -72,12 +80,15 @@ struct GatewayRun {
     let adapter: AdapterInfo
     /// Publish Home Assistant's discovery configs for decoded readings.
     var homeAssistant = false
+    /// Which advertisements are published.
+    var config = GatewayConfig()
 
     func run() async throws {
         let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
         var options = ScanOptions()
         options.duplicates = true
         options.decodesSensors = true
+        options.services = config.services
         // Each discovery is handed over on the central's loop; rendering and publishing
         // (Paho writes a file per message) happen on this task, not on the loop.
         let scan = try await central.startScan(adapter: adapter, options: options, onDiscovery: { feed.yield(.discovery($0)) })
@@ -121,7 +132,7 @@ struct GatewayRun {
     }
 
     private func publish(_ discovery: Discovery, ledger: inout GatewayLedger) {
-        guard ledger.isNew(discovery.device) else { return }
+        guard config.admits(discovery.device, sensor: discovery.sensor), ledger.isNew(discovery.device, minInterval: config.minInterval) else { return }
         if homeAssistant, let reading = try? discovery.sensor?.get() {
             for config in HomeAssistantDiscovery.configs(device: discovery.device, reading: reading, topics: topics)
             where ledger.announces(config.topic) {
