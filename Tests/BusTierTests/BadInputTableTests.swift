@@ -135,6 +135,15 @@ private let rows: [BadInput] = [
     BadInput(args: ["gateway", "--broker", "mqtt://::1"], code: 64, message: "an IPv6 address goes in brackets: mqtt://[::1]:1883"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--id", "a/b"], code: 64, message: "bluectl: invalid --id \"a/b\""),
     BadInput(args: ["gateway"], code: 64, message: "bluectl: missing expected argument \"--broker <URL>\""),
+    // TLS and credentials (64): certificates only for mqtts://, a certificate with its key, files that can be read
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--ca", "/etc/hostname"], code: 64,
+             message: "bluectl: --ca needs a TLS broker: --broker mqtts://HOST[:PORT]\n"),
+    BadInput(args: ["gateway", "--broker", "mqtts://localhost", "--cert", "/etc/hostname"], code: 64,
+             message: "bluectl: --cert and --key go together\n"),
+    BadInput(args: ["gateway", "--broker", "mqtts://localhost", "--ca", "/nonexistent/ca.pem"], code: 64,
+             message: "bluectl: cannot read --ca /nonexistent/ca.pem: No such file or directory\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--username", "u", "--password-file", "/nonexistent/pw"], code: 64,
+             message: "bluectl: cannot read --password-file /nonexistent/pw: No such file or directory\n"),
     // its config: unreadable (64, as serve's SPEC), invalid (65, naming the file, shortened when long, and the JSON path), or asking
     // for what is not built yet (65: refused, not ignored)
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", "/nonexistent/gateway.json"], code: 64,

@@ -147,6 +147,49 @@ struct GatewayTests {
         }
     }
 
+    @Test("mqtts://: the broker's certificate verified against --ca, the password from the environment; a wrong CA is refused")
+    func tls() async throws {
+        try await withPrivateBus { bus in
+            let broker = try await MosquittoBroker(tls: true)
+            try await broker.start()
+            let reader = try await broker.subscribe()
+            defer { reader.stop() }
+            let state = try stateFolder()
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            try await bus.addAdvertiser("hci0", sensorAddress, bthome(2000))
+            // Another CA: the handshake fails, said on stderr; the gateway keeps trying and buffering.
+            let refused = try bus.startBluectl(["gateway", "--broker", broker.tlsURL, "--id", "tls", "--ca", broker.folder + "/other-ca.crt",
+                                                "--username", "gateway"],
+                                               environment: ["STATE_DIRECTORY": state, "BLUECTL_MQTT_PASSWORD": "secret"])
+            #expect(await refused.waitForStderr(timeout: .seconds(20)) { $0.contains("cannot connect") }, "\(refused.stderr)")
+            #expect(reader.payloads("bluectl/tls/status").isEmpty, "\(reader.messages)")
+            refused.signal(SIGTERM)
+            _ = await refused.wait(timeout: .seconds(10))
+            // The right CA and password: connected; what the refused run buffered arrives too.
+            let password = state + "/password"
+            try "secret\n".write(toFile: password, atomically: false, encoding: .utf8)
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.tlsURL, "--id", "tls", "--ca", broker.folder + "/ca.crt",
+                                                "--username", "gateway", "--password-file", password],
+                                               environment: ["STATE_DIRECTORY": state])
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/tls/status").contains("online") && temperatures($0, gateway: "tls") == [20.0] },
+                    "\(reader.messages) \(gateway.stderr)")
+            #expect(gateway.stderr.contains("connected to mqtts://127.0.0.1:"), "\(gateway.stderr)")
+            gateway.signal(SIGTERM)
+            _ = await gateway.wait(timeout: .seconds(10))
+            // The password from the environment; a wrong one is refused by the broker.
+            for (password, accepted) in [("wrong", false), ("secret", true)] {
+                let again = try bus.startBluectl(["gateway", "--broker", broker.tlsURL, "--id", "tls", "--ca", broker.folder + "/ca.crt",
+                                                  "--username", "gateway"],
+                                                 environment: ["STATE_DIRECTORY": state, "BLUECTL_MQTT_PASSWORD": password])
+                #expect(await again.waitForStderr(timeout: .seconds(20)) { $0.contains(accepted ? "connected to" : "cannot connect") },
+                        "\(password): \(again.stderr)")
+                again.signal(SIGTERM)
+                _ = await again.wait(timeout: .seconds(10))
+            }
+            await broker.stop()
+        }
+    }
+
     @Test("kill -9 of the gateway: the broker publishes its last will, offline, retained")
     func lastWill() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
@@ -202,7 +245,7 @@ struct GatewayTests {
     private func withScene(brokerUp: Bool,
                            _ body: (PrivateBus, MosquittoBroker, MQTTReader, String) async throws -> Void) async throws {
         try await withPrivateBus { bus in
-            let broker = try MosquittoBroker()
+            let broker = try await MosquittoBroker()
             try await broker.start()
             let reader = try await broker.subscribe()
             defer { reader.stop() }

@@ -36,22 +36,44 @@ final class MosquittoBroker: @unchecked Sendable {
     let folder: String
     private var process: ChildProcess?
 
-    init() throws {
+    /// With `tls`, a second listener on `tlsPort`: TLS with a certificate for 127.0.0.1 signed by
+    /// `ca.crt` (made here with openssl; `other-ca.crt` signs nothing of it), and only the user
+    /// `gateway` with the password `secret` admitted.
+    let tlsPort: Int?
+
+    init(tls: Bool = false) async throws {
         port = try freeLoopbackPort()
+        tlsPort = tls ? try freeLoopbackPort() : nil
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-mqtt-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let config = """
-            listener \(port) 127.0.0.1
-            allow_anonymous true
+        var config = """
+            per_listener_settings true
             persistence true
             persistence_location \(folder)/
             log_dest stderr
             log_type all
             user \(String(cString: getpwuid(getuid()).pointee.pw_name))
+            listener \(port) 127.0.0.1
+            allow_anonymous true
 
             """
+        if let tlsPort {
+            try await makeCertificates(in: folder)
+            try await run("/usr/bin/mosquitto_passwd", ["-b", "-c", folder + "/passwd", "gateway", "secret"])
+            config += """
+                listener \(tlsPort) 127.0.0.1
+                cafile \(folder)/ca.crt
+                certfile \(folder)/server.crt
+                keyfile \(folder)/server.key
+                allow_anonymous false
+                password_file \(folder)/passwd
+
+                """
+        }
         try config.write(toFile: folder + "/mosquitto.conf", atomically: false, encoding: .utf8)
     }
+
+    var tlsURL: String { "mqtts://127.0.0.1:\(tlsPort ?? 0)" }
 
     var url: String { "mqtt://127.0.0.1:\(port)" }
     var log: String { process?.stderr ?? "" }
@@ -125,4 +147,25 @@ struct MQTTReader: Sendable {
     }
 
     func stop() { process.signal(SIGKILL) }
+}
+
+/// Runs a tool to its end; throws with its output when it fails.
+private func run(_ tool: String, _ arguments: [String]) async throws {
+    let result = try await ChildProcess(tool, arguments).wait(timeout: .seconds(60))
+    guard result.exitCode == 0 else { throw BusTierError("\(result)") }
+}
+
+/// A CA (`ca.crt`), a server certificate it signs for 127.0.0.1 (`server.crt`, `server.key`),
+/// and another CA that signs nothing here (`other-ca.crt`), made with openssl in `folder`.
+private func makeCertificates(in folder: String) async throws {
+    let openssl = "/usr/bin/openssl"
+    for (name, subject) in [("ca", "/CN=bluectl test CA"), ("other-ca", "/CN=bluectl other CA")] {
+        try await run(openssl, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", subject,
+                                "-keyout", "\(folder)/\(name).key", "-out", "\(folder)/\(name).crt"])
+    }
+    try await run(openssl, ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                            "-keyout", folder + "/server.key", "-out", folder + "/server.csr"])
+    try "subjectAltName=IP:127.0.0.1\n".write(toFile: folder + "/server.ext", atomically: false, encoding: .utf8)
+    try await run(openssl, ["x509", "-req", "-in", folder + "/server.csr", "-CA", folder + "/ca.crt", "-CAkey", folder + "/ca.key",
+                            "-CAcreateserial", "-days", "2", "-extfile", folder + "/server.ext", "-out", folder + "/server.crt"])
 }

@@ -26,7 +26,7 @@ struct GatewayCommand: AsyncParsableCommand {
             Examples:
               bluectl gateway --broker mqtt://localhost
               bluectl gateway --broker mqtt://broker.lan:1884 --id kitchen --adapter hci1
-              bluectl gateway --broker mqtt://localhost --home-assistant --config /etc/bluectl/gateway.json
+              bluectl gateway --broker mqtts://mq.lan --ca ca.pem --home-assistant
             """)
 
     @Option(help: ArgumentHelp("The broker: mqtt://HOST[:PORT] (port 1883) or mqtts://HOST[:PORT] (TLS, port 8883).", valueName: "URL"))
@@ -38,6 +38,25 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings.")
     var homeAssistant = false
 
+    @Option(help: ArgumentHelp("With mqtts://: the CA certificates (PEM) that sign the broker's (default: the system's).",
+                               valueName: "FILE"), completion: .file())
+    var ca: String?
+
+    @Option(help: ArgumentHelp("With mqtts://: this gateway's client certificate (PEM); needs --key.", valueName: "FILE"),
+            completion: .file())
+    var cert: String?
+
+    @Option(help: ArgumentHelp("With mqtts://: the client certificate's private key (PEM).", valueName: "FILE"), completion: .file())
+    var key: String?
+
+    @Option(help: ArgumentHelp("The user name the broker asks for.", valueName: "NAME"))
+    var username: String?
+
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "The password, the file's first line (else $BLUECTL_MQTT_PASSWORD; never on the command line).", valueName: "FILE"),
+        completion: .file())
+    var passwordFile: String?
+
     @Option(name: .customLong("config"), help: ArgumentHelp(
         "Which advertisements to publish, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
     var configPath: String?
@@ -48,9 +67,10 @@ struct GatewayCommand: AsyncParsableCommand {
         do { _ = try BrokerAddress(broker) } catch {
             throw ValidationError("invalid --broker \"\(TextSafety.escapedForMessage(broker))\": \(error)")
         }
-        if broker.lowercased().hasPrefix("mqtts://") {
-            throw ValidationError("--broker mqtts:// is not supported yet (TLS): use mqtt://")
+        if !broker.lowercased().hasPrefix("mqtts://"), let option = [("--ca", ca), ("--cert", cert), ("--key", key)].first(where: { $0.1 != nil })?.0 {
+            throw ValidationError("\(option) needs a TLS broker: --broker mqtts://HOST[:PORT]")
         }
+        if (cert == nil) != (key == nil) { throw ValidationError("--cert and --key go together") }
         if let id, !RestoreStore.isValid(id) {
             throw ValidationError("invalid --id \"\(TextSafety.escapedForMessage(id))\": expected 1 to 64 letters, digits, \".\", \"_\" or \"-\", not starting with \".\"")
         }
@@ -78,6 +98,19 @@ struct GatewayCommand: AsyncParsableCommand {
         var configuration = MQTTSession.Configuration(
             serverURI: address.pahoURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)
         configuration.keepAlive = 10
+        configuration.username = username
+        configuration.password = try password()
+        if configuration.password != nil, username == nil { throw CLIFailure(.usage, "a password needs --username") }
+        if address.tls {
+            var tls = MQTTSession.TLS()
+            for (option, path) in [("--ca", ca), ("--cert", cert), ("--key", key)] {
+                if let path, case .failure(let reason) = WriteCommand.readFile(path) {
+                    throw CLIFailure(.usage, "cannot read \(option) \(TextSafety.escapedForMessage(path)): \(reason.text)")
+                }
+            }
+            (tls.caFile, tls.certificateFile, tls.keyFile) = (ca, cert, key)
+            configuration.tls = tls
+        }
         let session: MQTTSession
         do { session = try MQTTSession(configuration) } catch {
             throw CLIFailure(.unavailable, "cannot keep MQTT state in \(persistence): \(error)")
@@ -88,6 +121,19 @@ struct GatewayCommand: AsyncParsableCommand {
             defer { central.close() }
             try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
                                  homeAssistant: homeAssistant, config: config).run()
+        }
+    }
+}
+
+extension GatewayCommand {
+    /// --password-file's first line, else $BLUECTL_MQTT_PASSWORD, else none: never argv, which `ps` shows.
+    func password() throws -> String? {
+        guard let passwordFile else { return getenv("BLUECTL_MQTT_PASSWORD").map { String(cString: $0) } }
+        switch WriteCommand.readFile(passwordFile) {
+        case .success(let bytes):
+            return String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
+        case .failure(let reason):
+            throw CLIFailure(.usage, "cannot read --password-file \(TextSafety.escapedForMessage(passwordFile)): \(reason.text)")
         }
     }
 }
