@@ -80,8 +80,8 @@ public final class MQTTSession: @unchecked Sendable {
 
     /// What happened to the connection, for the session's owner.
     public enum Event: Sendable, Equatable {
-        /// Connected (`reconnect`: by Paho's automatic reconnect).
-        case connected(reconnect: Bool)
+        /// Connected (the first time, or again by Paho's automatic reconnect).
+        case connected
         /// The connection went away; Paho reconnects by itself.
         case connectionLost(String)
         /// A connection attempt failed; Paho tries again by itself.
@@ -131,9 +131,8 @@ public final class MQTTSession: @unchecked Sendable {
             MQTTAsync_free(topic)
             return 1
         }, nil)
-        MQTTAsync_setConnected(handle, context) { context, cause in
-            let reconnect = cause.map { String(cString: $0).contains("reconnect") } ?? false
-            CallbackTarget.from(context).continuation.yield(.connected(reconnect: reconnect))
+        MQTTAsync_setConnected(handle, context) { context, _ in
+            CallbackTarget.from(context).continuation.yield(.connected)
         }
     }
 

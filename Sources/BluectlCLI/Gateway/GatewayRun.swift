@@ -31,6 +31,8 @@ struct GatewayLedger: Sendable {
     private(set) var unreportedDrops = 0
     /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
     private(set) var accepted = 0
+    /// Connections to the broker so far.
+    var connections = 0
     /// Home Assistant config topics published by this run (they are retained: once is enough).
     private var announced: Set<String> = []
 
@@ -157,8 +159,9 @@ struct GatewayRun {
 
     private func handle(_ event: MQTTSession.Event, ledger: inout GatewayLedger) {
         switch event {
-        case .connected(let reconnect):
-            Output.error("gateway: \(reconnect ? "reconnected" : "connected") to \(broker)")
+        case .connected:
+            ledger.connections += 1
+            Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
             try? session.publish(topics.status, Array("online".utf8), retained: true)
             let drops = ledger.takeDrops()
