@@ -86,6 +86,8 @@ public final class MQTTSession: @unchecked Sendable {
         case connectionLost(String)
         /// A connection attempt failed; Paho tries again by itself.
         case connectFailed(String)
+        /// The broker acknowledged a message: the buffer has room again.
+        case delivered
     }
 
     /// Connection events, in the order Paho reported them. One consumer.
@@ -130,7 +132,9 @@ public final class MQTTSession: @unchecked Sendable {
             MQTTAsync_freeMessage(&message)
             MQTTAsync_free(topic)
             return 1
-        }, nil)
+        }, { context, _ in
+            CallbackTarget.from(context).continuation.yield(.delivered)
+        })
         MQTTAsync_setConnected(handle, context) { context, _ in
             CallbackTarget.from(context).continuation.yield(.connected)
         }

@@ -227,6 +227,28 @@ struct GatewayTests {
         }
     }
 
+    @Test("--max-buffered: past the bound the newest readings are dropped, counted, and the count published once connected")
+    func bufferBound() async throws {
+        try await withScene(brokerUp: false) { bus, broker, reader, state in
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "full", "--max-buffered", "5"],
+                                               environment: ["STATE_DIRECTORY": state])
+            #expect(await gateway.waitForStderr(timeout: .seconds(20)) { $0.contains("cannot connect") }, "\(gateway.stderr)")
+            try await buffer(readings: 5, bus: bus, state: state)
+            for step in 5..<12 { try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2000 + step * 10)) }
+            // The gateway has heard them once scan (another client) reports the last.
+            let scan = try await bus.runBluectl(["scan", "--json", "--timeout", "1"])
+            #expect(scan.stdout.contains("40023e08"), "\(scan)")   // the last: 21.10 °C, 2110 = 0x083e
+            try await broker.start()
+            #expect(await reader.wait(timeout: .seconds(40)) { !$0.payloads("bluectl/full/events").isEmpty }, "\(reader.messages) \(gateway.stderr)")
+            let event = try JSONValue.parse(try #require(reader.payloads("bluectl/full/events").first))
+            #expect(event["event"] == .string("dropped"))
+            #expect(event["count"] == .int(7), "\(event)")
+            #expect(temperatures(reader, gateway: "full") == (0..<5).map { 20.0 + Double($0) / 10 })
+            gateway.signal(SIGTERM)
+            _ = await gateway.wait(timeout: .seconds(10))
+        }
+    }
+
     @Test("kill -9 while buffering, started again with the broker up: the readings it had accepted arrive, in order")
     func killWhileBuffering() async throws {
         try await withScene(brokerUp: false) { bus, broker, reader, state in

@@ -57,6 +57,11 @@ struct GatewayCommand: AsyncParsableCommand {
         completion: .file())
     var passwordFile: String?
 
+    /// Unconditional: "-1" reaches validation and is refused by name.
+    @Option(name: .customLong("max-buffered"), parsing: .unconditional, help: ArgumentHelp(
+        "At most this many messages wait for the broker, on disk; newer readings are dropped and counted.", valueName: "N"))
+    var maxBuffered: Int = 50_000
+
     @Option(name: .customLong("config"), help: ArgumentHelp(
         "Which advertisements to publish, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
     var configPath: String?
@@ -71,6 +76,7 @@ struct GatewayCommand: AsyncParsableCommand {
             throw ValidationError("\(option) needs a TLS broker: --broker mqtts://HOST[:PORT]")
         }
         if (cert == nil) != (key == nil) { throw ValidationError("--cert and --key go together") }
+        if !(1...1_000_000).contains(maxBuffered) { throw ValidationError("invalid --max-buffered \"\(maxBuffered)\": expected 1 to 1000000") }
         if let id, !RestoreStore.isValid(id) {
             throw ValidationError("invalid --id \"\(TextSafety.escapedForMessage(id))\": expected 1 to 64 letters, digits, \".\", \"_\" or \"-\", not starting with \".\"")
         }
@@ -98,6 +104,7 @@ struct GatewayCommand: AsyncParsableCommand {
         var configuration = MQTTSession.Configuration(
             serverURI: address.pahoURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)
         configuration.keepAlive = 10
+        configuration.maxBufferedMessages = Int32(maxBuffered)
         configuration.username = username
         configuration.password = try password()
         if configuration.password != nil, username == nil { throw CLIFailure(.usage, "a password needs --username") }

@@ -58,17 +58,14 @@ struct GatewayLedger: Sendable {
 
     mutating func accepted(_ count: Int = 1) { accepted += count }
 
-    /// A reading Paho refused: its frame is forgotten, so the next identical one is sent.
-    mutating func dropped(_ device: DeviceInfo) {
+    /// A reading Paho refused (the buffer full): counted once. Its frame stays the device's
+    /// last, so hearing it again does not count the same reading twice.
+    mutating func dropped() {
         unreportedDrops += 1
-        lastFrames[device.address] = nil
     }
 
-    /// The drops to report now, counted as reported.
-    mutating func takeDrops() -> Int {
-        defer { unreportedDrops = 0 }
-        return unreportedDrops
-    }
+    /// `count` drops were reported (published on the events topic).
+    mutating func reported(_ count: Int) { unreportedDrops -= count }
 }
 
 /// One gateway's run: scans `adapter`, publishes through `session`, until
@@ -150,11 +147,23 @@ struct GatewayRun {
             ledger.accepted()
         } catch {
             if error.isBufferFull {
-                ledger.dropped(discovery.device)
+                ledger.dropped()
             } else {
                 Output.error("gateway: \(error)")
             }
         }
+    }
+
+    /// Publishes the count of readings the full buffer refused, once connected; a refusal
+    /// (the buffer still full) keeps the count for the next try, at the next delivery.
+    private func reportDrops(_ ledger: inout GatewayLedger) {
+        let drops = ledger.unreportedDrops
+        guard drops > 0, session.isConnected else { return }
+        var line = JSONLine()
+        line.add("event", "dropped")
+        line.add("count", drops)
+        line.add("reason", "the buffer of readings waiting for the broker was full")
+        if (try? session.publish(topics.events, line.renderedBytes(newline: false))) != nil { ledger.reported(drops) }
     }
 
     private func handle(_ event: MQTTSession.Event, ledger: inout GatewayLedger) {
@@ -164,14 +173,9 @@ struct GatewayRun {
             Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
             try? session.publish(topics.status, Array("online".utf8), retained: true)
-            let drops = ledger.takeDrops()
-            if drops > 0 {
-                var line = JSONLine()
-                line.add("event", "dropped")
-                line.add("count", drops)
-                line.add("reason", "the buffer of readings waiting for the broker was full")
-                try? session.publish(topics.events, line.renderedBytes(newline: false))
-            }
+            reportDrops(&ledger)
+        case .delivered:
+            reportDrops(&ledger)
         case .connectionLost(let reason):
             Output.error("gateway: \(reason) to \(broker); buffering")
             ServiceNotifier.status("broker \(broker) unreachable: buffering")
