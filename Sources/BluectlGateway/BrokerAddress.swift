@@ -81,21 +81,47 @@ public struct BrokerAddressError: Error, Sendable, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The topics a gateway publishes on (docs/gateway.md):
-/// `bluectl/<id>/status` (retained `online` / `offline`),
-/// `bluectl/<id>/devices/<MAC>` (a device's latest record, retained) and
-/// `bluectl/<id>/events` (the gateway's events).
+/// The topics a gateway publishes on (docs/gateway.md). Layout `bluectl`:
+/// `bluectl/<id>/status` (retained `online` / `offline`), `bluectl/<id>/devices/<MAC>`
+/// (a device's latest record, retained) and `bluectl/<id>/events` (the gateway's
+/// events). Layout `theengs`, Theengs Gateway's: `home/<id>/LWT` and
+/// `home/<id>/BTtoMQTT/<MAC without colons>`; events stay on `bluectl/<id>/events`.
 public struct GatewayTopics: Sendable, Equatable {
+    /// Whose topic names and payload fields a gateway uses.
+    public enum Layout: String, Sendable, CaseIterable {
+        /// bluectl's: the state is `scan --json`'s record.
+        case bluectl
+        /// Theengs Gateway's topics and field names, so its dashboards keep working.
+        case theengs
+    }
+
     /// The gateway's id: one topic level.
     public let gateway: String
+    /// The layout.
+    public let layout: Layout
 
-    /// The topics of gateway `gateway`.
-    public init(gateway: String) { self.gateway = gateway }
+    /// The topics of gateway `gateway` in `layout`.
+    public init(gateway: String, layout: Layout = .bluectl) {
+        self.gateway = gateway
+        self.layout = layout
+    }
 
     /// Birth `online` and last will `offline`, retained.
-    public var status: String { "bluectl/\(gateway)/status" }
+    public var status: String {
+        switch layout {
+        case .bluectl: "bluectl/\(gateway)/status"
+        case .theengs: "home/\(gateway)/LWT"
+        }
+    }
+
     /// The gateway's events (JSON).
     public var events: String { "bluectl/\(gateway)/events" }
-    /// A device's state: its latest advertisement as `scan --json` prints it.
-    public func device(_ address: String) -> String { "bluectl/\(gateway)/devices/\(address)" }
+
+    /// A device's state topic.
+    public func device(_ address: String) -> String {
+        switch layout {
+        case .bluectl: "bluectl/\(gateway)/devices/\(address)"
+        case .theengs: "home/\(gateway)/BTtoMQTT/\(address.filter { $0 != ":" })"
+        }
+    }
 }

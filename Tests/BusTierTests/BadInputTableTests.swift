@@ -137,6 +137,8 @@ private let rows: [BadInput] = [
     BadInput(args: ["gateway"], code: 64, message: "bluectl: missing expected argument \"--broker <URL>\""),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--max-buffered", "0"], code: 64,
              message: "bluectl: invalid --max-buffered \"0\": expected 1 to 1000000\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--layout", "openmqttgateway"], code: 64,
+             message: "bluectl: invalid --layout \"openmqttgateway\": expected bluectl or theengs\n"),
     // TLS and credentials (64): certificates only for mqtts://, a certificate with its key, files that can be read
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--ca", "/etc/hostname"], code: 64,
              message: "bluectl: --ca needs a TLS broker: --broker mqtts://HOST[:PORT]\n"),

@@ -30,15 +30,30 @@ private func stateFolder() throws -> String {
 private func temperatures(_ reader: MQTTReader, gateway: String) -> [Double] {
     var seen: [Double] = []
     for payload in reader.payloads("bluectl/\(gateway)/devices/\(sensorAddress)") {
-        guard let record = try? JSONValue.parse(payload), let value = record["sensor"]?["temperature_c"] else { continue }
-        let number: Double? = switch value {
+        guard let record = try? JSONValue.parse(payload), let number = record["sensor"]?["temperature_c"]?.number else { continue }
+        if !seen.contains(number) { seen.append(number) }
+    }
+    return seen
+}
+
+/// The bytes of lowercase hex digits.
+private func hexBytes(_ hex: String) -> [UInt8] {
+    let digits = Array(hex.utf8)
+    return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
+}
+
+private extension JSONValue {
+    /// A number, integer or not.
+    var number: Double? {
+        switch self {
         case .int(let i): Double(i)
         case .double(let d): d
         default: nil
         }
-        if let number, !seen.contains(number) { seen.append(number) }
     }
-    return seen
+
+    /// A string.
+    var text: String? { if case .string(let s) = self { s } else { nil } }
 }
 
 /// Files Paho keeps under the state folder (one per message not yet acknowledged).
@@ -210,6 +225,43 @@ struct GatewayTests {
             .write(to: copy, atomically: true, encoding: .utf8)
         let r = try await runProcess("/usr/bin/systemd-analyze", ["verify", copy.path], timeout: .seconds(30))
         #expect(r.exitCode == 0 && r.stderr.isEmpty && r.stdout.isEmpty, "\(r)")
+    }
+
+    @Test("--layout theengs: Theengs Gateway's topics, and its fields with the values Theengs Decoder gives the same frame")
+    func theengsLayout() async throws {
+        try await withScene(brokerUp: true) { bus, broker, _, state in
+            // An ATC1441 thermometer (Tests/SensorReference/gen_atc1441.py's first frame): -40 °C, 0 %, 80 %, 2.9 V.
+            let address = "A4:C1:38:0B:5E:ED"
+            let data = "a4c1380b5eedfe7000500b5400"
+            try await bus.addAdvertiser("hci0", address, [.addressType("public"), .rssi(-70),
+                                                          .serviceData(["181a": hexBytes(data)])])
+            let home = try await broker.subscribe(["home/#", "homeassistant/#"])
+            defer { home.stop() }
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "TheengsGateway", "--layout", "theengs",
+                                                "--home-assistant"], environment: ["STATE_DIRECTORY": state])
+            let topic = "home/TheengsGateway/BTtoMQTT/A4C1380B5EED"
+            #expect(await home.wait(timeout: .seconds(20)) { !$0.payloads(topic).isEmpty && $0.payloads("home/TheengsGateway/LWT") == ["online"] },
+                    "\(home.messages) \(gateway.stderr)")
+            let ours = try JSONValue.parse(try #require(home.payloads(topic).first))
+            let python = ReferenceDecoderTests.repository.appendingPathComponent(".venv/bin/python").path
+            let script = """
+                import json, TheengsDecoder
+                print(TheengsDecoder.decodeBLE(json.dumps({"id": "\(address)", "servicedata": "\(data)", "servicedatauuid": "0x181a"})))
+                """
+            let decoded = try await runProcess(python, ["-c", script], timeout: .seconds(60))
+            let theirs = try JSONValue.parse(decoded.stdout)
+            for field in ["id", "mac", "tempc", "tempf", "hum", "batt", "volt"] {
+                #expect(ours[field] != nil && ours[field]?.number == theirs[field]?.number && ours[field]?.text == theirs[field]?.text,
+                        "\(field): ours \(String(describing: ours[field])), Theengs \(String(describing: theirs[field]))")
+            }
+            #expect(ours["rssi"] == .int(-70))
+            let config = try JSONValue.parse(try #require(home.payloads("homeassistant/sensor/bluectl_a4c1380b5eed/temperature_c/config").first))
+            #expect(config["state_topic"] == .string(topic))
+            #expect(config["value_template"] == .string("{{ value_json.tempc }}"))
+            #expect(config["availability_topic"] == .string("home/TheengsGateway/LWT"))
+            gateway.signal(SIGTERM)
+            _ = await gateway.wait(timeout: .seconds(10))
+        }
     }
 
     @Test("kill -9 of the gateway: the broker publishes its last will, offline, retained")

@@ -35,6 +35,10 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("This gateway's name in its topics and its MQTT client id (default: the host name).", valueName: "NAME"))
     var id: String?
 
+    @Option(help: ArgumentHelp("bluectl (topics bluectl/ID/..., scan's records) or theengs (Theengs Gateway's topics and fields).",
+                               valueName: "LAYOUT"))
+    var layout: String = "bluectl"
+
     @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings.")
     var homeAssistant = false
 
@@ -75,6 +79,9 @@ struct GatewayCommand: AsyncParsableCommand {
         if !broker.lowercased().hasPrefix("mqtts://"), let option = [("--ca", ca), ("--cert", cert), ("--key", key)].first(where: { $0.1 != nil })?.0 {
             throw ValidationError("\(option) needs a TLS broker: --broker mqtts://HOST[:PORT]")
         }
+        if GatewayTopics.Layout(rawValue: layout) == nil {
+            throw ValidationError("invalid --layout \"\(TextSafety.escapedForMessage(layout))\": expected bluectl or theengs")
+        }
         if (cert == nil) != (key == nil) { throw ValidationError("--cert and --key go together") }
         if !(1...1_000_000).contains(maxBuffered) { throw ValidationError("invalid --max-buffered \"\(maxBuffered)\": expected 1 to 1000000") }
         if let id, !RestoreStore.isValid(id) {
@@ -99,7 +106,7 @@ struct GatewayCommand: AsyncParsableCommand {
             throw CLIFailure(.dataError, "invalid --config \(TextSafety.escapedForMessage(configPath)): devices: per-device GATT work is not supported yet")
         }
         let gateway = gatewayID()
-        let topics = GatewayTopics(gateway: gateway)
+        let topics = GatewayTopics(gateway: gateway, layout: GatewayTopics.Layout(rawValue: layout) ?? .bluectl)
         let persistence = try GatewayStateDirectory.mqttDirectory()
         var configuration = MQTTSession.Configuration(
             serverURI: address.pahoURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)

@@ -138,9 +138,14 @@ struct GatewayRun {
                 do { try session.publish(config.topic, config.payload, retained: true) } catch { Output.error("gateway: \(error)") }
             }
         }
-        let record = GatewayDeviceRecord(
-            device: DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue, sensor: discovery.sensor),
-            gateway: topics.gateway)
+        let record: any OutputRecord = switch topics.layout {
+        case .bluectl:
+            GatewayDeviceRecord(
+                device: DeviceRecord(device: discovery.device, adapter: adapter.name, event: discovery.kind.rawValue, sensor: discovery.sensor),
+                gateway: topics.gateway)
+        case .theengs:
+            TheengsRecord(device: discovery.device, reading: try? discovery.sensor?.get())
+        }
         let payload = record.jsonObject(capacity: 512).renderedBytes(newline: false)
         do {
             try session.publish(topics.device(discovery.device.address.description), payload, retained: true)

@@ -4,7 +4,8 @@ import BluectlGateway
 /// Home Assistant's MQTT discovery (home-assistant.io/integrations/sensor.mqtt): one
 /// retained config per decoded numeric measurement of a device, on
 /// `homeassistant/sensor/bluectl_<mac>/<key>/config`, whose state is the device's
-/// state topic and whose value is read out of its JSON (`value_json.sensor.<key>`).
+/// state topic and whose value is read out of its JSON (`value_json.sensor.<key>`; in
+/// Theengs' layout `value_json.<its field>`).
 /// Home Assistant reads retained configs when it starts, so each is published once
 /// per device, measurement and connection to the broker.
 enum HomeAssistantDiscovery {
@@ -58,7 +59,8 @@ enum HomeAssistantDiscovery {
             config.add("name", keyed.key)
             config.add("unique_id", "\(node)_\(keyed.key)")
             config.add("state_topic", topics.device(device.address.description))
-            config.add("value_template", "{{ value_json.sensor.\(keyed.key) }}")
+            let field = topics.layout == .theengs ? TheengsRecord.field(keyed.key) : "sensor.\(keyed.key)"
+            config.add("value_template", "{{ value_json.\(field) }}")
             if let classes = classes[measurement.quantity.key] {
                 config.add("device_class", classes.deviceClass)
                 config.add("state_class", classes.stateClass)
