@@ -297,6 +297,11 @@ struct GatewayTests {
             #expect(await gateway.waitForStderr(timeout: .seconds(30)) { $0.contains("connection lost") }, "\(gateway.stderr)")
             try await buffer(readings: 30, bus: bus, state: state, alreadySent: 1)
             try await broker.start()
+            // Back: an event says for how long it was away (the outage lasted at least the 29 readings' buffering).
+            #expect(await reader.wait(timeout: .seconds(40)) { !$0.payloads("bluectl/outage/events").isEmpty }, "\(reader.messages)")
+            let event = try JSONValue.parse(try #require(reader.payloads("bluectl/outage/events").first))
+            #expect(event["event"] == .string("reconnected"), "\(event)")
+            #expect((event["away_s"]?.number ?? 0) > 0, "\(event)")
             await expectReadingsThenStop(30, reader, gateway: "outage", gatewayProcess: gateway)
         }
     }

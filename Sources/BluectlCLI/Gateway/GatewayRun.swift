@@ -33,6 +33,8 @@ struct GatewayLedger: Sendable {
     private(set) var accepted = 0
     /// Connections to the broker so far.
     var connections = 0
+    /// When the connection was lost, until it is back.
+    var lostAt: ContinuousClock.Instant?
     /// Home Assistant config topics published by this run (they are retained: once is enough).
     private var announced: Set<String> = []
 
@@ -178,10 +180,20 @@ struct GatewayRun {
             Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
             try? session.publish(topics.status, Array("online".utf8), retained: true)
+            if let lostAt = ledger.lostAt {
+                // After the readings buffered meanwhile (Paho sends in order).
+                let away = ContinuousClock.now - lostAt
+                var line = JSONLine()
+                line.add("event", "reconnected")
+                line.add("away_s", ((Double(away.components.seconds) + Double(away.components.attoseconds) / 1e18) * 10).rounded() / 10)
+                try? session.publish(topics.events, line.renderedBytes(newline: false))
+                ledger.lostAt = nil
+            }
             reportDrops(&ledger)
         case .delivered:
             reportDrops(&ledger)
         case .connectionLost(let reason):
+            ledger.lostAt = ledger.lostAt ?? .now
             Output.error("gateway: \(reason) to \(broker); buffering")
             ServiceNotifier.status("broker \(broker) unreachable: buffering")
         case .connectFailed(let reason):
