@@ -3,7 +3,8 @@
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
 // BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped; CCrypto:
 // libcrypto's AES-CCM for encrypted sensor advertisements) →
-// BluectlCLI (commands; CSystemd for sd_notify) → bluectl (the executable).
+// BluectlCLI (commands; CSystemd for sd_notify; BluectlGateway, over CPaho: Eclipse
+// Paho C's MQTT client, for `bluectl gateway`) → bluectl (the executable).
 import PackageDescription
 
 let package = Package(
@@ -40,13 +41,20 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // Eclipse Paho C's asynchronous MQTT client with TLS; Debian ships no .pc file
+        // for it, so the module map links it by name.
+        .systemLibrary(name: "CPaho", providers: [.apt(["libpaho-mqtt-dev"])]),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
         .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CBluectlShim", "CCrypto", .product(name: "Logging", package: "swift-log")]),
+        // `bluectl gateway`'s MQTT session and publishing (docs/gateway.md); not part of
+        // BluectlCore's promise.
+        .target(name: "BluectlGateway", dependencies: ["BluectlCore", "CPaho"]),
         .target(
             name: "BluectlCLI",
             dependencies: [
                 "BluectlCore",
+                "BluectlGateway",
                 "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -61,7 +69,7 @@ let package = Package(
         .executableTarget(name: "PeripheralExample", dependencies: ["BluectlCore"], path: "Examples/PeripheralExample"),
         .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
         .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
-        .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI"]),
+        .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI", "BluectlGateway"]),
         .testTarget(
             name: "BusTierTests",
             dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],

@@ -21,7 +21,8 @@ public struct Bluectl: AsyncParsableCommand {
         subcommands: [AdaptersCommand.self, AdapterCommand.self, ScanCommand.self, DevicesCommand.self, ConnectCommand.self,
                       DisconnectCommand.self, PairCommand.self, UnpairCommand.self, RemoveCommand.self, TrustCommand.self, UntrustCommand.self,
                       BlockCommand.self, UnblockCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self,
-                      WriteCommand.self, SubscribeCommand.self, ServeCommand.self, AdvertiseCommand.self, L2CAPCommand.self]
+                      WriteCommand.self, SubscribeCommand.self, ServeCommand.self, AdvertiseCommand.self, L2CAPCommand.self,
+                      GatewayCommand.self]
     )
 
     public init() {}

@@ -99,9 +99,9 @@ enum ServeSpec {
         return Update(characteristic: characteristic, value: bytes)
     }
 
-    // MARK: - Pieces
+    // MARK: - Pieces (also read `bluectl gateway`'s config: GatewayConfig)
 
-    private static func object(_ value: Any, at path: String, keys: [String]) throws(Problem) -> [String: Any] {
+    static func object(_ value: Any, at path: String, keys: [String]) throws(Problem) -> [String: Any] {
         guard let object = value as? [String: Any] else { throw Problem(path: path, message: "expected an object") }
         if let unknown = object.keys.sorted().first(where: { !keys.contains($0) }) {
             throw Problem(path: path, message: "unknown key \"\(TextSafety.escapedForMessage(unknown))\" (expected \(keys.joined(separator: ", ")))")
@@ -109,18 +109,18 @@ enum ServeSpec {
         return object
     }
 
-    private static func array(_ value: Any, at path: String) throws(Problem) -> [Any] {
+    static func array(_ value: Any, at path: String) throws(Problem) -> [Any] {
         guard let array = value as? [Any] else { throw Problem(path: path, message: "expected an array") }
         return array
     }
 
-    private static func string(_ value: Any?, at path: String) throws(Problem) -> String {
+    static func string(_ value: Any?, at path: String) throws(Problem) -> String {
         guard let value else { throw Problem(path: path, message: "missing") }
         guard let text = value as? String else { throw Problem(path: path, message: "expected a string") }
         return text
     }
 
-    private static func uuid(_ value: Any?, at path: String, kind: BluetoothUUID.Kind) throws(Problem) -> BluetoothUUID {
+    static func uuid(_ value: Any?, at path: String, kind: BluetoothUUID.Kind) throws(Problem) -> BluetoothUUID {
         let text = try string(value, at: path)
         do {
             return try BluetoothUUID(text, kind: kind)

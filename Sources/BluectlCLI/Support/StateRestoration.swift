@@ -112,14 +112,14 @@ struct RestoreStore: Sendable {
     init(identifier: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         guard Self.isValid(identifier) else { throw RestoreStoreError.invalidIdentifier(identifier) }
         self.identifier = identifier
-        let base: String
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
-            base = state
-        } else {
-            base = (environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "/root") + "/.local/state"
-        }
-        directory = base + "/bluectl"
+        directory = Self.userStateDirectory(environment: environment)
         path = directory + "/" + identifier + ".json"
+    }
+
+    /// `$XDG_STATE_HOME/bluectl`, else `~/.local/state/bluectl`.
+    static func userStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bluectl" }
+        return (environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "/root") + "/.local/state/bluectl"
     }
 
     static func isValid(_ id: String) -> Bool {

@@ -1,0 +1,180 @@
+import ArgumentParser
+import BluectlCore
+import BluectlGateway
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `bluectl gateway`: publish every advertisement an adapter hears to an MQTT broker.
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "Publish the advertisements an adapter hears to an MQTT broker, until Ctrl-C or SIGTERM.",
+        discussion: """
+            Each device's latest advertisement goes to bluectl/ID/devices/MAC (retained, QoS 1) as the record \
+            `scan --json` prints, with "gateway": ID; a frame heard again unchanged (RSSI aside) is not sent again. \
+            bluectl/ID/status holds "online", and "offline" once the gateway stops or is lost (the broker's last will). \
+            A broker that cannot be reached is not an error: readings wait on disk (under $STATE_DIRECTORY, else \
+            $XDG_STATE_HOME/bluectl, else ~/.local/state/bluectl) and go out in order when it is back, also after a \
+            crash. Topics, payloads and buffering: docs/gateway.md.
+
+            Examples:
+              bluectl gateway --broker mqtt://localhost
+              bluectl gateway --broker mqtt://broker.lan:1884 --id kitchen --adapter hci1
+              bluectl gateway --broker mqtts://mq.lan --ca ca.pem --home-assistant
+            """)
+
+    @Option(help: ArgumentHelp("The broker: mqtt://HOST[:PORT] (port 1883) or mqtts://HOST[:PORT] (TLS, port 8883).", valueName: "URL"))
+    var broker: String
+
+    @Option(help: ArgumentHelp("This gateway's name in its topics and its MQTT client id (default: the host name).", valueName: "NAME"))
+    var id: String?
+
+    @Option(help: ArgumentHelp("bluectl (topics bluectl/ID/..., scan's records) or theengs (Theengs Gateway's topics and fields).",
+                               valueName: "LAYOUT"))
+    var layout: String = "bluectl"
+
+    @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings.")
+    var homeAssistant = false
+
+    @Option(help: ArgumentHelp("With mqtts://: the CA certificates (PEM) that sign the broker's (default: the system's).",
+                               valueName: "FILE"), completion: .file())
+    var ca: String?
+
+    @Option(help: ArgumentHelp("With mqtts://: this gateway's client certificate (PEM); needs --key.", valueName: "FILE"),
+            completion: .file())
+    var cert: String?
+
+    @Option(help: ArgumentHelp("With mqtts://: the client certificate's private key (PEM).", valueName: "FILE"), completion: .file())
+    var key: String?
+
+    @Option(help: ArgumentHelp("The user name the broker asks for.", valueName: "NAME"))
+    var username: String?
+
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "The password, the file's first line (else $BLUECTL_MQTT_PASSWORD; never on the command line).", valueName: "FILE"),
+        completion: .file())
+    var passwordFile: String?
+
+    /// Unconditional: "-1" reaches validation and is refused by name.
+    @Option(name: .customLong("max-buffered"), parsing: .unconditional, help: ArgumentHelp(
+        "At most this many messages wait for the broker, on disk; newer readings are dropped and counted.", valueName: "N"))
+    var maxBuffered: Int = 50_000
+
+    @Option(name: .customLong("config"), help: ArgumentHelp(
+        "Which advertisements to publish, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
+    var configPath: String?
+
+    @OptionGroup var adapterOptions: AdapterOptions
+
+    func validate() throws {
+        do { _ = try BrokerAddress(broker) } catch {
+            throw ValidationError("invalid --broker \"\(TextSafety.escapedForMessage(broker))\": \(error)")
+        }
+        if !broker.lowercased().hasPrefix("mqtts://"), let option = [("--ca", ca), ("--cert", cert), ("--key", key)].first(where: { $0.1 != nil })?.0 {
+            throw ValidationError("\(option) needs a TLS broker: --broker mqtts://HOST[:PORT]")
+        }
+        if GatewayTopics.Layout(rawValue: layout) == nil {
+            throw ValidationError("invalid --layout \"\(TextSafety.escapedForMessage(layout))\": expected bluectl or theengs")
+        }
+        if (cert == nil) != (key == nil) { throw ValidationError("--cert and --key go together") }
+        if !(1...1_000_000).contains(maxBuffered) { throw ValidationError("invalid --max-buffered \"\(maxBuffered)\": expected 1 to 1000000") }
+        if let id, !RestoreStore.isValid(id) {
+            throw ValidationError("invalid --id \"\(TextSafety.escapedForMessage(id))\": expected 1 to 64 letters, digits, \".\", \"_\" or \"-\", not starting with \".\"")
+        }
+    }
+
+    /// --id, else the host name reduced to the characters a topic level may hold here.
+    func gatewayID() -> String {
+        if let id { return id }
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count) == 0 ? String(cString: buffer) : ""
+        let cleaned = String(host.prefix { $0 != "." }.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.prefix(64))
+        return cleaned.isEmpty ? "bluectl" : cleaned
+    }
+
+    func run() async throws {
+        let address = try BrokerAddress(broker)
+        let config = try configPath.map { try GatewayConfig.load($0) } ?? GatewayConfig()
+        if let configPath, !config.devices.isEmpty {
+            // Refused rather than ignored: nothing the user asked for is silently dropped.
+            throw CLIFailure(.dataError, "invalid --config \(TextSafety.escapedForMessage(configPath)): devices: per-device GATT work is not supported yet")
+        }
+        let gateway = gatewayID()
+        let topics = GatewayTopics(gateway: gateway, layout: GatewayTopics.Layout(rawValue: layout) ?? .bluectl)
+        let persistence = try GatewayStateDirectory.mqttDirectory()
+        var configuration = MQTTSession.Configuration(
+            serverURI: address.pahoURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)
+        configuration.keepAlive = 10
+        configuration.maxBufferedMessages = Int32(maxBuffered)
+        configuration.username = username
+        configuration.password = try password()
+        if configuration.password != nil, username == nil { throw CLIFailure(.usage, "a password needs --username") }
+        if address.tls {
+            var tls = MQTTSession.TLS()
+            for (option, path) in [("--ca", ca), ("--cert", cert), ("--key", key)] {
+                if let path, case .failure(let reason) = WriteCommand.readFile(path) {
+                    throw CLIFailure(.usage, "cannot read \(option) \(TextSafety.escapedForMessage(path)): \(reason.text)")
+                }
+            }
+            (tls.caFile, tls.certificateFile, tls.keyFile) = (ca, cert, key)
+            configuration.tls = tls
+        }
+        let session: MQTTSession
+        do { session = try MQTTSession(configuration) } catch {
+            throw CLIFailure(.unavailable, "cannot keep MQTT state in \(persistence): \(error)")
+        }
+        let (adapterOptions, homeAssistant) = (self.adapterOptions, self.homeAssistant)
+        try await SignalScope.run {
+            let (central, adapter) = try await adapterOptions.open()
+            defer { central.close() }
+            try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
+                                 homeAssistant: homeAssistant, config: config).run()
+        }
+    }
+}
+
+extension GatewayCommand {
+    /// --password-file's first line, else $BLUECTL_MQTT_PASSWORD, else none: never argv, which `ps` shows.
+    func password() throws -> String? {
+        guard let passwordFile else { return getenv("BLUECTL_MQTT_PASSWORD").map { String(cString: $0) } }
+        switch WriteCommand.readFile(passwordFile) {
+        case .success(let bytes):
+            return String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
+        case .failure(let reason):
+            throw CLIFailure(.usage, "cannot read --password-file \(TextSafety.escapedForMessage(passwordFile)): \(reason.text)")
+        }
+    }
+}
+
+/// Where the gateway keeps Paho's files of messages not yet acknowledged:
+/// `$STATE_DIRECTORY` (systemd's `StateDirectory=`; its first entry), else the
+/// user's state directory (`RestoreStore.userStateDirectory`), then `mqtt/`.
+enum GatewayStateDirectory {
+    static func mqttDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+        let base: String
+        if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first, state.hasPrefix("/") {
+            base = String(state)
+        } else {
+            base = RestoreStore.userStateDirectory(environment: environment)
+        }
+        let directory = base + "/mqtt"
+        // Each missing folder made owner-only: the files hold what the sensors reported.
+        var path = ""
+        for component in directory.split(separator: "/") {
+            path += "/" + component
+            if mkdir(path, 0o700) != 0, errno != EEXIST {
+                throw CLIFailure(.noPermission, "cannot make the state directory \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        guard access(directory, W_OK) == 0 else {
+            throw CLIFailure(.noPermission, "cannot write to the state directory \(directory)")
+        }
+        return directory
+    }
+}

@@ -1,0 +1,284 @@
+import CPaho
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One MQTT client session to one broker, through Eclipse Paho C's asynchronous
+/// client (`libpaho-mqtt3as`): QoS 1, a persistent session (clean session off),
+/// a retained `online` birth and `offline` last will on the status topic, and
+/// Paho's automatic reconnect.
+///
+/// **Nothing lost** is Paho's own machinery, not a journal of ours: with
+/// `sendWhileDisconnected` and `allowDisconnectedSendAtAnyTime` a publish is
+/// accepted while the broker is away (before the first connection too), and with
+/// file persistence (`MQTTCLIENT_PERSISTENCE_DEFAULT` in `persistenceDirectory`) Paho
+/// writes each accepted QoS 1 publish to its own file before `publish` returns, so a
+/// `kill -9` loses nothing accepted: the next session with the same client id and
+/// broker restores the files (`restoreMessages`) and sends them, in order, once
+/// connected. QoS 1 messages in flight when the connection drops are resent by the
+/// persistent session.
+///
+/// **The bound** is Paho's `maxBufferedMessages` (a count; the disk it takes is that
+/// count times one record, about 1 KB). When it is reached Paho refuses the new
+/// publish (`MQTTASYNC_MAX_BUFFERED_MESSAGES`) and `publish` throws
+/// `MQTTError.bufferFull`, which the owner counts: Paho reports no count of its own.
+/// Paho's other policy, `deleteOldestMessages`, is left off: it drops silently (no
+/// callback, so no count), and the upstream source frees the dropped command
+/// before it removes its file (`MQTTAsync_addCommand`), a use after free.
+///
+/// Threads: Paho calls back on its own threads. The callbacks only hand an
+/// `MQTTEvent` to `events` (an `AsyncStream`, safe from any thread) for its one
+/// consumer, the owner of the session; this type keeps no mutable state of its own.
+public final class MQTTSession: @unchecked Sendable {
+    // @unchecked: every stored property is immutable after `init`; `handle` is only
+    // passed to Paho's functions, which lock Paho's own state.
+
+    /// How to reach the broker and what to keep.
+    public struct Configuration: Sendable {
+        /// Paho's server URI: `tcp://host:port` or `ssl://host:port`.
+        public var serverURI: String
+        /// The MQTT client id: the persistent session and Paho's files are keyed by it.
+        public var clientID: String
+        /// Where Paho keeps its files of messages not yet acknowledged.
+        public var persistenceDirectory: String
+        /// The retained `online` / `offline` topic (birth and last will).
+        public var statusTopic: String
+        /// At most this many messages buffered (Paho's `maxBufferedMessages`).
+        public var maxBufferedMessages: Int32 = 50_000
+        /// Seconds between keep-alive pings; the broker publishes the last will after 1.5 times this without one.
+        public var keepAlive: Int32 = 10
+        /// TLS settings for an `ssl://` URI.
+        public var tls: TLS?
+        /// The user name, when the broker asks for one.
+        public var username: String?
+        /// The password (read from a file or the environment, never from argv).
+        public var password: String?
+
+        /// A configuration for `serverURI` as `clientID`, keeping files in `persistenceDirectory`.
+        public init(serverURI: String, clientID: String, persistenceDirectory: String, statusTopic: String) {
+            self.serverURI = serverURI
+            self.clientID = clientID
+            self.persistenceDirectory = persistenceDirectory
+            self.statusTopic = statusTopic
+        }
+    }
+
+    /// TLS for `ssl://`: the server's certificate is verified unless `verify` is off.
+    public struct TLS: Sendable {
+        /// PEM file of the CA certificates to trust (nil: the system's).
+        public var caFile: String?
+        /// PEM file of the client's certificate.
+        public var certificateFile: String?
+        /// PEM file of the client's private key.
+        public var keyFile: String?
+        /// Verify the server's certificate and host name.
+        public var verify = true
+
+        /// TLS with verification on and the system's CAs.
+        public init() {}
+    }
+
+    /// What happened to the connection, for the session's owner.
+    public enum Event: Sendable, Equatable {
+        /// Connected (the first time, or again by Paho's automatic reconnect).
+        case connected
+        /// The connection went away; Paho reconnects by itself.
+        case connectionLost(String)
+        /// A connection attempt failed; Paho tries again by itself.
+        case connectFailed(String)
+        /// The broker acknowledged a message: the buffer has room again.
+        case delivered
+    }
+
+    /// Connection events, in the order Paho reported them. One consumer.
+    public let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let handle: MQTTAsync
+    /// Retained by Paho's callbacks (their context) until `deinit`.
+    private let context: UnsafeMutableRawPointer
+    /// C strings Paho may keep pointers to; freed in `deinit`, after `MQTTAsync_destroy`.
+    private let strings: [UnsafeMutablePointer<CChar>]
+    private let configuration: Configuration
+
+    /// Creates the client and restores the messages Paho kept from an earlier session.
+    /// Throws when Paho refuses the URI, the client id or the persistence directory.
+    public init(_ configuration: Configuration) throws(MQTTError) {
+        self.configuration = configuration
+        (events, continuation) = AsyncStream<Event>.makeStream()
+        var handle: MQTTAsync?
+        var options = cpaho_create_options()
+        options.sendWhileDisconnected = 1
+        options.allowDisconnectedSendAtAnyTime = 1
+        options.maxBufferedMessages = configuration.maxBufferedMessages
+        options.deleteOldestMessages = 0
+        options.restoreMessages = 1
+        options.persistQoS0 = 0
+        options.MQTTVersion = MQTTVERSION_3_1_1
+        let directory = strdup(configuration.persistenceDirectory)!
+        strings = [directory]
+        let rc = MQTTAsync_createWithOptions(&handle, configuration.serverURI, configuration.clientID,
+                                             MQTTCLIENT_PERSISTENCE_DEFAULT, directory, &options)
+        guard rc == MQTTASYNC_SUCCESS, let handle else {
+            free(directory)
+            throw MQTTError(code: rc, "cannot create the MQTT client for \(configuration.serverURI)")
+        }
+        self.handle = handle
+        context = Unmanaged.passRetained(CallbackTarget(continuation)).toOpaque()
+        MQTTAsync_setCallbacks(handle, context, { context, _ in
+            CallbackTarget.from(context).continuation.yield(.connectionLost("connection lost"))
+        }, { _, topic, _, message in
+            // The gateway subscribes to nothing; a message would be the broker's mistake.
+            var topic = topic, message = message
+            MQTTAsync_freeMessage(&message)
+            MQTTAsync_free(topic)
+            return 1
+        }, { context, _ in
+            CallbackTarget.from(context).continuation.yield(.delivered)
+        })
+        MQTTAsync_setConnected(handle, context) { context, _ in
+            CallbackTarget.from(context).continuation.yield(.connected)
+        }
+    }
+
+    deinit {
+        var handle: MQTTAsync? = handle
+        MQTTAsync_destroy(&handle)
+        Unmanaged<CallbackTarget>.fromOpaque(context).release()
+        strings.forEach { free($0) }
+        continuation.finish()
+    }
+
+    /// Starts connecting: returns at once; the outcome comes on `events`, and Paho
+    /// keeps trying (1 s, doubling to 16 s) until `close`. Publishing works meanwhile.
+    public func start() throws(MQTTError) {
+        var options = cpaho_connect_options()
+        options.keepAliveInterval = configuration.keepAlive
+        options.cleansession = 0
+        options.automaticReconnect = 1
+        options.minRetryInterval = 1
+        options.maxRetryInterval = 16
+        options.connectTimeout = 10
+        options.MQTTVersion = MQTTVERSION_3_1_1
+        options.context = context
+        options.onFailure = { context, response in
+            let text = response.flatMap { $0.pointee.message.map { String(cString: $0) } }
+                ?? response.map { MQTTError.describe($0.pointee.code) } ?? "unknown"
+            CallbackTarget.from(context).continuation.yield(.connectFailed(text))
+        }
+        let rc = withCStrings([configuration.statusTopic, "offline", configuration.username, configuration.password,
+                               configuration.tls?.caFile, configuration.tls?.certificateFile, configuration.tls?.keyFile]) { c in
+            var will = cpaho_will_options()
+            will.topicName = UnsafePointer(c[0])
+            will.message = UnsafePointer(c[1])
+            will.retained = 1
+            will.qos = 1
+            options.username = UnsafePointer(c[2])
+            options.password = UnsafePointer(c[3])
+            var ssl = cpaho_ssl_options()
+            if let tls = configuration.tls {
+                ssl.trustStore = UnsafePointer(c[4])
+                ssl.keyStore = UnsafePointer(c[5])
+                ssl.privateKey = UnsafePointer(c[6])
+                ssl.enableServerCertAuth = tls.verify ? 1 : 0
+                ssl.verify = tls.verify ? 1 : 0
+            }
+            return withUnsafeMutablePointer(to: &will) { will in
+                withUnsafeMutablePointer(to: &ssl) { ssl in
+                    options.will = will
+                    if configuration.tls != nil { options.ssl = ssl }
+                    return MQTTAsync_connect(handle, &options)
+                }
+            }
+        }
+        guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot connect to \(configuration.serverURI)") }
+    }
+
+    /// Publishes `payload` on `topic` with QoS 1, or buffers it while the broker is
+    /// away (on disk: kept across a crash). Throws `MQTTError` with `isBufferFull`
+    /// when `maxBufferedMessages` are waiting.
+    public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
+        var message = cpaho_message()
+        message.qos = 1
+        message.retained = retained ? 1 : 0
+        var response = cpaho_response_options()
+        let rc = payload.withUnsafeBytes { bytes in
+            message.payload = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
+            message.payloadlen = Int32(bytes.count)
+            return MQTTAsync_sendMessage(handle, topic, &message, &response)
+        }
+        guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(topic)") }
+    }
+
+    /// Publishes the retained `offline` status, then disconnects, waiting up to
+    /// `timeout` for messages in flight. Messages not yet sent stay in Paho's files
+    /// for the next session.
+    public func close(timeout: Duration = .seconds(2)) async {
+        try? publish(configuration.statusTopic, Array("offline".utf8), retained: true)
+        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let done = OneShot()
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            done.set(waiter)
+            var options = cpaho_disconnect_options()
+            options.timeout = milliseconds
+            let box = Unmanaged.passRetained(done).toOpaque()
+            options.context = box
+            options.onSuccess = { context, _ in Unmanaged<OneShot>.fromOpaque(context!).takeRetainedValue().fire() }
+            options.onFailure = { context, _ in Unmanaged<OneShot>.fromOpaque(context!).takeRetainedValue().fire() }
+            if MQTTAsync_disconnect(handle, &options) != MQTTASYNC_SUCCESS {
+                Unmanaged<OneShot>.fromOpaque(box).takeRetainedValue().fire()
+            }
+        }
+        continuation.finish()
+    }
+
+    /// Whether the session is connected now.
+    public var isConnected: Bool { MQTTAsync_isConnected(handle) != 0 }
+}
+
+/// The target of Paho's callbacks: only the stream's continuation, which may be
+/// used from any thread.
+private final class CallbackTarget: Sendable {
+    let continuation: AsyncStream<MQTTSession.Event>.Continuation
+    init(_ continuation: AsyncStream<MQTTSession.Event>.Continuation) { self.continuation = continuation }
+    static func from(_ context: UnsafeMutableRawPointer?) -> CallbackTarget {
+        Unmanaged<CallbackTarget>.fromOpaque(context!).takeUnretainedValue()
+    }
+}
+
+/// Resumes one waiting task once, from Paho's thread or the caller's.
+private final class OneShot: @unchecked Sendable {
+    // @unchecked: `waiter` is set before Paho can call back (`set` runs before
+    // `MQTTAsync_disconnect`), and `fire` runs exactly once (the callback's retained
+    // reference is taken back once), so the two never overlap.
+    private var waiter: CheckedContinuation<Void, Never>?
+    func set(_ waiter: CheckedContinuation<Void, Never>) { self.waiter = waiter }
+    func fire() { waiter?.resume(); waiter = nil }
+}
+
+/// Runs `body` with C copies of `texts` (nil stays nil), freed afterwards.
+private func withCStrings<T>(_ texts: [String?], _ body: ([UnsafeMutablePointer<CChar>?]) -> T) -> T {
+    let copies = texts.map { $0.map { strdup($0)! } }
+    defer { copies.forEach { free($0) } }
+    return body(copies)
+}
+
+/// A failure Paho reported: its return code and what was being done.
+public struct MQTTError: Error, Sendable, CustomStringConvertible {
+    /// Paho's return code (`MQTTASYNC_*`).
+    public let code: Int32
+    /// What failed, and Paho's reason.
+    public let description: String
+
+    /// `what`, then Paho's text for `code`.
+    init(code: Int32, _ what: String) {
+        self.code = code
+        description = "\(what): \(Self.describe(code))"
+    }
+
+    /// Whether Paho refused a publish because `maxBufferedMessages` are waiting.
+    public var isBufferFull: Bool { code == MQTTASYNC_MAX_BUFFERED_MESSAGES }
+
+    static func describe(_ code: Int32) -> String {
+        MQTTAsync_strerror(code).map { String(cString: $0) } ?? "error \(code)"
+    }
+}

@@ -1,0 +1,115 @@
+import BluectlCore
+import BluectlDBus
+import BluectlGateway
+import Testing
+@testable import BluectlCLI
+
+/// `bluectl gateway`'s pure parts: the --broker URL, the --config file's schema and its
+/// filters, and which frames the gateway publishes (docs/gateway.md).
+@Suite("gateway: broker URL, config file, what is published")
+struct GatewayConfigTests {
+    @Test("--broker: mqtt:// and mqtts://, default ports, IPv6 in brackets; Paho's URI")
+    func brokerURLs() throws {
+        let plain = try BrokerAddress("mqtt://broker.lan")
+        #expect((plain.host, plain.port, plain.tls, plain.pahoURI) == ("broker.lan", 1883, false, "tcp://broker.lan:1883"))
+        let tls = try BrokerAddress("MQTTS://10.0.0.2:8884/")
+        #expect((tls.host, tls.port, tls.tls, tls.pahoURI, tls.description) == ("10.0.0.2", 8884, true, "ssl://10.0.0.2:8884", "mqtts://10.0.0.2:8884"))
+        let six = try BrokerAddress("mqtt://[::1]:1884")
+        #expect((six.host, six.port, six.pahoURI) == ("::1", 1884, "tcp://[::1]:1884"))
+        for bad in ["tcp://h", "mqtt://", "mqtt://h:0", "mqtt://h:x", "mqtt://u@h", "mqtt://h/topic", "mqtt://[::1", "mqtt://h h", "mqtt://a:1:2"] {
+            #expect(throws: BrokerAddressError.self, "\(bad)") { try BrokerAddress(bad) }
+        }
+    }
+
+    @Test("A config with every member parses into its filters and each device's GATT work")
+    func fullConfig() throws {
+        let config = try GatewayConfig.parse(Array("""
+            {"advertisements": {"addresses": ["a4:c1:38:00:00:27"], "services": ["fcd2", "heart_rate"],
+                                "sensor_formats": ["bthome", "xiaomi"], "min_interval": 2.5},
+             "devices": {"00:AA:01:00:00:00": {"subscribe": ["2a37"], "read": [{"characteristic": "battery_level", "every": 60}],
+                                                "writable": ["2a39"]}}}
+            """.utf8))
+        let sensor = try #require(BluetoothAddress("A4:C1:38:00:00:27"))
+        let device = try #require(BluetoothAddress("00:AA:01:00:00:00"))
+        #expect(config.addresses == [sensor])
+        #expect(config.services == [try BluetoothUUID("fcd2", kind: .service), try BluetoothUUID("180d", kind: .service)])
+        #expect(config.sensorFormats == [.bthome, .xiaomi])
+        #expect(config.minInterval == 2.5)
+        #expect(config.devices[device] == GatewayConfig.DeviceWork(
+            subscribe: [try BluetoothUUID("2a37", kind: .characteristic)],
+            read: [.init(characteristic: try BluetoothUUID("2a19", kind: .characteristic), every: 60)],
+            writable: [try BluetoothUUID("2a39", kind: .characteristic)]))
+        #expect(try GatewayConfig.parse(Array("{}".utf8)) == GatewayConfig())
+    }
+
+    @Test("Each problem names its JSON path", arguments: [
+        ("[]", "expected an object"),
+        ("{\"advertisment\": {}}", "unknown key \"advertisment\" (expected advertisements, devices)"),
+        ("{\"advertisements\": {\"addresses\": [\"A4:C1:38:00:00:27\", \"zz\"]}}",
+         "advertisements.addresses[1]: \"zz\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)"),
+        ("{\"advertisements\": {\"services\": \"fcd2\"}}", "advertisements.services: expected an array"),
+        ("{\"advertisements\": {\"sensor_formats\": [\"bthome2\"]}}", "advertisements.sensor_formats[0]: unknown sensor format \"bthome2\""),
+        ("{\"advertisements\": {\"min_interval\": -1}}", "advertisements.min_interval: expected a positive number of seconds"),
+        ("{\"advertisements\": {\"min_interval\": true}}", "advertisements.min_interval: expected a positive number of seconds"),
+        ("{\"devices\": []}", "devices: expected an object of addresses"),
+        ("{\"devices\": {\"nope\": {}}}", "devices.nope: \"nope\" is not a Bluetooth address"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"read\": [{\"characteristic\": \"2a19\"}]}}}", "devices.00:AA:01:00:00:00.read[0].every: missing"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"writable\": [\"zz\"]}}}", "devices.00:AA:01:00:00:00.writable[0]: "),
+        ("{", "not valid JSON"),
+    ])
+    func problems(_ text: String, _ expected: String) {
+        do {
+            _ = try GatewayConfig.parse(Array(text.utf8))
+            Issue.record("\(text) was accepted")
+        } catch {
+            #expect("\(error)".hasPrefix(expected), "\(text): \(error)")
+        }
+    }
+
+    static func device(_ address: String, temperature: UInt8 = 1) -> DeviceInfo {
+        let device = DeviceInfo(path: ObjectPath("/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_"))!, properties: PropertyMap([
+            "Address": .string(address), "RSSI": .int16(-60),
+            "ServiceData": .dictionary(key: .string, value: .variant, [
+                DBusDictEntry(.string("0000fcd2-0000-1000-8000-00805f9b34fb"), .variant(.bytes([0x40, 0x02, temperature, 0x09]))),
+            ]),
+        ]))
+        return device
+    }
+
+    @Test("admits: every filter must hold; a sensor format matches a reading or a frame that gives none")
+    func admits() throws {
+        var config = GatewayConfig()
+        let reading = SensorReading(format: .bthome, measurements: [SensorMeasurement(.temperature, .number(21))])
+        let failure = SensorDecodingError(.xiaomi, .noKey, "no key")
+        #expect(config.admits(Self.device("AA:BB:CC:DD:EE:01"), sensor: nil))
+        config.sensorFormats = [.bthome]
+        #expect(config.admits(Self.device("AA:BB:CC:DD:EE:01"), sensor: .success(reading)))
+        #expect(!config.admits(Self.device("AA:BB:CC:DD:EE:01"), sensor: .failure(failure)))
+        #expect(!config.admits(Self.device("AA:BB:CC:DD:EE:01"), sensor: nil))
+        config.addresses = [try #require(BluetoothAddress("AA:BB:CC:DD:EE:02"))]
+        #expect(!config.admits(Self.device("AA:BB:CC:DD:EE:01"), sensor: .success(reading)))
+        #expect(config.admits(Self.device("AA:BB:CC:DD:EE:02"), sensor: .success(reading)))
+    }
+
+    @Test("Published: a frame that differs (RSSI aside); with a minimum interval, not before it has passed")
+    func ledger() {
+        var ledger = GatewayLedger()
+        let first = Self.device("AA:BB:CC:DD:EE:01", temperature: 1)
+        var louder = first
+        louder.rssi = -40
+        let second = Self.device("AA:BB:CC:DD:EE:01", temperature: 2)
+        let seen = [ledger.isNew(first), ledger.isNew(louder), ledger.isNew(second), ledger.isNew(first)]
+        #expect(seen == [true, false, true, true])
+        var limited = GatewayLedger()
+        let start = ContinuousClock.now
+        let timed = [limited.isNew(first, minInterval: 10, now: start), limited.isNew(second, minInterval: 10, now: start + .seconds(9)),
+                     limited.isNew(second, minInterval: 10, now: start + .seconds(10))]
+        #expect(timed == [true, false, true])
+        // a reading the full buffer refused is counted once: heard again, it is not a new reading
+        limited.dropped()
+        let pending = limited.unreportedDrops
+        limited.reported(pending)
+        let afterDrop = [pending, limited.unreportedDrops, limited.isNew(second, minInterval: 10, now: start + .seconds(30)) ? 1 : 0]
+        #expect(afterDrop == [1, 0, 0])
+    }
+}
