@@ -21,6 +21,7 @@ public struct Bluectl: AsyncParsableCommand {
         subcommands: [AdaptersCommand.self, AdapterCommand.self, ScanCommand.self, DevicesCommand.self, ConnectCommand.self,
                       DisconnectCommand.self, PairCommand.self, UnpairCommand.self, RemoveCommand.self, TrustCommand.self, UntrustCommand.self,
                       BlockCommand.self, UnblockCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self,
+                      ProxyCommand.self,
                       WriteCommand.self, SubscribeCommand.self, ServeCommand.self, AdvertiseCommand.self]
     )
 
