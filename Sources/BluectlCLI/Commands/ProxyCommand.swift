@@ -21,13 +21,13 @@ struct ProxyCommand: AsyncParsableCommand {
 
             Examples:
               bluectl proxy --no-mdns
-              BLUECTL_LOG_LEVEL=info bluectl proxy --adapter hci1 --port 6053 --name livingroom-proxy --no-mdns
+              bluectl proxy --adapter hci1 --name attic-proxy --no-mdns
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
 
     /// Unconditional: "--port -1" reaches validation and is refused by name.
-    @Option(parsing: .unconditional, help: ArgumentHelp("TCP port to listen on (default 6053, ESPHome's; 0: any free port).", valueName: "N"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("TCP port to listen on (ESPHome's is 6053; 0: any free port).", valueName: "N"))
     var port: Int = 6053
 
     @Option(help: ArgumentHelp("The node's name Home Assistant shows (default: this host's name; at most 31 bytes).", valueName: "NAME"))
