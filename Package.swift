@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // ESPHome's native API messages (`bluectl proxy`; code generated once: Scripts/gen-esphome-proto)
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
+        // The proxy's Noise encryption (Curve25519, ChaChaPoly, SHA-256): swift-crypto
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         .systemLibrary(
@@ -60,7 +62,7 @@ let package = Package(
         .target(name: "ESPHomeAPI", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // `bluectl proxy`: ESPHome's native API server (frames, connections) over BluectlCore's scan.
         .target(name: "BluectlProxy", dependencies: ["BluectlCore", "ESPHomeAPI", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                                              .product(name: "Logging", package: "swift-log")]),
+                                              .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")]),
         // Small programs using BluectlCore as anyone would (run against the
         // stand-in by the bus tier: Tests/BusTierTests/ExampleTests.swift).
         .executableTarget(name: "ScanExample", dependencies: ["BluectlCore"], path: "Examples/ScanExample"),

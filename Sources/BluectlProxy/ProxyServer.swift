@@ -10,7 +10,7 @@ import BluectlCore
 import ESPHomeAPI
 import Logging
 
-/// `bluectl proxy`'s TCP server: ESPHome's native API (plaintext framing)
+/// `bluectl proxy`'s TCP server: ESPHome's native API (plaintext or Noise framing)
 /// for several clients at once, and the scan whose advertisements it
 /// forwards to those that subscribed.
 ///
@@ -43,7 +43,7 @@ package final class ProxyServer: Sendable {
         let fd: Int32
         let peer: String
         var watch: LoopWatch?
-        var decoder = FrameDecoder()
+        var transport: FrameTransport
         var machine: ProxySessionMachine
         var unsent: [UInt8] = []
         var batch: [BluetoothLERawAdvertisement] = []
@@ -60,12 +60,16 @@ package final class ProxyServer: Sendable {
 
     private let central: CentralManager
     private let identity: ProxyIdentity
+    /// The Noise pre-shared key (nil: the plaintext API).
+    private let psk: [UInt8]?
     private let state: LoopBound<State>
     private let logger = Logger(label: "bluectl")
 
-    package init(central: CentralManager, identity: ProxyIdentity) {
+    /// `psk`: the 32-byte Noise key (`--key-file`); nil serves the plaintext API.
+    package init(central: CentralManager, identity: ProxyIdentity, psk: [UInt8]? = nil) {
         self.central = central
         self.identity = identity
+        self.psk = psk
         state = central.loopBound(State())
     }
 
@@ -198,7 +202,10 @@ package final class ProxyServer: Sendable {
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let name = Self.describe(peer)
-            var client = Client(fd: fd, peer: name, machine: ProxySessionMachine(identity: identity))
+            let transport: FrameTransport = psk.map {
+                .noise(NoiseTransport(psk: $0, name: identity.name, mac: identity.bluetoothAddress))
+            } ?? .plain(FrameDecoder())
+            var client = Client(fd: fd, peer: name, transport: transport, machine: ProxySessionMachine(identity: identity))
             client.watch = central.watch(fd) { [self] in readable(fd) }
             state.value.clients[fd] = client
             logger.info("proxy: client \(name) connected (\(state.value.clients.count) now)")
@@ -214,21 +221,16 @@ package final class ProxyServer: Sendable {
             drop(fd, reason: nil, how: n == 0 ? "closed the connection" : "failed: \(String(cString: strerror(errno)))")
             return
         }
-        state.value.clients[fd]?.decoder.append(chunk[0..<n])
-        while let client = state.value.clients[fd] {
-            var decoder = client.decoder
-            let frame: PlaintextFrame?
-            do {
-                frame = try decoder.next()
-            } catch {
-                drop(fd, reason: "\(error)")
-                return
-            }
-            state.value.clients[fd]?.decoder = decoder
-            guard let frame else { return }
-            let actions = state.value.clients[fd]?.machine.handle(frame) ?? []
+        guard let received = state.value.clients[fd]?.transport.receive(chunk[0..<n]) else { return }
+        if !received.reply.isEmpty {
+            state.value.clients[fd]?.unsent.append(contentsOf: received.reply)
+            write(fd)
+        }
+        for frame in received.frames {
+            guard let actions = state.value.clients[fd]?.machine.handle(frame) else { return }
             perform(actions, fd)
         }
+        if let failure = received.failure { drop(fd, reason: failure) }
     }
 
     private func perform(_ actions: [ProxySessionMachine.Action], _ fd: Int32) {
@@ -236,7 +238,9 @@ package final class ProxyServer: Sendable {
             guard let client = state.value.clients[fd] else { return }
             switch action {
             case .send(let frame):
-                state.value.clients[fd]?.unsent.append(contentsOf: frame.bytes)
+                if let bytes = state.value.clients[fd]?.transport.encode(frame) {
+                    state.value.clients[fd]?.unsent.append(contentsOf: bytes)
+                }
                 write(fd)
             case .subscribeAdvertisements, .unsubscribeAdvertisements:
                 state.value.clients[fd]?.batch = []   // the machine's `subscribed` says which
@@ -253,7 +257,9 @@ package final class ProxyServer: Sendable {
         var response = BluetoothLERawAdvertisementsResponse()
         response.advertisements = batch
         state.value.clients[fd]?.batch = []
-        state.value.clients[fd]?.unsent.append(contentsOf: ProxySessionMachine.frame(response).bytes)
+        if let bytes = state.value.clients[fd]?.transport.encode(ProxySessionMachine.frame(response)) {
+            state.value.clients[fd]?.unsent.append(contentsOf: bytes)
+        }
         state.value.forwarded += batch.count
         write(fd)
     }

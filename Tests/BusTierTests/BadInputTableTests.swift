@@ -213,7 +213,7 @@ private let rows: [BadInput] = [
              setup: .fresh { bus, g in try await bus.hang(g.custom, "WriteValue") }),
     BadInput(args: ["connect", D, "--retries", "0"], code: 75, message: "in progress",
              setup: .fresh { bus, g in try await bus.injectError(g.device, "Connect", "org.bluez.Error.InProgress", "busy") }),
-    // `bluectl proxy` (docs/proxy.md): what is not built yet is refused, not ignored
+    // `bluectl proxy` (docs/proxy.md): mDNS, not built yet, is refused, not ignored
     BadInput(args: ["proxy", "--port", "70000", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"70000\": expected 0 to 65535"),
     BadInput(args: ["proxy", "--port", "abc", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"abc\""),
     BadInput(args: ["proxy", "--name", String(repeating: "n", count: 32), "--no-mdns"], code: 64,
@@ -221,7 +221,8 @@ private let rows: [BadInput] = [
     BadInput(args: ["proxy", "--key-file", "/nonexistent/key", "--no-mdns"], code: 64,
              message: "bluectl: cannot read --key-file /nonexistent/key: No such file or directory"),
     BadInput(args: ["proxy", "--key-file", "/", "--no-mdns"], code: 64, message: "bluectl: cannot read --key-file /: Is a directory"),
-    BadInput(args: ["proxy", "--key-file", BusTier.fixture("bus.conf"), "--no-mdns"], code: 64, message: "the API encryption (Noise) is not built yet"),
+    BadInput(args: ["proxy", "--key-file", BusTier.fixture("bus.conf"), "--no-mdns"], code: 65,
+             message: "expected a base64 key of 32 bytes on one line"),
     BadInput(args: ["proxy"], code: 64, message: "announcing the proxy over mDNS is not built yet: pass --no-mdns"),
     BadInput(args: ["proxy", "--adapter", "hci7", "--no-mdns"], code: 69, message: "bluectl: adapter hci7 not found"),
 ]

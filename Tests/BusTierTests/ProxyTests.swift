@@ -19,8 +19,8 @@ import Testing
     }
 
     /// Starts `bluectl proxy` on a free port; returns it and the port once it listens.
-    static func startProxy(_ bus: PrivateBus, name: String = "bus-proxy") async throws -> (ChildProcess, String) {
-        let proxy = try bus.startBluectl(["proxy", "--port", "0", "--name", name, "--no-mdns"],
+    static func startProxy(_ bus: PrivateBus, name: String = "bus-proxy", extra: [String] = []) async throws -> (ChildProcess, String) {
+        let proxy = try bus.startBluectl(["proxy", "--port", "0", "--name", name, "--no-mdns"] + extra,
                                          environment: ["BLUECTL_LOG_LEVEL": "info"])
         guard await proxy.waitForStderr(timeout: .seconds(30), { $0.contains("listening on port ") }) else {
             throw BusTierError("bluectl proxy did not listen: \(await proxy.wait(timeout: .seconds(2)))")
@@ -134,6 +134,42 @@ import Testing
             let second = try await bus.runBluectl(["proxy", "--port", port, "--no-mdns"])
             #expect(second.exitCode == 69, "\(second)")
             #expect(second.stderrLines == ["bluectl: cannot bind to port \(port): Address already in use"], "\(second.stderr)")
+            proxy.signal(SIGINT)
+            #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
+        }
+    }
+
+    /// ESPHome's encryption: the key as a device's `api: encryption: key:` (base64 of 32 bytes).
+    static let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+    static let otherKey = "HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4="
+
+    @Test func noiseEncryptionWithTheRightKeyOnly() async throws {
+        try await withPrivateBus { bus in
+            let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-proxy-key-\(getpid())").path
+            try (Self.key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: keyFile) }
+            let (proxy, port) = try await Self.startProxy(bus, name: "noise-proxy", extra: ["--key-file", keyFile])
+            #expect(proxy.stderr.contains("encrypted (Noise)"))
+            let info = try #require(try await Self.runClient(bus, ["info", "127.0.0.1", port, Self.key]).first)
+            #expect(info["name"]?.string == "noise-proxy")
+            #expect(info["bluetooth_mac_address"]?.string == AdapterSpec.hci0.address)
+            #expect(info["bluetooth_proxy_feature_flags"]?.int == 33)
+            // Another key: aioesphomeapi reports it as such, the proxy logs one line.
+            let wrong = try #require(try await Self.runClient(bus, ["refused", "127.0.0.1", port, Self.otherKey]).first)
+            #expect(wrong["error"]?.string == "InvalidEncryptionKeyAPIError", "\(wrong)")
+            #expect(await proxy.waitForStderr(timeout: .seconds(10)) { $0.contains("the client's encryption key is not this proxy's") })
+            // Plaintext against the encrypted proxy: the client is told encryption is required.
+            let plain = try #require(try await Self.runClient(bus, ["refused", "127.0.0.1", port]).first)
+            #expect(plain["error"]?.string == "RequiresEncryptionAPIError", "\(plain)")
+            #expect(await proxy.waitForStderr(timeout: .seconds(10)) { $0.contains("the client speaks the plaintext API") })
+            // And the right key still works after both.
+            let again = try #require(try await Self.runClient(bus, ["info", "127.0.0.1", port, Self.key]).first)
+            #expect(again["name"]?.string == "noise-proxy")
+            // Advertisements over the encrypted connection.
+            let good = try bus.spawn(try Self.python(), [Self.client, "adverts", "127.0.0.1", port, advertiser, "30", Self.key])
+            #expect(await good.waitForStdout(timeout: .seconds(30)) { $0.contains("\"subscribed\": true") })
+            try await bus.addAdvertiser("hci0", advertiser, fields)
+            checkAdvertisement(try await Self.advertisement(good))
             proxy.signal(SIGINT)
             #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
         }

@@ -5,10 +5,14 @@ Run with the test virtualenv's python (Scripts/deps; aioesphomeapi pinned in
 Scripts/requirements-test.txt). Each mode prints JSON lines on stdout; any
 failure is an exception (exit 1) with its message on stderr.
 
-  info HOST PORT
+  info HOST PORT [KEY]
       connect (hello), device_info, disconnect: one line with what Home
-      Assistant reads from DeviceInfoResponse and HelloResponse.
-  adverts HOST PORT ADDRESS [SECONDS]
+      Assistant reads from DeviceInfoResponse and HelloResponse. With KEY
+      (base64), over the Noise encryption.
+  refused HOST PORT [KEY]
+      a connection that must fail (a wrong key, plaintext against an
+      encrypted proxy): prints {"error": the aioesphomeapi exception's class}.
+  adverts HOST PORT ADDRESS [SECONDS [KEY]]
       connect, subscribe to raw advertisements; prints {"subscribed": true}
       once subscribed, then one line for the first advertisement of ADDRESS
       (AA:BB:...), its data parsed by bluetooth-data-tools as Home Assistant
@@ -26,12 +30,12 @@ from aioesphomeapi import APIClient
 from bluetooth_data_tools import int_to_bluetooth_address, parse_advertisement_data_tuple
 
 
-def client(host, port):
-    return APIClient(host, int(port), password=None, client_info="bluectl bus tier")
+def client(host, port, key=None):
+    return APIClient(host, int(port), password=None, client_info="bluectl bus tier", noise_psk=key)
 
 
-async def info(host, port):
-    api = client(host, port)
+async def info(host, port, key=None):
+    api = client(host, port, key)
     await api.connect(login=False)
     device = await api.device_info()
     version = api.api_version
@@ -48,8 +52,8 @@ async def info(host, port):
     }), flush=True)
 
 
-async def adverts(host, port, address, seconds="20"):
-    api = client(host, port)
+async def adverts(host, port, address, seconds="20", key=None):
+    api = client(host, port, key)
     await api.connect(login=False)
     found = asyncio.get_running_loop().create_future()
 
@@ -77,6 +81,16 @@ async def adverts(host, port, address, seconds="20"):
         "manufacturer_data": {str(k): v.hex() for k, v in manufacturer_data.items()},
         "tx_power": tx_power,
     }), flush=True)
+
+
+async def refused(host, port, key=None):
+    api = client(host, port, key)
+    try:
+        await asyncio.wait_for(api.connect(login=False), 20)
+    except Exception as err:  # the class says which refusal it was
+        print(json.dumps({"error": type(err).__name__, "message": str(err)}), flush=True)
+        return
+    raise SystemExit("connected, but the connection should have been refused")
 
 
 GARBAGE = {
@@ -109,6 +123,8 @@ def main(argv):
     mode, args = argv[1], argv[2:]
     if mode == "info":
         asyncio.run(info(*args))
+    elif mode == "refused":
+        asyncio.run(refused(*args))
     elif mode == "adverts":
         asyncio.run(adverts(*args))
     elif mode == "garbage":

@@ -2,6 +2,7 @@ import ArgumentParser
 #if canImport(Glibc)
 import Glibc
 #endif
+import FoundationEssentials   // Data(base64Encoded:)
 import BluectlCore
 import BluectlProxy
 import Logging
@@ -14,8 +15,9 @@ struct ProxyCommand: AsyncParsableCommand {
         discussion: """
             Runs until Ctrl-C or SIGTERM. Scans the adapter and forwards every advertisement to the API clients \
             that subscribed to raw advertisements (Home Assistant's ESPHome integration, aioesphomeapi). Built so \
-            far: the plaintext API (hello, device info, ping, list entities, disconnect) and advertisements; not yet: \
-            GATT connections through the proxy, the Noise encryption (--key-file), mDNS (pass --no-mdns). \
+            far: the API (hello, device info, ping, list entities, disconnect) and advertisements, plaintext or, \
+            with --key-file, encrypted as ESPHome's (Noise, its base64 key); not yet: GATT connections through the \
+            proxy, mDNS (pass --no-mdns). \
             Clients connecting and leaving are logged at info level, a client disconnected for garbage at warning \
             level (BLUECTL_LOG_LEVEL=info shows the port it listens on); see docs/proxy.md.
 
@@ -34,7 +36,7 @@ struct ProxyCommand: AsyncParsableCommand {
     var name: String?
 
     @Option(name: .customLong("key-file"), help: ArgumentHelp(
-        "A file holding the API encryption key (base64, one line): not built yet, refused.", valueName: "FILE"),
+        "Encrypt the API (Noise) with the key in FILE: base64, 32 bytes, one line.", valueName: "FILE"),
         completion: .file())
     var keyFile: String?
 
@@ -51,15 +53,7 @@ struct ProxyCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if let keyFile {
-            // Read first, so that an unreadable file is named as such; then refused: not built.
-            switch WriteCommand.readFile(keyFile) {
-            case .failure(let reason):
-                throw CLIFailure(.usage, "cannot read --key-file \(TextSafety.escapedForMessage(keyFile)): \(reason.text)")
-            case .success:
-                throw CLIFailure(.usage, "--key-file: the API encryption (Noise) is not built yet; run without it for the plaintext API")
-            }
-        }
+        let psk = try keyFile.map(Self.readKey)
         guard noMDNS else {
             throw CLIFailure(.usage, "announcing the proxy over mDNS is not built yet: pass --no-mdns and add it in Home Assistant by host and port")
         }
@@ -69,15 +63,31 @@ struct ProxyCommand: AsyncParsableCommand {
             defer { central.close() }
             let identity = ProxyIdentity(name: name, bluetoothAddress: adapter.address?.description ?? "",
                                          version: Bluectl.version)
-            let server = ProxyServer(central: central, identity: identity)
+            let server = ProxyServer(central: central, identity: identity, psk: psk)
             do {
                 try await server.run(adapter: adapter, port: port) { bound in
-                    Logger(label: "bluectl").notice("proxy \"\(name)\" on \(adapter.name) (\(identity.bluetoothAddress)): listening on port \(bound), plaintext, no mDNS")
+                    Logger(label: "bluectl").notice("proxy \"\(name)\" on \(adapter.name) (\(identity.bluetoothAddress)): listening on port \(bound), \(psk == nil ? "plaintext" : "encrypted (Noise)"), no mDNS")
                 }
             } catch let error as ProxyError {
                 throw CLIFailure(.unavailable, "\(error)")
             }
         }
+    }
+
+    /// The 32-byte key of `path`: base64 on one line, as ESPHome's `api: encryption: key:`.
+    static func readKey(_ path: String) throws -> [UInt8] {
+        let shown = TextSafety.escapedForMessage(path)
+        let bytes: [UInt8]
+        switch WriteCommand.readFile(path) {
+        case .failure(let reason): throw CLIFailure(.usage, "cannot read --key-file \(shown): \(reason.text)")
+        case .success(let read): bytes = read
+        }
+        var text = String(decoding: bytes, as: UTF8.self)
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        guard let key = Data(base64Encoded: text), key.count == 32 else {
+            throw CLIFailure(.dataError, "--key-file \(shown): expected a base64 key of 32 bytes on one line (ESPHome's api encryption key)")
+        }
+        return Array(key)
     }
 
     /// This host's name, cut to ESPHome's 31 bytes at a character boundary.
