@@ -148,15 +148,15 @@ package final class ProxyServer: Sendable {
     /// Serves until cancelled: listens on `port`, scans `adapter` with every
     /// advertisement reported (BlueZ's discovery: an active scan), forwards
     /// them, and flushes the batches every `flushInterval`. `listening` is
-    /// told the port once clients can connect. A scan that ends (bluetoothd
-    /// gone, the adapter removed) ends the proxy with its error.
+    /// told the port once clients can connect. The first scan failing ends
+    /// the proxy with its error; a scan that ends later because bluetoothd
+    /// went away or dropped the adapter (a crash, a restart) is started
+    /// again once they are back, the clients staying connected meanwhile.
     package func run(adapter: AdapterInfo, port: UInt16, listening: @Sendable (UInt16) -> Void) async throws {
         let bound = try await listen(port: port)
-        var options = ScanOptions()
-        options.duplicates = true
-        let session: ScanSession
+        var session: ScanSession
         do {
-            session = try await central.startScan(adapter: adapter, options: options, onDiscovery: { [self] in forward($0) })
+            session = try await startScan(adapter)
         } catch {
             await central.onLoop { [self] in stop() }
             throw error
@@ -169,14 +169,45 @@ package final class ProxyServer: Sendable {
             }
         }
         defer { flusher.cancel() }
-        do {
-            for try await _ in session.discoveries {}   // the sink has them; this only ends or fails
-        } catch {
-            await central.onLoop { [self] in stop() }
-            throw error
+        while true {
+            do {
+                for try await _ in session.discoveries {}   // the sink has them; this only ends or fails
+                break   // cancelled (Ctrl-C, SIGTERM)
+            } catch BluetoothError.bluetoothdNotRunning, BluetoothError.adapterNotFound {
+                logger.warning("proxy: bluetoothd or \(adapter.name) went away: scanning again once they are back")
+                guard let resumed = await resumeScan(adapter) else { break }
+                session = resumed
+                logger.warning("proxy: scanning \(adapter.name) again")
+            } catch {
+                await central.onLoop { [self] in stop() }
+                throw error
+            }
         }
         await central.onLoop { [self] in stop() }
         _ = try? await session.stop()
+    }
+
+    private func startScan(_ adapter: AdapterInfo) async throws(BluetoothError) -> ScanSession {
+        var options = ScanOptions()
+        options.duplicates = true
+        return try await central.startScan(adapter: adapter, options: options, onDiscovery: { [self] in forward($0) })
+    }
+
+    /// Waits for bluetoothd to export `adapter` again and starts the scan;
+    /// nil when cancelled. A start that fails (bluetoothd still coming up) is
+    /// tried again each second.
+    private func resumeScan(_ adapter: AdapterInfo) async -> ScanSession? {
+        while !Task.isCancelled {
+            do {
+                try await central.waitForAdapter(adapter, timeout: .seconds(60))
+                return try await startScan(adapter)
+            } catch {
+                if Task.isCancelled { return nil }
+                logger.info("proxy: not scanning yet: \(error)")
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        return nil
     }
 
     // MARK: - On the loop

@@ -174,4 +174,21 @@ import Testing
             #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
         }
     }
+
+    @Test func scanResumesAfterBluetoothdRestarts() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port) = try await Self.startProxy(bus)
+            let client = try await Self.startAdvertsClient(bus, port: port, address: advertiser)
+            await bus.stopStandIn()
+            #expect(await proxy.waitForStderr(timeout: .seconds(15)) { $0.contains("went away: scanning again once they are back") })
+            try await bus.startStandIn(adapters: [.hci0])
+            #expect(await proxy.waitForStderr(timeout: .seconds(30)) { $0.contains("proxy: scanning hci0 again") }, "\(proxy.stderr)")
+            // The client, connected all along, hears a device the new scan finds.
+            try await bus.addAdvertiser("hci0", advertiser, fields)
+            checkAdvertisement(try await Self.advertisement(client))
+            #expect(proxy.isRunning)
+            proxy.signal(SIGINT)
+            #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
+        }
+    }
 }
