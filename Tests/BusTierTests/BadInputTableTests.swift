@@ -47,6 +47,9 @@ private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPath
     .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
 
+/// A key file `proxy` must refuse (written by its row's set-up).
+private let badKeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bad-key-\(getpid())").path
+
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
     // one style for the argument parser's lines too, and a did-you-mean for a mistyped subcommand or option
@@ -219,10 +222,18 @@ private let rows: [BadInput] = [
     BadInput(args: ["proxy", "--name", String(repeating: "n", count: 32), "--no-mdns"], code: 64,
              message: "expected 1 to 31 bytes, no control characters"),
     BadInput(args: ["proxy", "--key-file", "/nonexistent/key", "--no-mdns"], code: 64,
-             message: "bluectl: cannot read --key-file /nonexistent/key: No such file or directory"),
-    BadInput(args: ["proxy", "--key-file", "/", "--no-mdns"], code: 64, message: "bluectl: cannot read --key-file /: Is a directory"),
-    BadInput(args: ["proxy", "--key-file", BusTier.fixture("bus.conf"), "--no-mdns"], code: 65,
-             message: "expected a base64 key of 32 bytes on one line"),
+             message: "bluectl: cannot read the key file /nonexistent/key: No such file or directory"),
+    BadInput(args: ["proxy", "--key-file", BusTier.fixture("bus.conf"), "--no-mdns"], code: 78,
+             message: "may be read by others than its owner"),
+    BadInput(args: ["proxy", "--key-file", badKeyFile, "--no-mdns"], code: 78,
+             message: "expected a base64 key of 32 bytes on one line",
+             setup: .fresh { _, _ in
+                 // Its owner's alone, but not a key (24 bytes of base64).
+                 guard FileManager.default.createFile(atPath: badKeyFile, contents: Data("AAECAwQFBgcICQoLDA0ODxAREhMUFRYX\n".utf8),
+                                                      attributes: [.posixPermissions: 0o600]) else {
+                     throw BusTierError("cannot write \(badKeyFile)")
+                 }
+             }),
     BadInput(args: ["proxy"], code: 64, message: "announcing the proxy over mDNS is not built yet: pass --no-mdns"),
     BadInput(args: ["proxy", "--adapter", "hci7", "--no-mdns"], code: 69, message: "bluectl: adapter hci7 not found"),
 ]

@@ -146,7 +146,9 @@ import Testing
     @Test func noiseEncryptionWithTheRightKeyOnly() async throws {
         try await withPrivateBus { bus in
             let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-proxy-key-\(getpid())").path
-            try (Self.key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+            // Only its owner may read it, as the sensor keys file.
+            #expect(FileManager.default.createFile(atPath: keyFile, contents: Data((Self.key + "\n").utf8),
+                                                   attributes: [.posixPermissions: 0o600]))
             defer { try? FileManager.default.removeItem(atPath: keyFile) }
             let (proxy, port) = try await Self.startProxy(bus, name: "noise-proxy", extra: ["--key-file", keyFile])
             #expect(proxy.stderr.contains("encrypted (Noise)"))

@@ -36,7 +36,7 @@ struct ProxyCommand: AsyncParsableCommand {
     var name: String?
 
     @Option(name: .customLong("key-file"), help: ArgumentHelp(
-        "Encrypt the API (Noise) with the key in FILE: base64, 32 bytes, one line.", valueName: "FILE"),
+        "Encrypt the API (Noise) with the key in FILE: base64, 32 bytes, one line; only its owner may read it.", valueName: "FILE"),
         completion: .file())
     var keyFile: String?
 
@@ -74,18 +74,16 @@ struct ProxyCommand: AsyncParsableCommand {
         }
     }
 
-    /// The 32-byte key of `path`: base64 on one line, as ESPHome's `api: encryption: key:`.
+    /// The 32-byte key of `path`: base64 on one line, as ESPHome's `api: encryption: key:`;
+    /// like the sensor keys file, only its owner may read it (exit 78 otherwise, and when
+    /// it holds no such key).
     static func readKey(_ path: String) throws -> [UInt8] {
-        let shown = TextSafety.escapedForMessage(path)
-        let bytes: [UInt8]
-        switch WriteCommand.readFile(path) {
-        case .failure(let reason): throw CLIFailure(.usage, "cannot read --key-file \(shown): \(reason.text)")
-        case .success(let read): bytes = read
-        }
+        let bytes = try SensorKeysFile.readSecret(path, named: "the key file")
         var text = String(decoding: bytes, as: UTF8.self)
         while let last = text.last, last.isWhitespace { text.removeLast() }
         guard let key = Data(base64Encoded: text), key.count == 32 else {
-            throw CLIFailure(.dataError, "--key-file \(shown): expected a base64 key of 32 bytes on one line (ESPHome's api encryption key)")
+            throw CLIFailure(.config, "the key file \(TextSafety.escapedForMessage(path, limit: 1024)): expected a base64 key of 32 bytes "
+                             + "on one line (ESPHome's api encryption key)")
         }
         return Array(key)
     }

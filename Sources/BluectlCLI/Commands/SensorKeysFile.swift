@@ -48,23 +48,27 @@ enum SensorKeysFile {
     /// The keys of one file; exit 78 (`ExitStatus.config`) when others may read it or it is
     /// malformed, 64 when it cannot be opened.
     static func read(_ path: String) throws(CLIFailure) -> SensorKeys {
+        try parse(readSecret(path, named: "the keys file"), path: TextSafety.escapedForMessage(path, limit: 1024))
+    }
+
+    /// The bytes of a file of secrets (`what` names it in messages: "the keys file"); exit 78
+    /// (`ExitStatus.config`) when others than its owner may read it, 64 when it cannot be read.
+    static func readSecret(_ path: String, named what: String) throws(CLIFailure) -> [UInt8] {
         let shown = TextSafety.escapedForMessage(path, limit: 1024)
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw CLIFailure(.usage, "cannot read the keys file \(shown): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw CLIFailure(.usage, "cannot read \(what) \(shown): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var status = stat()
-        guard fstat(fd, &status) == 0 else { throw CLIFailure(.usage, "cannot read the keys file \(shown): \(String(cString: strerror(errno)))") }
+        guard fstat(fd, &status) == 0 else { throw CLIFailure(.usage, "cannot read \(what) \(shown): \(String(cString: strerror(errno)))") }
         let mode = status.st_mode & 0o777
         if mode & 0o077 != 0 {
-            throw CLIFailure(.config, "the keys file \(shown) may be read by others than its owner (mode \(String(mode, radix: 8))): "
+            throw CLIFailure(.config, "\(what) \(shown) may be read by others than its owner (mode \(String(mode, radix: 8))): "
                              + "not used; chmod 600 \(shown)")
         }
-        let bytes: [UInt8]
         switch WriteCommand.readAll(fd) {
-        case .success(let read): bytes = read
-        case .failure(let reason): throw CLIFailure(.usage, "cannot read the keys file \(shown): \(reason.text)")
+        case .success(let read): return read
+        case .failure(let reason): throw CLIFailure(.usage, "cannot read \(what) \(shown): \(reason.text)")
         }
-        return try parse(bytes, path: shown)
     }
 
     /// The keys a file's bytes hold; exit 78 naming the path and the entry when they are not
