@@ -47,8 +47,9 @@ private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPath
     .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
 
-/// A key file `proxy` must refuse (written by its row's set-up).
-private let badKeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bad-key-\(getpid())").path
+/// A key file `proxy` must refuse, written by its row's set-up: one name for every run (the
+/// same bytes each time), so that runs leave one file at most, not one each.
+private let badKeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bus-tier-bad-key").path
 
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
