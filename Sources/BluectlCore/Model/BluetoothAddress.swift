@@ -58,6 +58,17 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         guard byteCount <= maxInputLength else {
             throw BluetoothAddressError(input: text, reason: "too long (\(byteCount) bytes); \(expectation)")
         }
+        // The form BlueZ writes (the Address of every device a scan reports):
+        // read where it lies, without the array and the trimming below.
+        // Whatever this does not take goes the general way.
+        if byteCount == 17, let v = text.utf8.withContiguousStorageIfAvailable({ bytes -> UInt64? in
+            let sep = bytes[2]
+            guard sep == UInt8(ascii: ":") || sep == UInt8(ascii: "-") else { return nil }
+            var it = bytes.makeIterator()
+            return scanGroups(&it, separator: sep)
+        }) ?? nil {
+            return BluetoothAddress(checkedValue: v)
+        }
         let all = Array(text.utf8)
         var lo = 0, hi = all.count
         while lo < hi, isTrimmable(all[lo]) { lo += 1 }
