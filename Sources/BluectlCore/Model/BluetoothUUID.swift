@@ -112,11 +112,11 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     // MARK: Forms
 
     /// Canonical lowercase 8-4-4-4-12, as BlueZ uses on D-Bus.
-    /// Written in place, a byte (two digits) at a time from the two 64-bit
-    /// halves (`subscribe --json` names the characteristic in every value
-    /// line; a 128-bit shift per digit and an array in between cost 1,800
-    /// instructions).
     public var uuidString: String {
+        // Written in place, a byte (two digits) at a time from the two 64-bit
+        // halves: `subscribe --json` names the characteristic in every value
+        // line, and a 128-bit shift per digit with an array in between cost
+        // 1,800 instructions.
         let halves = (UInt64(truncatingIfNeeded: uint128Value >> 64), UInt64(truncatingIfNeeded: uint128Value))
         let digits: StaticString = "0123456789abcdef"
         return digits.withUTF8Buffer { d in
