@@ -424,10 +424,11 @@ public final class DBusConnection: Sendable {
     }
 
     /// Returns false when the message says the connection is gone.
-    func handle(_ raw: RawMessage) -> Bool {
+    /// `recentPath`: the I/O thread's, from one message to the next.
+    func handle(_ raw: RawMessage, recentPath: inout RecentPath) -> Bool {
         let message: DBusMessage
         do {
-            message = try MessageCodec.decode(raw.pointer)
+            message = try MessageCodec.decode(raw.pointer, recentPath: &recentPath)
         } catch {
             // A reply we cannot decode still ends its call.
             let replySerial = dbus_message_get_reply_serial(raw.pointer)

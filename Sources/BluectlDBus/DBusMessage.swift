@@ -326,6 +326,13 @@ enum MessageCodec {
 
     /// Reads header and body of a message libdbus received (and validated).
     static func decode(_ raw: OpaquePointer) throws(DBusError) -> DBusMessage {
+        var paths = RecentPath()
+        return try decode(raw, recentPath: &paths)
+    }
+
+    /// `decode(_:)`, taking the object path from `recentPath` when it is
+    /// the one the message before carried (the I/O thread keeps one).
+    static func decode(_ raw: OpaquePointer, recentPath: inout RecentPath) throws(DBusError) -> DBusMessage {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(raw) {
         case Int32(BLUECTL_MESSAGE_TYPE_METHOD_CALL): kind = .methodCall
@@ -342,7 +349,7 @@ enum MessageCodec {
         message.sender = dbus_message_get_sender(raw).map { String(cString: $0) }
         message.destination = dbus_message_get_destination(raw).map { String(cString: $0) }
         // libdbus validated the header's path when it loaded the message.
-        message.path = dbus_message_get_path(raw).map { ObjectPath(validatedByLibdbus: String(cString: $0)) }
+        message.path = dbus_message_get_path(raw).map { recentPath.path($0) }
         message.interface = dbus_message_get_interface(raw).map(headerName)
         message.member = dbus_message_get_member(raw).map(headerName)
         message.errorName = kind == .error ? dbus_message_get_error_name(raw).map { String(cString: $0) } : nil
@@ -566,3 +573,24 @@ enum MessageCodec {
 
 /// libdbus's `DBusError` struct (our Swift `DBusError` enum takes the name).
 typealias DBusError_C = CDBus.DBusError
+
+/// The object path of the message before, kept by whoever decodes a
+/// connection's messages in turn (the I/O thread): a burst of
+/// notifications names one characteristic again and again, and a path
+/// longer than 15 bytes made anew is an allocation, a copy and a free per
+/// message. A different path costs one comparison of its bytes.
+struct RecentPath {
+    private var last: ObjectPath?
+
+    /// The path libdbus handed out (validated when it loaded the message).
+    mutating func path(_ cString: UnsafePointer<CChar>) -> ObjectPath {
+        let length = strlen(cString)
+        if let last, last.rawValue.utf8.count == length,
+           last.rawValue.utf8.withContiguousStorageIfAvailable({ memcmp($0.baseAddress!, cString, length) == 0 }) == true {
+            return last
+        }
+        let path = ObjectPath(validatedByLibdbus: String(cString: cString))
+        last = path
+        return path
+    }
+}

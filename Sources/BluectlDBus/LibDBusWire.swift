@@ -27,6 +27,8 @@ extension DBusConnection {
         // The poll set, refilled each turn (one array for the loop's life, not one per turn).
         var fds: [pollfd] = []
         fds.reserveCapacity(4)
+        // The path of the message before (`RecentPath`): this thread's alone.
+        var recentPath = RecentPath()
         while true {
             // 1. run the jobs handed in (calls to send, subscriptions, …)
             loop.runJobs()
@@ -51,7 +53,7 @@ extension DBusConnection {
                 // what was handed in before this message arrived applies to it
                 loop.runJobs()
                 let owned = RawMessage(taking: message)
-                if !handle(owned) { connected = false }
+                if !handle(owned, recentPath: &recentPath) { connected = false }
             }
             if !connected { return }
             runDrainHandlers()

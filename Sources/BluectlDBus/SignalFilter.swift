@@ -37,7 +37,10 @@ public struct SignalFilter: Sendable, Hashable {
     }
 
     /// Everything but the sender, which the connection checks against the
-    /// tracked owner.
+    /// tracked owner. Inlined where the connection tests every subscription
+    /// against every signal: called, the whole filter was copied (its six
+    /// strings retained and released) per test.
+    @inline(__always)
     public func matches(_ message: DBusMessage) -> Bool {
         guard message.kind == .signal else { return false }
         if let interface, message.interface != interface { return false }

@@ -130,8 +130,16 @@ struct DeviceRecord: OutputRecord {
 
     /// "0x004c": how 16-bit identifiers are shown (company identifiers, attribute handles).
     static func hex16(_ value: UInt16) -> String {
-        let hex = String(value, radix: 16)
-        return "0x" + String(repeating: "0", count: 4 - hex.count) + hex
+        // Written in place: a scan line names a company per manufacturer data entry.
+        let digits: StaticString = "0123456789abcdef"
+        return digits.withUTF8Buffer { d in
+            String(unsafeUninitializedCapacity: 6) { out in
+                out[0] = UInt8(ascii: "0")
+                out[1] = UInt8(ascii: "x")
+                for i in 0..<4 { out[2 + i] = d[Int(value >> UInt16(12 - 4 * i)) & 0xF] }
+                return 6
+            }
+        }
     }
 
     /// "0x004c (Apple)": the identifier and, when assigned, the company's short name.

@@ -63,6 +63,8 @@ struct TextPart: Sendable {
 protocol RecordSink {
     /// One field: its JSON member (nil: left out) and its text parts (none: not in the text).
     mutating func field(_ key: String, _ json: @autoclosure () -> JSONValue?, text: @autoclosure () -> [TextPart])
+    /// A field with at most one text part (a sink may take it without an array in between).
+    mutating func field(_ key: String, _ json: @autoclosure () -> JSONValue?, text: @autoclosure () -> TextPart?)
 }
 
 extension RecordSink {
@@ -98,18 +100,45 @@ struct TextSink: RecordSink {
         parts += text()
     }
 
+    /// One part, appended as it is (a value line has six fields: an array
+    /// each was an allocation each).
+    mutating func field(_ key: String, _ json: @autoclosure () -> JSONValue?, text: @autoclosure () -> TextPart?) {
+        if let part = text() { parts.append(part) }
+    }
+
     /// The parts on one line, joined by `separator`; nil when no part shows on a line.
     func line(separator: String = "  ", indent: String = "") -> String? {
-        var shown: [String] = []
+        var bytes: [UInt8] = []
+        guard appendLine(to: &bytes, separator: separator, indent: indent) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `line(separator:indent:)`'s text to `bytes`, written in
+    /// place (no string per part, no joined copy); false, and nothing
+    /// appended, when no part shows on a line.
+    func appendLine(to bytes: inout [UInt8], separator: String = "  ", indent: String = "") -> Bool {
+        var shown = false
         for part in parts {
+            let text: String?
             switch part.style {
-            case .plain: shown.append(part.text)
-            case .labelled: shown.append(part.label + " " + part.text)
-            case .flag(let on): if on { shown.append(part.label) }
-            case .detail: break
+            case .plain: text = part.text
+            case .labelled: text = nil
+            case .flag(let on):
+                guard on else { continue }
+                text = part.label
+            case .detail: continue
+            }
+            bytes.append(contentsOf: (shown ? separator : indent).utf8)
+            shown = true
+            if let text {
+                bytes.append(contentsOf: text.utf8)
+            } else {
+                bytes.append(contentsOf: part.label.utf8)
+                bytes.append(0x20)
+                bytes.append(contentsOf: part.text.utf8)
             }
         }
-        return shown.isEmpty ? nil : indent + shown.joined(separator: separator)
+        return shown
     }
 
     /// One "label       text" line per part, labels padded to one column.
@@ -142,7 +171,9 @@ extension OutputRecord {
     /// event line built where the queue asks for it).
     func lineBytes(json: Bool, capacity: Int = 0) -> [UInt8] {
         guard json else {
-            var bytes = Array((textParts.line() ?? "").utf8)
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(max(capacity, 64))
+            _ = textParts.appendLine(to: &bytes)
             bytes.append(0x0A)
             return bytes
         }
@@ -162,6 +193,7 @@ extension OutputRecord {
     /// The text parts.
     var textParts: TextSink {
         var sink = TextSink()
+        sink.parts.reserveCapacity(8)
         describe(into: &sink)
         return sink
     }

@@ -39,7 +39,9 @@ struct SubscribeOutput: Sendable {
     func line(_ bytes: [UInt8], characteristic: GattCharacteristic) -> [UInt8] {
         let record = ValueRecord(time: ValueText.timestamp(), device: device, characteristic: characteristic.uuid,
                                  bytes: bytes, format: format, namesCharacteristic: true, namesDevice: namesDevice)
-        return record.lineBytes(json: format == .json)
+        // Room for the whole line up front (a JSON line of a 128-bit UUID is
+        // about 140 bytes, a text line about 75): no copy as it grows.
+        return record.lineBytes(json: format == .json, capacity: 192)
     }
 
     /// Queues an event line (`EventRecord`). With raw output the stream has no

@@ -253,8 +253,19 @@ public enum BeaconDecoding {
     /// Every beacon the device advertises: manufacturer data by company identifier, then
     /// service data by UUID.
     public static func beacons(in device: DeviceInfo) -> [Beacon] {
-        device.manufacturerData.sorted { $0.key < $1.key }.compactMap { beacon(company: $0.key, data: $0.value) }
-            + device.serviceData.sorted { $0.key < $1.key }.compactMap { beacon(service: $0.key, data: $0.value) }
+        // The entries tried where they lie and only the beacons found put in
+        // order: most advertisements hold none, and sorting each map first
+        // was two arrays per scan event for nothing.
+        var byCompany: [(key: UInt16, beacon: Beacon)] = []
+        for (company, data) in device.manufacturerData {
+            if let found = beacon(company: company, data: data) { byCompany.append((company, found)) }
+        }
+        var byService: [(key: BluetoothUUID, beacon: Beacon)] = []
+        for (uuid, data) in device.serviceData {
+            if let found = beacon(service: uuid, data: data) { byService.append((uuid, found)) }
+        }
+        if byCompany.isEmpty && byService.isEmpty { return [] }
+        return byCompany.sorted { $0.key < $1.key }.map(\.beacon) + byService.sorted { $0.key < $1.key }.map(\.beacon)
     }
 
     /// The summaries of the device's beacons joined by "; ", or nil when it advertises none:

@@ -58,6 +58,17 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         guard byteCount <= maxInputLength else {
             throw BluetoothAddressError(input: text, reason: "too long (\(byteCount) bytes); \(expectation)")
         }
+        // The form BlueZ writes (the Address of every device a scan reports):
+        // read where it lies, without the array and the trimming below.
+        // Whatever this does not take goes the general way.
+        if byteCount == 17, let v = text.utf8.withContiguousStorageIfAvailable({ bytes -> UInt64? in
+            let sep = bytes[2]
+            guard sep == UInt8(ascii: ":") || sep == UInt8(ascii: "-") else { return nil }
+            var it = bytes.makeIterator()
+            return scanGroups(&it, separator: sep)
+        }) ?? nil {
+            return BluetoothAddress(checkedValue: v)
+        }
         let all = Array(text.utf8)
         var lo = 0, hi = all.count
         while lo < hi, isTrimmable(all[lo]) { lo += 1 }
@@ -172,19 +183,25 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         return "too short (\(scalars.count) characters); \(expectation)"
     }
 
+    /// Written into the string in place (a scan line shows an address per event).
     func format(separator: UInt8) -> String {
         let digits: StaticString = "0123456789ABCDEF"
-        var out: [UInt8] = []
-        out.reserveCapacity(17)
-        digits.withUTF8Buffer { d in
-            for i in 0..<6 {
-                if i > 0 { out.append(separator) }
-                let b = UInt8(truncatingIfNeeded: uint64Value >> (40 - 8 * UInt64(i)))
-                out.append(d[Int(b >> 4)])
-                out.append(d[Int(b & 0x0F)])
+        return digits.withUTF8Buffer { d in
+            String(unsafeUninitializedCapacity: 17) { out in
+                var at = 0
+                for i in 0..<6 {
+                    if i > 0 {
+                        out[at] = separator
+                        at += 1
+                    }
+                    let b = UInt8(truncatingIfNeeded: uint64Value >> (40 - 8 * UInt64(i)))
+                    out[at] = d[Int(b >> 4)]
+                    out[at + 1] = d[Int(b & 0x0F)]
+                    at += 2
+                }
+                return at
             }
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 

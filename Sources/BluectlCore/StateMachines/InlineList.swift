@@ -3,14 +3,14 @@
 /// that comes by the thousand (a notification's value: one `deliver`), so
 /// that the hot path makes no array per event. An array literal makes one.
 package struct InlineList<Element: Sendable>: Sendable, Sequence, ExpressibleByArrayLiteral, CustomStringConvertible {
-    private enum Storage: Sendable {
+    fileprivate enum Storage: Sendable {
         case none
         case one(Element)
         case two(Element, Element)
         case many([Element])
     }
 
-    private let storage: Storage
+    fileprivate let storage: Storage
 
     package init() { storage = .none }
 
@@ -39,22 +39,34 @@ package struct InlineList<Element: Sendable>: Sendable, Sequence, ExpressibleByA
 
     package var isEmpty: Bool { count == 0 }
 
+    /// Hands each element out by moving it: the iterator takes the storage
+    /// and keeps only what is left, so an element is not copied (retained
+    /// and released) once more per step, as re-reading a copy of the list would.
     package struct Iterator: IteratorProtocol {
-        fileprivate let list: InlineList
+        fileprivate var rest: Storage
         fileprivate var index = 0
 
         package mutating func next() -> Element? {
-            defer { index += 1 }
-            switch list.storage {
-            case .none: return nil
-            case .one(let first): return index == 0 ? first : nil
-            case .two(let first, let second): return index == 0 ? first : index == 1 ? second : nil
-            case .many(let elements): return index < elements.count ? elements[index] : nil
+            let current = rest
+            rest = .none
+            switch current {
+            case .none:
+                return nil
+            case .one(let first):
+                return first
+            case .two(let first, let second):
+                rest = .one(second)
+                return first
+            case .many(let elements):
+                guard index < elements.count else { return nil }
+                defer { index += 1 }
+                rest = .many(elements)
+                return elements[index]
             }
         }
     }
 
-    package func makeIterator() -> Iterator { Iterator(list: self) }
+    package func makeIterator() -> Iterator { Iterator(rest: storage) }
 
     /// As an array prints (the driver's trace shows a machine's actions so).
     package var description: String { Array(self).description }

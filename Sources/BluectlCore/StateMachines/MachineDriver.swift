@@ -168,13 +168,20 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
     /// Feeds `event` to the machine and performs what it returns. Events
     /// before the start wait for it; after the end they are dropped.
     package func send(_ event: Machine.Event, traceAs name: String? = nil) {
-        guard !running.value.ended else { return }
-        guard running.value.started else {
-            running.value.early.append(event)
-            return
-        }
-        guard let perform = running.value.perform else { return }
-        let actions = running.value.machine.handle(event)
+        // The checks and the machine's step in one access of the loop's
+        // state (this runs per notification value); the actions are
+        // performed after it, since performing one may send another event.
+        let step: (actions: Machine.Actions, perform: Perform)? = {
+            (running: inout Running) in
+            guard !running.ended else { return nil }
+            guard running.started else {
+                running.early.append(event)
+                return nil
+            }
+            guard let perform = running.perform else { return nil }
+            return (running.machine.handle(event), perform)
+        }(&running.value)
+        guard let (actions, perform) = step else { return }
         if Machine.traces(event) {
             Trace.log("\(label): \(name ?? "\(event)") -> \(running.value.machine.state) \(actions)")
         }
