@@ -181,7 +181,7 @@ private let rows: [BadInput] = [
     BadInput(args: ["gateway", "--broker", "mqtts://localhost", "--ca", "/nonexistent/ca.pem"], code: 64,
              message: "bluectl: cannot read --ca /nonexistent/ca.pem: No such file or directory\n"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--username", "u", "--password-file", "/nonexistent/pw"], code: 64,
-             message: "bluectl: cannot read --password-file /nonexistent/pw: No such file or directory\n"),
+             message: "bluectl: cannot read the --password-file /nonexistent/pw: No such file or directory\n"),
     // its config: unreadable (64, as serve's SPEC), invalid (65, naming the file, shortened when long, and the JSON path), or asking
     // for what is not built yet (65: refused, not ignored)
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", "/nonexistent/gateway.json"], code: 64,

@@ -182,7 +182,7 @@ struct GatewayTests {
             _ = await refused.wait(timeout: .seconds(10))
             // The right CA and password: connected; what the refused run buffered arrives too.
             let password = state + "/password"
-            try "secret\n".write(toFile: password, atomically: false, encoding: .utf8)
+            #expect(FileManager.default.createFile(atPath: password, contents: Data("secret\n".utf8), attributes: [.posixPermissions: 0o600]))
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.tlsURL, "--id", "tls", "--ca", broker.folder + "/ca.crt",
                                                 "--username", "gateway", "--password-file", password],
                                                environment: ["STATE_DIRECTORY": state])

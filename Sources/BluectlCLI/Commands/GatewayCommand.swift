@@ -140,15 +140,12 @@ struct GatewayCommand: AsyncParsableCommand {
 }
 
 extension GatewayCommand {
-    /// --password-file's first line, else $BLUECTL_MQTT_PASSWORD, else none: never argv, which `ps` shows.
+    /// --password-file's first line (a file only its owner may read, as keys files: else
+    /// 78), else $BLUECTL_MQTT_PASSWORD, else none: never argv, which `ps` shows.
     func password() throws -> String? {
         guard let passwordFile else { return getenv("BLUECTL_MQTT_PASSWORD").map { String(cString: $0) } }
-        switch WriteCommand.readFile(passwordFile) {
-        case .success(let bytes):
-            return String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
-        case .failure(let reason):
-            throw CLIFailure(.usage, "cannot read --password-file \(TextSafety.escapedForMessage(passwordFile)): \(reason.text)")
-        }
+        let bytes = try PrivateFile.read(passwordFile, what: "the --password-file")
+        return String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
     }
 }
 
