@@ -365,6 +365,10 @@ struct GatewayTests {
                                     readings: Int) async throws -> ChildProcess {
         let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", id], environment: ["STATE_DIRECTORY": state])
         #expect(await gateway.waitForStderr(timeout: .seconds(20)) { $0.contains("cannot connect") }, "\(gateway.stderr)")
+        // The sensor's first reading (20.0) on disk before it changes: the scan's first sight of
+        // the device can come after the broker's refusal (seen under ASan: the test stepped to
+        // 20.1 before the gateway had seen 20.0, which it then never heard).
+        #expect(try await bus.eventually(timeout: .seconds(20)) { keptFiles(state) >= 1 }, "\(gateway.stderr)")
         try await buffer(readings: readings, bus: bus, state: state)
         return gateway
     }
