@@ -69,21 +69,19 @@ struct PairingSetup: Sendable, Equatable {
     /// with secrets, one that types them (KeyboardOnly; with `keyboard-display`,
     /// the terminal answers what they do not); else the `--agent` chosen.
     func register(for peripheral: Peripheral, central: CentralManager) async -> PairingAgent? {
+        let capability: PairingAgent.Capability
+        let prompter: PairingAgent.Prompter?
         switch (agent, secrets) {
         case (.none, _):
             return nil
-        case (.keyboardDisplay, let secrets?):
-            return try? await PairingAgent.register(
-                central: central, for: [peripheral], capability: .keyboardDisplay,
-                prompter: { question, device in secrets.reply(to: question) ?? TerminalPrompter.ask(question, device: device) })
-        case (_, let secrets?):
-            return try? await PairingAgent.register(central: central, for: [peripheral], capability: secrets.capability,
-                                                    prompter: secrets.prompter)
-        case (.keyboardDisplay, nil):
-            return try? await PairingAgent.register(central: central, for: [peripheral], capability: .keyboardDisplay,
-                                                    prompter: { TerminalPrompter.ask($0, device: $1) })
+        case (.keyboardDisplay, let secrets):
+            capability = .keyboardDisplay
+            prompter = { question, device in secrets?.reply(to: question) ?? TerminalPrompter.ask(question, device: device) }
+        case (.noInputNoOutput, let secrets?):
+            (capability, prompter) = (secrets.capability, secrets.prompter)
         case (.noInputNoOutput, nil):
-            return try? await PairingAgent.register(central: central, for: [peripheral])
+            (capability, prompter) = (.noInputNoOutput, nil)
         }
+        return try? await PairingAgent.register(central: central, for: [peripheral], capability: capability, prompter: prompter)
     }
 }

@@ -20,7 +20,7 @@ enum TerminalPrompter {
         defer { close(fd) }
         switch question {
         case .confirmPasskey(let passkey):
-            return yes(fd, "bluectl: confirm passkey \(six(passkey)) for \(who) (yes/no): ")
+            return yes(fd, "bluectl: confirm passkey \(PairingAgent.passkeyText(passkey)) for \(who) (yes/no): ")
                 ? .accept : .reject("passkey not confirmed at the terminal")
         case .enterPasskey:
             guard let text = prompt(fd, "bluectl: enter the passkey \(who) shows: ") else { return .reject("no passkey entered") }
@@ -35,7 +35,7 @@ enum TerminalPrompter {
             }
             return .pinCode(text)
         case .displayPasskey(let passkey, let entered):
-            say(fd, "bluectl: passkey for \(who): \(six(passkey))\(entered > 0 ? " (\(entered) typed)" : ""); type it on the device\n")
+            say(fd, "bluectl: passkey for \(who): \(PairingAgent.passkeyText(passkey))\(entered > 0 ? " (\(entered) typed)" : ""); type it on the device\n")
             return .accept
         case .displayPinCode(let pin):
             say(fd, "bluectl: PIN code for \(who): \(TextSafety.terminalSafe(pin)); type it on the device\n")
@@ -47,11 +47,6 @@ enum TerminalPrompter {
             return yes(fd, "bluectl: allow \(who) to use service \(label) (yes/no): ")
                 ? .accept : .reject("service not authorized at the terminal")
         }
-    }
-
-    static func six(_ passkey: UInt32) -> String {
-        let digits = String(passkey)
-        return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
     }
 
     static func say(_ fd: Int32, _ text: String) {

@@ -43,7 +43,7 @@ extension PairingAgent {
             case .confirmPasskey(let shown):
                 guard let passkey else { return nil }
                 return shown == passkey
-                    ? .accept : .reject("the passkey to confirm (\(Self.format(shown))) is not the one given")
+                    ? .accept : .reject("the passkey to confirm (\(PairingAgent.passkeyText(shown))) is not the one given")
             default:
                 return nil
             }
@@ -61,16 +61,17 @@ extension PairingAgent {
                 switch question {
                 case .enterPasskey: return .reject("the device asks for a passkey and none was given")
                 case .enterPinCode: return .reject("the device asks for a PIN code and none was given")
-                case .confirmPasskey(let shown): return .reject("no passkey was given to confirm \(Self.format(shown)) against")
+                case .confirmPasskey(let shown): return .reject("no passkey was given to confirm \(PairingAgent.passkeyText(shown)) against")
                 case .displayPasskey, .displayPinCode, .authorizePairing, .authorizeService: return .accept
                 }
             }
         }
 
-        /// A passkey as devices show it: six digits, zeros in front.
-        static func format(_ passkey: UInt32) -> String {
-            let digits = String(passkey)
-            return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
-        }
+    }
+
+    /// A passkey as devices show it: six digits, zeros in front (the terminal's questions too).
+    package static func passkeyText(_ passkey: UInt32) -> String {
+        let digits = String(passkey)
+        return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
     }
 }
