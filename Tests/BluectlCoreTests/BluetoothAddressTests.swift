@@ -2,7 +2,7 @@ import Testing
 @testable import BluectlCore
 
 private func failure(_ text: String) -> String? {
-    do throws(BluetoothAddressError) {
+    do throws(BluetoothParseError) {
         _ = try BluetoothAddress.parse(text)
         return nil
     } catch {

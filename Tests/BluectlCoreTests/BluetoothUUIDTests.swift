@@ -3,7 +3,7 @@ import Testing
 
 /// The description of the error `BluetoothUUID(text, kind:)` throws, or nil if it parses.
 private func failure(_ text: String, kind: BluetoothUUID.Kind? = nil) -> String? {
-    do throws(BluetoothUUIDError) {
+    do throws(BluetoothParseError) {
         _ = try BluetoothUUID(text, kind: kind)
         return nil
     } catch {
@@ -395,7 +395,7 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
     }
 }
 
-@Suite struct BluetoothUUIDErrorTests {
+@Suite struct UUIDParseErrorTests {
     @Test(arguments: [
         ("", nil, "invalid UUID \"\": empty; \(expected)"),
         ("   ", nil, "invalid UUID \"   \": empty; \(expected)"),
@@ -475,10 +475,10 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
     }
 
     @Test func errorCarriesInputAndReason() {
-        #expect(throws: BluetoothUUIDError(input: "0x18d", reason: "expected 4 or 8 hex digits after 0x")) {
+        #expect(throws: BluetoothParseError(.uuid, input: "0x18d", reason: "expected 4 or 8 hex digits after 0x")) {
             try BluetoothUUID("0x18d")
         }
-        let error = BluetoothUUIDError(input: "12x4", reason: expected)
+        let error = BluetoothParseError(.uuid, input: "12x4", reason: expected)
         #expect(error.description == "invalid UUID \"12x4\": \(expected)")
     }
 
@@ -526,7 +526,7 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
                 text = String(decoding: bytes, as: UTF8.self)  // invalid UTF-8 is repaired, as from argv
             }
             for kind in [nil, BluetoothUUID.Kind.service] {
-                do throws(BluetoothUUIDError) {
+                do throws(BluetoothParseError) {
                     let uuid = try BluetoothUUID(text, kind: kind)
                     #expect((try? BluetoothUUID(uuid.uuidString)) == uuid)
                 } catch {
@@ -547,13 +547,13 @@ private let expected = "expected 4, 8 or 32 hex digits, or a Bluetooth SIG name 
     /// work cannot grow with the input. The same words cut to the limit are looked up.
     @Test func hugeInputIsRejectedByItsLengthAlone() throws {
         let huge = String(repeating: "battery_level ", count: 1_000_000)
-        let error = try #require(throws: BluetoothUUIDError.self) { try BluetoothUUID(huge) }
-        #expect(error == BluetoothUUIDError(input: huge, reason: "too long (14000000 bytes); \(expected)"))
+        let error = try #require(throws: BluetoothParseError.self) { try BluetoothUUID(huge) }
+        #expect(error == BluetoothParseError(.uuid, input: huge, reason: "too long (14000000 bytes); \(expected)"))
         #expect(error.description.hasPrefix("invalid UUID \"battery_level battery_level "))
         #expect(error.description.unicodeScalars.count < 300, "the echo is cut, not 14 MB long")
         let atLimit = try #require(String(huge.utf8.prefix(BluetoothUUID.maxInputLength)))
         #expect(atLimit.utf8.count == 256)
-        #expect(failure(atLimit) == BluetoothUUIDError(input: atLimit, reason: expected).description)
+        #expect(failure(atLimit) == BluetoothParseError(.uuid, input: atLimit, reason: expected).description)
         #expect(failure(atLimit + "x")?.hasSuffix("too long (257 bytes); \(expected)") == true)
     }
 }

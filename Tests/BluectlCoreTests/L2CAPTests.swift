@@ -3,7 +3,7 @@ import Testing
 @testable import BluectlCore
 
 private func psmFailure(_ text: String) -> String? {
-    do throws(L2CAPPSMError) {
+    do throws(BluetoothParseError) {
         _ = try L2CAPPSM.parse(text)
         return nil
     } catch {
@@ -48,7 +48,16 @@ private func psmFailure(_ text: String) -> String? {
         #expect(try !L2CAPPSM.parse("127").isDynamic)
         #expect(L2CAPPSM(rawValue: 0) == nil)
         #expect(L2CAPPSM(rawValue: 0x100) == nil)
-        #expect(L2CAPPSMError(input: "x", reason: "why").description == "invalid PSM \"x\": why")
+        #expect(BluetoothParseError(.psm, input: "x", reason: "why").description == "invalid PSM \"x\": why")
+    }
+
+    @Test("each parser's error names what it parsed, so one catch can tell a bad address from a bad UUID or PSM")
+    func parseErrorsNameTheirSubject() {
+        #expect(throws: BluetoothParseError(.psm, input: "0", reason: "0 is not a PSM")) { try L2CAPPSM.parse("0") }
+        let address = #expect(throws: BluetoothParseError.self) { try BluetoothAddress.parse("0") }
+        #expect(address?.subject == .address)
+        let uuid = #expect(throws: BluetoothParseError.self) { try BluetoothUUID("0x1") }
+        #expect(uuid?.subject == .uuid)
     }
 }
 

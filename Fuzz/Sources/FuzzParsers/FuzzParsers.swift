@@ -161,7 +161,7 @@ func rawBytes(_ bytes: [UInt8]) {
     check(hex.utf8.count == 2 * bytes.count, "hex of \(bytes.count) bytes")
     if !bytes.isEmpty { check((try? ByteFormats.parseHex(hex)) == bytes, "hex round trip of \(bytes)") }
     _ = ByteFormats.utf8Text(bytes)
-    let quoted = BluetoothUUIDError.quote(String(decoding: bytes, as: UTF8.self))
+    let quoted = BluetoothParseError.quote(String(decoding: bytes, as: UTF8.self))
     check(isOneSafeLine(quoted), "quote is not one safe line: \(quoted.debugDescription)")
 }
 

@@ -36,33 +36,33 @@ public struct L2CAPPSM: RawRepresentable, Hashable, Comparable, Sendable, Custom
     /// prefix ("0x80", "0x0080"). Nothing else is taken: no sign, no
     /// spaces, no other base, at most 5 decimal or 4 hexadecimal digits
     /// (so no text can overflow), and the value must be an LE PSM.
-    public static func parse(_ text: String) throws(L2CAPPSMError) -> L2CAPPSM {
+    public static func parse(_ text: String) throws(BluetoothParseError) -> L2CAPPSM {
         let utf8 = Array(text.utf8)
         let value: UInt32
         if utf8.count > 2, utf8[0] == UInt8(ascii: "0"), utf8[1] | 0x20 == UInt8(ascii: "x") {
             let digits = utf8[2...]
-            guard digits.count <= 4 else { throw L2CAPPSMError(input: text, reason: "too many hex digits (an LE PSM is at most 0x00FF)") }
+            guard digits.count <= 4 else { throw BluetoothParseError(.psm, input: text, reason: "too many hex digits (an LE PSM is at most 0x00FF)") }
             var v: UInt32 = 0
             for c in digits {
-                guard let d = BluetoothAddress.hexValue(c) else { throw L2CAPPSMError(input: text, reason: "not a hex number after 0x") }
+                guard let d = BluetoothAddress.hexValue(c) else { throw BluetoothParseError(.psm, input: text, reason: "not a hex number after 0x") }
                 v = v << 4 | UInt32(d)
             }
             value = v
         } else {
-            guard !utf8.isEmpty else { throw L2CAPPSMError(input: text, reason: "empty") }
-            guard utf8.count <= 5 else { throw L2CAPPSMError(input: text, reason: "too many digits (an LE PSM is at most 255)") }
+            guard !utf8.isEmpty else { throw BluetoothParseError(.psm, input: text, reason: "empty") }
+            guard utf8.count <= 5 else { throw BluetoothParseError(.psm, input: text, reason: "too many digits (an LE PSM is at most 255)") }
             var v: UInt32 = 0
             for c in utf8 {
                 guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) else {
-                    throw L2CAPPSMError(input: text, reason: "expected a decimal number or 0x followed by hex digits")
+                    throw BluetoothParseError(.psm, input: text, reason: "expected a decimal number or 0x followed by hex digits")
                 }
                 v = v * 10 + UInt32(c - UInt8(ascii: "0"))
             }
             value = v
         }
-        guard value != 0 else { throw L2CAPPSMError(input: text, reason: "0 is not a PSM") }
+        guard value != 0 else { throw BluetoothParseError(.psm, input: text, reason: "0 is not a PSM") }
         guard value <= UInt32(maximum), let psm = L2CAPPSM(rawValue: UInt16(value)) else {
-            throw L2CAPPSMError(input: text, reason: "LE PSMs go up to 0x00FF (255); larger ones are BR/EDR PSMs, which bluectl does not open")
+            throw BluetoothParseError(.psm, input: text, reason: "LE PSMs go up to 0x00FF (255); larger ones are BR/EDR PSMs, which bluectl does not open")
         }
         return psm
     }
@@ -71,23 +71,6 @@ public struct L2CAPPSM: RawRepresentable, Hashable, Comparable, Sendable, Custom
         let digits = String(v, radix: 16)
         return String(repeating: "0", count: 4 - digits.count) + digits
     }
-}
-
-/// Why a text is not an LE PSM (`L2CAPPSM.parse`).
-public struct L2CAPPSMError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The text given.
-    public let input: String
-    /// What is wrong with it.
-    public let reason: String
-
-    /// The error for `input`, saying `reason`.
-    public init(input: String, reason: String) {
-        self.input = input
-        self.reason = reason
-    }
-
-    /// "invalid PSM "x": why".
-    public var description: String { "invalid PSM \(BluetoothUUIDError.quote(input)): \(reason)" }
 }
 
 /// The security an L2CAP channel asks of its link (the kernel's BT_SECURITY

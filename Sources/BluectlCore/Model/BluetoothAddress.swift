@@ -53,10 +53,10 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
     /// Parses an address given on a command line: `AA:BB:CC:DD:EE:FF` in any case, with `-`
     /// separators, or as twelve hex digits without any; surrounding spaces, tabs and line
     /// breaks are ignored.
-    public static func parse(_ text: String) throws(BluetoothAddressError) -> BluetoothAddress {
+    public static func parse(_ text: String) throws(BluetoothParseError) -> BluetoothAddress {
         let byteCount = text.utf8.count
         guard byteCount <= maxInputLength else {
-            throw BluetoothAddressError(input: text, reason: "too long (\(byteCount) bytes); \(expectation)")
+            throw BluetoothParseError(.address, input: text, reason: "too long (\(byteCount) bytes); \(expectation)")
         }
         // The form BlueZ writes (the Address of every device a scan reports):
         // read where it lies, without the array and the trimming below.
@@ -75,7 +75,7 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         while hi > lo, isTrimmable(all[hi - 1]) { hi -= 1 }
         let body = all[lo..<hi]
         guard !body.isEmpty else {
-            throw BluetoothAddressError(input: text, reason: "empty; \(expectation)")
+            throw BluetoothParseError(.address, input: text, reason: "empty; \(expectation)")
         }
         var it = body.makeIterator()
         if body.count == 17 {
@@ -87,7 +87,7 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
         if body.count == 12, let v = scanDigits(body) {
             return BluetoothAddress(checkedValue: v)
         }
-        throw BluetoothAddressError(input: text, reason: diagnose(body, leadingScalars: lo))
+        throw BluetoothParseError(.address, input: text, reason: diagnose(body, leadingScalars: lo))
     }
 
     /// `AA:BB:CC:DD:EE:FF`, upper case, as BlueZ writes it.
@@ -165,7 +165,7 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
                     if s.isASCII, hexValue(UInt8(s.value)) != nil {
                         return "expected \":\" or \"-\" at position \(position), found a hex digit; \(expectation)"
                     }
-                    return "\(BluetoothUUIDError.quote(String(s))) at position \(position) is not a separator; \(expectation)"
+                    return "\(BluetoothParseError.quote(String(s))) at position \(position) is not a separator; \(expectation)"
                 }
                 if let sep = separator, sep != s {
                     return "mixes \":\" and \"-\" separators; \(expectation)"
@@ -176,7 +176,7 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
                     if s == ":" || s == "-" {
                         return "separator at position \(position) splits a byte; \(expectation)"
                     }
-                    return "\(BluetoothUUIDError.quote(String(s))) at position \(position) is not a hex digit; \(expectation)"
+                    return "\(BluetoothParseError.quote(String(s))) at position \(position) is not a hex digit; \(expectation)"
                 }
             }
         }
@@ -203,21 +203,4 @@ public struct BluetoothAddress: Hashable, Comparable, Sendable, CustomStringConv
             }
         }
     }
-}
-
-/// Why text is not a Bluetooth address. Its description is one line that quotes the input
-/// (control characters escaped, long input truncated).
-public struct BluetoothAddressError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The text as given.
-    public let input: String
-    /// Why it was rejected, e.g. `"g" at position 2 is not a hex digit; expected ...`.
-    public let reason: String
-
-    /// An error for `input`, saying why it is not an address.
-    public init(input: String, reason: String) {
-        self.input = input
-        self.reason = reason
-    }
-
-    public var description: String { "invalid Bluetooth address \(BluetoothUUIDError.quote(input)): \(reason)" }
 }

@@ -71,10 +71,10 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     /// So `temperature` is the SIG characteristic 2a6e, not one of the vendor ones that end in
     /// `.temperature`. If the deciding tier holds more than one UUID (`current_time` is both
     /// a service and a characteristic), the name is ambiguous and the error lists the candidates.
-    public init(_ text: String, kind: Kind? = nil) throws(BluetoothUUIDError) {
+    public init(_ text: String, kind: Kind? = nil) throws(BluetoothParseError) {
         let byteCount = text.utf8.count
         guard byteCount <= Self.maxInputLength else {
-            throw BluetoothUUIDError(input: text, reason: "too long (\(byteCount) bytes); \(Self.expectation(kind))")
+            throw BluetoothParseError(.uuid, input: text, reason: "too long (\(byteCount) bytes); \(Self.expectation(kind))")
         }
         let all = Array(text.utf8)
         var lo = all.startIndex, hi = all.endIndex
@@ -83,7 +83,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         let bytes = all[lo..<hi]
 
         guard !bytes.isEmpty else {
-            throw BluetoothUUIDError(input: text, reason: "empty; \(Self.expectation(kind))")
+            throw BluetoothParseError(.uuid, input: text, reason: "empty; \(Self.expectation(kind))")
         }
         if let v = Self.parseHex(bytes) {
             uint128Value = v
@@ -91,7 +91,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         }
         let trimmed = String(decoding: bytes, as: UTF8.self)
         if trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            throw BluetoothUUIDError(input: text, reason: "contains control characters; \(Self.expectation(kind))")
+            throw BluetoothParseError(.uuid, input: text, reason: "contains control characters; \(Self.expectation(kind))")
         }
 
         let key = bytes.map(Self.asciiLower)
@@ -100,13 +100,12 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
             uint128Value = v
             return
         case .ambiguous(let candidates):
-            throw BluetoothUUIDError(
-                input: text,
+            throw BluetoothParseError(.uuid, input: text,
                 reason: "ambiguous name, matches \(Self.list(candidates)); use the full identifier or the UUID")
         case .notFound:
             break
         }
-        throw BluetoothUUIDError(input: text, reason: Self.notFoundReason(bytes, key: key, kind: kind))
+        throw BluetoothParseError(.uuid, input: text, reason: Self.notFoundReason(bytes, key: key, kind: kind))
     }
 
     // MARK: Forms
@@ -338,72 +337,6 @@ extension BluetoothUUID.Kind {
         case .characteristic: 1
         case .descriptor: 2
         }
-    }
-}
-
-/// A UUID text that could not be parsed. `description` is one line, with the input
-/// quoted (control characters escaped, long input truncated).
-public struct BluetoothUUIDError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The text as given.
-    public let input: String
-    /// Why it was rejected, e.g. `expected 4 or 8 hex digits after 0x`.
-    public let reason: String
-
-    /// An error for `input`, saying why it is not a UUID.
-    public init(input: String, reason: String) {
-        self.input = input
-        self.reason = reason
-    }
-
-    public var description: String { "invalid UUID \(Self.quote(input)): \(reason)" }
-
-    /// At most this many Unicode scalars of the input are echoed.
-    static let echoLimit = 64
-
-    /// `input` in double quotes, safe for one line of a terminal: quote, backslash, control,
-    /// format, separator, private-use and unassigned scalars escaped Swift-style, and so is a
-    /// first or last scalar that would join the quotes into one character (a leading combining
-    /// mark, a trailing prepended concatenation mark); cut after `echoLimit` scalars with an ellipsis.
-    static func quote(_ input: String) -> String {
-        var scalars: [Unicode.Scalar] = []
-        var truncated = false
-        for scalar in input.unicodeScalars {
-            if scalars.count == echoLimit {
-                truncated = true
-                break
-            }
-            scalars.append(scalar)
-        }
-        var out = "\""
-        for (i, scalar) in scalars.enumerated() {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\0": out += "\\0"
-            default:
-                let unsafe = switch scalar.properties.generalCategory {
-                case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned: true
-                default: false
-                }
-                if unsafe || (i == 0 && joins("\"", scalar)) || (i == scalars.count - 1 && joins(scalar, "\"")) {
-                    out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + (truncated ? "…\"" : "\"")
-    }
-
-    /// `a` and `b` make one extended grapheme cluster.
-    private static func joins(_ a: Unicode.Scalar, _ b: Unicode.Scalar) -> Bool {
-        var s = ""
-        s.unicodeScalars.append(a)
-        s.unicodeScalars.append(b)
-        return s.count == 1
     }
 }
 

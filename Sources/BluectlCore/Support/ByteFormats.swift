@@ -202,16 +202,16 @@ public struct ByteFormatError: Error, Equatable, Sendable, CustomStringConvertib
     static let expectation = "expected hex bytes such as 0102, 01:02 or \"0x01 0x02\""
 
     public var description: String {
-        let quoted = BluetoothUUIDError.quote(input)
+        let quoted = BluetoothParseError.quote(input)
         switch reason {
         case .empty:
             return "empty value; \(Self.expectation)"
         case let .oddDigitCount(n, position):
             return "invalid hex value \(quoted): odd number of hex digits (\(n)) starting at position \(position); each byte takes two"
         case let .notHexDigit(s, position):
-            return "invalid hex value \(quoted): \(BluetoothUUIDError.quote(String(s))) at position \(position) is not a hex digit"
+            return "invalid hex value \(quoted): \(BluetoothParseError.quote(String(s))) at position \(position) is not a hex digit"
         case let .unexpectedSeparator(s, position):
-            return "invalid hex value \(quoted): unexpected \(BluetoothUUIDError.quote(String(s))) at position \(position); \(Self.expectation)"
+            return "invalid hex value \(quoted): unexpected \(BluetoothParseError.quote(String(s))) at position \(position); \(Self.expectation)"
         case let .noDigitsAfterPrefix(position):
             return "invalid hex value \(quoted): no hex digits after \"0x\" at position \(position)"
         }
