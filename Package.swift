@@ -24,6 +24,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // `swift package generate-documentation --target BluectlCore` (the library's reference)
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // ESPHome's native API messages (`bluectl proxy`; code generated once: Scripts/gen-esphome-proto)
+        .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
+        // The proxy's Noise encryption (Curve25519, ChaChaPoly, SHA-256): swift-crypto
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         .systemLibrary(
@@ -55,12 +59,18 @@ let package = Package(
             dependencies: [
                 "BluectlCore",
                 "BluectlGateway",
+                "BluectlProxy",
                 "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "bluectl", dependencies: ["BluectlCLI"]),
+        // ESPHome's api.proto as Swift (generated, committed) and the message ids.
+        .target(name: "ESPHomeAPI", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        // `bluectl proxy`: ESPHome's native API server (frames, connections) over BluectlCore's scan.
+        .target(name: "BluectlProxy", dependencies: ["BluectlCore", "ESPHomeAPI", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                                              .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")]),
         // Small programs using BluectlCore as anyone would (run against the
         // stand-in by the bus tier: Tests/BusTierTests/ExampleTests.swift).
         .executableTarget(name: "ScanExample", dependencies: ["BluectlCore"], path: "Examples/ScanExample"),
@@ -70,6 +80,7 @@ let package = Package(
         .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
         .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
         .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI", "BluectlGateway"]),
+        .testTarget(name: "BluectlProxyTests", dependencies: ["BluectlProxy", "ESPHomeAPI", "BluectlCore", "BluectlDBus"]),
         .testTarget(
             name: "BusTierTests",
             dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],
