@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 // bluectl: Bluetooth Low Energy for Linux (central and peripheral), over BlueZ's D-Bus API.
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
 // BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped; CCrypto:
@@ -24,10 +24,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // `swift package generate-documentation --target BluectlCore` (the library's reference)
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
-        // ESPHome's native API messages (`bluectl proxy`; code generated once: Scripts/gen-esphome-proto)
-        .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
-        // The proxy's Noise encryption (Curve25519, ChaChaPoly, SHA-256): swift-crypto
-        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // ESPHome's native API messages (`bluectl proxy`; code generated once: Scripts/gen-esphome-proto).
+        // No traits: the default BinaryDelimitedStreams imports all of Foundation (its
+        // InputStream/OutputStream API), which would link Foundation, FoundationInternationalization
+        // and ICU's data (~50 MB) into the static binary; the rest of SwiftProtobuf needs only
+        // FoundationEssentials (docs/proxy.md).
+        .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0", traits: []),
     ],
     targets: [
         .systemLibrary(
@@ -69,8 +71,9 @@ let package = Package(
         // ESPHome's api.proto as Swift (generated, committed) and the message ids.
         .target(name: "ESPHomeAPI", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // `bluectl proxy`: ESPHome's native API server (frames, connections) over BluectlCore's scan.
-        .target(name: "BluectlProxy", dependencies: ["BluectlCore", "ESPHomeAPI", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                                              .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")]),
+        // Its Noise encryption (X25519, ChaChaPoly, SHA-256) is libcrypto's (CCrypto).
+        .target(name: "BluectlProxy", dependencies: ["BluectlCore", "ESPHomeAPI", "CCrypto", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                                              .product(name: "Logging", package: "swift-log")]),
         // Small programs using BluectlCore as anyone would (run against the
         // stand-in by the bus tier: Tests/BusTierTests/ExampleTests.swift).
         .executableTarget(name: "ScanExample", dependencies: ["BluectlCore"], path: "Examples/ScanExample"),

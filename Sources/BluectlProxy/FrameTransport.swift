@@ -2,7 +2,6 @@
 // framing, or the Noise framing (0x01, a 16-bit big-endian length, then a
 // handshake message or, once ready, ChaChaPoly over type (16 bits), length
 // (16 bits) and the message). Pure values; the server owns one per client.
-import Crypto
 
 /// What a client's bytes gave.
 package struct Received: Sendable {
@@ -56,7 +55,9 @@ package enum FrameTransport: Sendable {
 /// key), then encrypted messages.
 package struct NoiseTransport: Sendable {
     private enum Phase: Sendable {
-        case hello, handshake, ready(receive: NoiseCipher, send: NoiseCipher), failed
+        case hello, handshake, ready(receive: NoiseCipher, send: NoiseCipher)
+        /// Done; `pending`: a failure met while encoding, which the next receive reports.
+        case failed(pending: String?)
     }
 
     private var buffer: [UInt8] = []
@@ -64,7 +65,8 @@ package struct NoiseTransport: Sendable {
     private var responder: NoiseResponder
     private let serverHello: [UInt8]
 
-    package init(psk: [UInt8], name: String, mac: String, ephemeral: Curve25519.KeyAgreement.PrivateKey = .init()) {
+    /// `ephemeral`: our handshake key pair (tests fix it); nil makes a fresh one.
+    package init(psk: [UInt8], name: String, mac: String, ephemeral: X25519Key? = nil) {
         responder = NoiseResponder(psk: psk, ephemeral: ephemeral)
         serverHello = [0x01] + Array(name.utf8) + [0] + Array(mac.utf8) + [0]
     }
@@ -76,7 +78,11 @@ package struct NoiseTransport: Sendable {
 
     package mutating func receive(_ bytes: some Collection<UInt8>) -> Received {
         var received = Received()
-        if case .failed = phase { return received }
+        if case .failed(let pending) = phase {
+            received.failure = pending
+            phase = .failed(pending: nil)
+            return received
+        }
         buffer.append(contentsOf: bytes)
         while buffer.count >= 3 {
             guard buffer[0] == 0x01 else {
@@ -85,7 +91,7 @@ package struct NoiseTransport: Sendable {
                 received.failure = buffer[0] == 0x00
                     ? "the client speaks the plaintext API, this proxy requires encryption (--key-file)"
                     : "bad preamble 0x\(String(buffer[0], radix: 16)) (Noise framing)"
-                phase = .failed
+                phase = .failed(pending: nil)
                 return received
             }
             let length = Int(buffer[1]) << 8 | Int(buffer[2])
@@ -101,21 +107,25 @@ package struct NoiseTransport: Sendable {
                 guard payload.first == 0x00 else {
                     received.reply += Self.frame([0x01] + Array("Bad handshake error byte".utf8))
                     received.failure = "Noise handshake: bad first byte"
-                    phase = .failed
+                    phase = .failed(pending: nil)
                     return received
                 }
                 do {
                     let re = try responder.readMessage(Array(payload.dropFirst()))
-                    let (message, receive, send) = responder.writeMessage(to: re)
+                    let (message, receive, send) = try responder.writeMessage(to: re)
                     received.reply += Self.frame([0x00] + message)
                     phase = .ready(receive: receive, send: send)
                 } catch {
-                    let reason = error == .authenticationFailed ? "Handshake MAC failure" : "Bad handshake packet len"
+                    let reason = switch error {
+                    case .authenticationFailed: "Handshake MAC failure"
+                    case .badHandshakeLength: "Bad handshake packet len"
+                    default: "Handshake error"
+                    }
                     received.reply += Self.frame([0x01] + Array(reason.utf8))
                     received.failure = error == .authenticationFailed
                         ? "Noise handshake failed: the client's encryption key is not this proxy's"
                         : "Noise handshake: \(error)"
-                    phase = .failed
+                    phase = .failed(pending: nil)
                     return received
                 }
             case .ready(var receive, let send):
@@ -127,7 +137,7 @@ package struct NoiseTransport: Sendable {
                 } catch {
                     received.failure = error as? NoiseError == .badFrame
                         ? "a decrypted Noise frame with a wrong header" : "a Noise frame that does not decrypt"
-                    phase = .failed
+                    phase = .failed(pending: nil)
                     return received
                 }
             case .failed:
@@ -138,12 +148,18 @@ package struct NoiseTransport: Sendable {
     }
 
     /// `frame` encrypted in a Noise frame (only once the handshake is done; before, nothing).
+    /// When libcrypto fails, nothing more is sent and the next receive reports the failure.
     package mutating func encode(_ frame: PlaintextFrame) -> [UInt8] {
         guard case .ready(let receive, var send) = phase else { return [] }
         let count = frame.payload.count
         let plain = [UInt8(frame.type >> 8 & 0xff), UInt8(frame.type & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)] + frame.payload
-        let sealed = send.encrypt(plain)
-        phase = .ready(receive: receive, send: send)
-        return Self.frame(sealed)
+        do {
+            let sealed = try send.encrypt(plain)
+            phase = .ready(receive: receive, send: send)
+            return Self.frame(sealed)
+        } catch {
+            phase = .failed(pending: "Noise: \(error)")
+            return []
+        }
     }
 }
