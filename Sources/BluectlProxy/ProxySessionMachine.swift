@@ -79,7 +79,7 @@ package struct ProxySessionMachine: Sendable {
     package mutating func handle(_ frame: PlaintextFrame) -> [Action] {
         guard phase != .closed else { return [] }
         guard let type = apiMessageTypes[frame.type] else {
-            return fail("unknown message type \(frame.type)")
+            return handleOther(frame)
         }
         guard type.source != .server else {
             return fail("\(type.protoMessageName) (\(frame.type)) is sent by servers, not clients")
@@ -104,6 +104,27 @@ package struct ProxySessionMachine: Sendable {
             return [.log("hello from \"\(hello.clientInfo)\" (API \(hello.apiVersionMajor).\(hello.apiVersionMinor))"), send(response)]
         }
         return handleOpen(message)
+    }
+
+    /// A message of api.proto without generated Swift (none the proxy answers):
+    /// the same checks, its protobuf read as unknown fields, then ignored.
+    private mutating func handleOther(_ frame: PlaintextFrame) -> [Action] {
+        guard let other = apiOtherMessages[frame.type] else {
+            return fail("unknown message type \(frame.type)")
+        }
+        guard other.source != .server else {
+            return fail("\(other.name) (\(frame.type)) is sent by servers, not clients")
+        }
+        do {
+            _ = try Google_Protobuf_Empty(serializedBytes: frame.payload)
+        } catch {
+            return fail("\(other.name) (\(frame.type), \(frame.payload.count) bytes) does not decode: \(error)")
+        }
+        guard phase == .open else { return fail("\(other.name) before HelloRequest") }
+        // A client's message of the API this proxy does not implement
+        // (states, logs, services, …): nothing to report, so no answer,
+        // as a device without those components.
+        return [.log("\(other.name): not built here, ignored")]
     }
 
     /// The client's connection ended (closed, reset, or dropped by the server).
@@ -150,10 +171,8 @@ package struct ProxySessionMachine: Sendable {
             return [.log("SubscribeBluetoothConnectionsFreeRequest: 0 of 0 slots (connections not built)"),
                     send(BluetoothConnectionsFreeResponse())]
         default:
-            // A client's message of the API this proxy does not implement
-            // (states, logs, services, …): nothing to report, so no answer,
-            // as a device without those components.
-            return [.log("\(type(of: message).protoMessageName): not built here, ignored")]
+            // A generated message a client may send that needs no answer.
+            return [.log("\(type(of: message).protoMessageName): ignored")]
         }
     }
 

@@ -112,9 +112,27 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
 
     @Test func unbuiltRequestsIgnoredNotFatal() {
         var machine = helloed()
-        let actions = machine.handle(frame(SubscribeStatesRequest()))
-        #expect(closeReason(actions) == nil)
-        #expect(!actions.contains { if case .send = $0 { true } else { false } })
-        #expect(machine.phase == .open)
+        // SubscribeStatesRequest (20) and ExecuteServiceRequest (42, a key and an empty string):
+        // no Swift is generated for them (Scripts/gen-esphome-proto.d/trim.py).
+        for unbuilt in [PlaintextFrame(type: 20, payload: []), PlaintextFrame(type: 42, payload: [0x0d, 1, 0, 0, 0, 0x12, 0])] {
+            let actions = machine.handle(unbuilt)
+            #expect(closeReason(actions) == nil)
+            #expect(!actions.contains { if case .send = $0 { true } else { false } })
+            #expect(machine.phase == .open)
+        }
+    }
+
+    @Test func unbuiltMessagesCheckedAsTheOthers() {
+        let cases: [(PlaintextFrame, String)] = [
+            (PlaintextFrame(type: 20, payload: []), "SubscribeStatesRequest before HelloRequest"),
+            (PlaintextFrame(type: 20, payload: [0x0a, 0x10, 0x61]), "SubscribeStatesRequest (20, 3 bytes) does not decode"),
+            (PlaintextFrame(type: 12, payload: []), "ListEntitiesBinarySensorResponse (12) is sent by servers"),
+        ]
+        for (bad, reason) in cases {
+            var machine = ProxySessionMachine(identity: identity)
+            let got = closeReason(machine.handle(bad)) ?? nil
+            #expect(got?.hasPrefix(reason) == true, "\(bad): \(String(describing: got))")
+            #expect(machine.phase == .closed)
+        }
     }
 }

@@ -72,20 +72,6 @@ extension DeviceInfoResponse: APIMessage {
     public static let source: APIMessageSource = .server
 }
 
-extension DeviceCapabilitiesRequest: APIMessage {
-    /// `(id) = 149` in api.proto.
-    public static let messageID: UInt32 = 149
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension DeviceCapabilitiesResponse: APIMessage {
-    /// `(id) = 150` in api.proto.
-    public static let messageID: UInt32 = 150
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
 extension ListEntitiesRequest: APIMessage {
     /// `(id) = 11` in api.proto.
     public static let messageID: UInt32 = 11
@@ -100,426 +86,6 @@ extension ListEntitiesDoneResponse: APIMessage {
     public static let source: APIMessageSource = .server
 }
 
-extension SubscribeStatesRequest: APIMessage {
-    /// `(id) = 20` in api.proto.
-    public static let messageID: UInt32 = 20
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesBinarySensorResponse: APIMessage {
-    /// `(id) = 12` in api.proto.
-    public static let messageID: UInt32 = 12
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BinarySensorStateResponse: APIMessage {
-    /// `(id) = 21` in api.proto.
-    public static let messageID: UInt32 = 21
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ListEntitiesCoverResponse: APIMessage {
-    /// `(id) = 13` in api.proto.
-    public static let messageID: UInt32 = 13
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension CoverStateResponse: APIMessage {
-    /// `(id) = 22` in api.proto.
-    public static let messageID: UInt32 = 22
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension CoverCommandRequest: APIMessage {
-    /// `(id) = 30` in api.proto.
-    public static let messageID: UInt32 = 30
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesFanResponse: APIMessage {
-    /// `(id) = 14` in api.proto.
-    public static let messageID: UInt32 = 14
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension FanStateResponse: APIMessage {
-    /// `(id) = 23` in api.proto.
-    public static let messageID: UInt32 = 23
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension FanCommandRequest: APIMessage {
-    /// `(id) = 31` in api.proto.
-    public static let messageID: UInt32 = 31
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesLightResponse: APIMessage {
-    /// `(id) = 15` in api.proto.
-    public static let messageID: UInt32 = 15
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension LightStateResponse: APIMessage {
-    /// `(id) = 24` in api.proto.
-    public static let messageID: UInt32 = 24
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension LightCommandRequest: APIMessage {
-    /// `(id) = 32` in api.proto.
-    public static let messageID: UInt32 = 32
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesSensorResponse: APIMessage {
-    /// `(id) = 16` in api.proto.
-    public static let messageID: UInt32 = 16
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SensorStateResponse: APIMessage {
-    /// `(id) = 25` in api.proto.
-    public static let messageID: UInt32 = 25
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ListEntitiesSwitchResponse: APIMessage {
-    /// `(id) = 17` in api.proto.
-    public static let messageID: UInt32 = 17
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SwitchStateResponse: APIMessage {
-    /// `(id) = 26` in api.proto.
-    public static let messageID: UInt32 = 26
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SwitchCommandRequest: APIMessage {
-    /// `(id) = 33` in api.proto.
-    public static let messageID: UInt32 = 33
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesTextSensorResponse: APIMessage {
-    /// `(id) = 18` in api.proto.
-    public static let messageID: UInt32 = 18
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension TextSensorStateResponse: APIMessage {
-    /// `(id) = 27` in api.proto.
-    public static let messageID: UInt32 = 27
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SubscribeLogsRequest: APIMessage {
-    /// `(id) = 28` in api.proto.
-    public static let messageID: UInt32 = 28
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SubscribeLogsResponse: APIMessage {
-    /// `(id) = 29` in api.proto.
-    public static let messageID: UInt32 = 29
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension NoiseEncryptionSetKeyRequest: APIMessage {
-    /// `(id) = 124` in api.proto.
-    public static let messageID: UInt32 = 124
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension NoiseEncryptionSetKeyResponse: APIMessage {
-    /// `(id) = 125` in api.proto.
-    public static let messageID: UInt32 = 125
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SubscribeHomeassistantServicesRequest: APIMessage {
-    /// `(id) = 34` in api.proto.
-    public static let messageID: UInt32 = 34
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension HomeassistantActionRequest: APIMessage {
-    /// `(id) = 35` in api.proto.
-    public static let messageID: UInt32 = 35
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension HomeassistantActionResponse: APIMessage {
-    /// `(id) = 130` in api.proto.
-    public static let messageID: UInt32 = 130
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SubscribeHomeAssistantStatesRequest: APIMessage {
-    /// `(id) = 38` in api.proto.
-    public static let messageID: UInt32 = 38
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SubscribeHomeAssistantStateResponse: APIMessage {
-    /// `(id) = 39` in api.proto.
-    public static let messageID: UInt32 = 39
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension HomeAssistantStateResponse: APIMessage {
-    /// `(id) = 40` in api.proto.
-    public static let messageID: UInt32 = 40
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension GetTimeRequest: APIMessage {
-    /// `(id) = 36` in api.proto.
-    public static let messageID: UInt32 = 36
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension GetTimeResponse: APIMessage {
-    /// `(id) = 37` in api.proto.
-    public static let messageID: UInt32 = 37
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesServicesResponse: APIMessage {
-    /// `(id) = 41` in api.proto.
-    public static let messageID: UInt32 = 41
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ExecuteServiceRequest: APIMessage {
-    /// `(id) = 42` in api.proto.
-    public static let messageID: UInt32 = 42
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ExecuteServiceResponse: APIMessage {
-    /// `(id) = 131` in api.proto.
-    public static let messageID: UInt32 = 131
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ListEntitiesCameraResponse: APIMessage {
-    /// `(id) = 43` in api.proto.
-    public static let messageID: UInt32 = 43
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension CameraImageResponse: APIMessage {
-    /// `(id) = 44` in api.proto.
-    public static let messageID: UInt32 = 44
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension CameraImageRequest: APIMessage {
-    /// `(id) = 45` in api.proto.
-    public static let messageID: UInt32 = 45
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesClimateResponse: APIMessage {
-    /// `(id) = 46` in api.proto.
-    public static let messageID: UInt32 = 46
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ClimateStateResponse: APIMessage {
-    /// `(id) = 47` in api.proto.
-    public static let messageID: UInt32 = 47
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ClimateCommandRequest: APIMessage {
-    /// `(id) = 48` in api.proto.
-    public static let messageID: UInt32 = 48
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesWaterHeaterResponse: APIMessage {
-    /// `(id) = 132` in api.proto.
-    public static let messageID: UInt32 = 132
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension WaterHeaterStateResponse: APIMessage {
-    /// `(id) = 133` in api.proto.
-    public static let messageID: UInt32 = 133
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension WaterHeaterCommandRequest: APIMessage {
-    /// `(id) = 134` in api.proto.
-    public static let messageID: UInt32 = 134
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesNumberResponse: APIMessage {
-    /// `(id) = 49` in api.proto.
-    public static let messageID: UInt32 = 49
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension NumberStateResponse: APIMessage {
-    /// `(id) = 50` in api.proto.
-    public static let messageID: UInt32 = 50
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension NumberCommandRequest: APIMessage {
-    /// `(id) = 51` in api.proto.
-    public static let messageID: UInt32 = 51
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesSelectResponse: APIMessage {
-    /// `(id) = 52` in api.proto.
-    public static let messageID: UInt32 = 52
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SelectStateResponse: APIMessage {
-    /// `(id) = 53` in api.proto.
-    public static let messageID: UInt32 = 53
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SelectCommandRequest: APIMessage {
-    /// `(id) = 54` in api.proto.
-    public static let messageID: UInt32 = 54
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesSirenResponse: APIMessage {
-    /// `(id) = 55` in api.proto.
-    public static let messageID: UInt32 = 55
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SirenStateResponse: APIMessage {
-    /// `(id) = 56` in api.proto.
-    public static let messageID: UInt32 = 56
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SirenCommandRequest: APIMessage {
-    /// `(id) = 57` in api.proto.
-    public static let messageID: UInt32 = 57
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesLockResponse: APIMessage {
-    /// `(id) = 58` in api.proto.
-    public static let messageID: UInt32 = 58
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension LockStateResponse: APIMessage {
-    /// `(id) = 59` in api.proto.
-    public static let messageID: UInt32 = 59
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension LockCommandRequest: APIMessage {
-    /// `(id) = 60` in api.proto.
-    public static let messageID: UInt32 = 60
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesButtonResponse: APIMessage {
-    /// `(id) = 61` in api.proto.
-    public static let messageID: UInt32 = 61
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ButtonCommandRequest: APIMessage {
-    /// `(id) = 62` in api.proto.
-    public static let messageID: UInt32 = 62
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesMediaPlayerResponse: APIMessage {
-    /// `(id) = 63` in api.proto.
-    public static let messageID: UInt32 = 63
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension MediaPlayerStateResponse: APIMessage {
-    /// `(id) = 64` in api.proto.
-    public static let messageID: UInt32 = 64
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension MediaPlayerCommandRequest: APIMessage {
-    /// `(id) = 65` in api.proto.
-    public static let messageID: UInt32 = 65
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
 extension SubscribeBluetoothLEAdvertisementsRequest: APIMessage {
     /// `(id) = 66` in api.proto.
     public static let messageID: UInt32 = 66
@@ -527,100 +93,9 @@ extension SubscribeBluetoothLEAdvertisementsRequest: APIMessage {
     public static let source: APIMessageSource = .client
 }
 
-extension BluetoothLEAdvertisementResponse: APIMessage {
-    /// `(id) = 67` in api.proto.
-    public static let messageID: UInt32 = 67
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
 extension BluetoothLERawAdvertisementsResponse: APIMessage {
     /// `(id) = 93` in api.proto.
     public static let messageID: UInt32 = 93
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothDeviceRequest: APIMessage {
-    /// `(id) = 68` in api.proto.
-    public static let messageID: UInt32 = 68
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothDeviceConnectionResponse: APIMessage {
-    /// `(id) = 69` in api.proto.
-    public static let messageID: UInt32 = 69
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothGATTGetServicesRequest: APIMessage {
-    /// `(id) = 70` in api.proto.
-    public static let messageID: UInt32 = 70
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothGATTGetServicesResponse: APIMessage {
-    /// `(id) = 71` in api.proto.
-    public static let messageID: UInt32 = 71
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothGATTGetServicesDoneResponse: APIMessage {
-    /// `(id) = 72` in api.proto.
-    public static let messageID: UInt32 = 72
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothGATTReadRequest: APIMessage {
-    /// `(id) = 73` in api.proto.
-    public static let messageID: UInt32 = 73
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothGATTReadResponse: APIMessage {
-    /// `(id) = 74` in api.proto.
-    public static let messageID: UInt32 = 74
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothGATTWriteRequest: APIMessage {
-    /// `(id) = 75` in api.proto.
-    public static let messageID: UInt32 = 75
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothGATTReadDescriptorRequest: APIMessage {
-    /// `(id) = 76` in api.proto.
-    public static let messageID: UInt32 = 76
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothGATTWriteDescriptorRequest: APIMessage {
-    /// `(id) = 77` in api.proto.
-    public static let messageID: UInt32 = 77
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothGATTNotifyRequest: APIMessage {
-    /// `(id) = 78` in api.proto.
-    public static let messageID: UInt32 = 78
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothGATTNotifyDataResponse: APIMessage {
-    /// `(id) = 79` in api.proto.
-    public static let messageID: UInt32 = 79
     /// `(source)` in api.proto.
     public static let source: APIMessageSource = .server
 }
@@ -639,41 +114,6 @@ extension BluetoothConnectionsFreeResponse: APIMessage {
     public static let source: APIMessageSource = .server
 }
 
-extension BluetoothGATTErrorResponse: APIMessage {
-    /// `(id) = 82` in api.proto.
-    public static let messageID: UInt32 = 82
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothGATTWriteResponse: APIMessage {
-    /// `(id) = 83` in api.proto.
-    public static let messageID: UInt32 = 83
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothGATTNotifyResponse: APIMessage {
-    /// `(id) = 84` in api.proto.
-    public static let messageID: UInt32 = 84
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothDevicePairingResponse: APIMessage {
-    /// `(id) = 85` in api.proto.
-    public static let messageID: UInt32 = 85
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothDeviceUnpairingResponse: APIMessage {
-    /// `(id) = 86` in api.proto.
-    public static let messageID: UInt32 = 86
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
 extension UnsubscribeBluetoothLEAdvertisementsRequest: APIMessage {
     /// `(id) = 87` in api.proto.
     public static let messageID: UInt32 = 87
@@ -681,378 +121,7 @@ extension UnsubscribeBluetoothLEAdvertisementsRequest: APIMessage {
     public static let source: APIMessageSource = .client
 }
 
-extension BluetoothDeviceClearCacheResponse: APIMessage {
-    /// `(id) = 88` in api.proto.
-    public static let messageID: UInt32 = 88
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothScannerStateResponse: APIMessage {
-    /// `(id) = 126` in api.proto.
-    public static let messageID: UInt32 = 126
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothScannerSetModeRequest: APIMessage {
-    /// `(id) = 127` in api.proto.
-    public static let messageID: UInt32 = 127
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SubscribeVoiceAssistantRequest: APIMessage {
-    /// `(id) = 89` in api.proto.
-    public static let messageID: UInt32 = 89
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension VoiceAssistantRequest: APIMessage {
-    /// `(id) = 90` in api.proto.
-    public static let messageID: UInt32 = 90
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension VoiceAssistantResponse: APIMessage {
-    /// `(id) = 91` in api.proto.
-    public static let messageID: UInt32 = 91
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension VoiceAssistantEventResponse: APIMessage {
-    /// `(id) = 92` in api.proto.
-    public static let messageID: UInt32 = 92
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension VoiceAssistantAudio: APIMessage {
-    /// `(id) = 106` in api.proto.
-    public static let messageID: UInt32 = 106
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .both
-}
-
-extension VoiceAssistantTimerEventResponse: APIMessage {
-    /// `(id) = 115` in api.proto.
-    public static let messageID: UInt32 = 115
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension VoiceAssistantAnnounceRequest: APIMessage {
-    /// `(id) = 119` in api.proto.
-    public static let messageID: UInt32 = 119
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension VoiceAssistantAnnounceFinished: APIMessage {
-    /// `(id) = 120` in api.proto.
-    public static let messageID: UInt32 = 120
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension VoiceAssistantConfigurationRequest: APIMessage {
-    /// `(id) = 121` in api.proto.
-    public static let messageID: UInt32 = 121
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension VoiceAssistantConfigurationResponse: APIMessage {
-    /// `(id) = 122` in api.proto.
-    public static let messageID: UInt32 = 122
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension VoiceAssistantSetConfiguration: APIMessage {
-    /// `(id) = 123` in api.proto.
-    public static let messageID: UInt32 = 123
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesAlarmControlPanelResponse: APIMessage {
-    /// `(id) = 94` in api.proto.
-    public static let messageID: UInt32 = 94
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension AlarmControlPanelStateResponse: APIMessage {
-    /// `(id) = 95` in api.proto.
-    public static let messageID: UInt32 = 95
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension AlarmControlPanelCommandRequest: APIMessage {
-    /// `(id) = 96` in api.proto.
-    public static let messageID: UInt32 = 96
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesTextResponse: APIMessage {
-    /// `(id) = 97` in api.proto.
-    public static let messageID: UInt32 = 97
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension TextStateResponse: APIMessage {
-    /// `(id) = 98` in api.proto.
-    public static let messageID: UInt32 = 98
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension TextCommandRequest: APIMessage {
-    /// `(id) = 99` in api.proto.
-    public static let messageID: UInt32 = 99
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesDateResponse: APIMessage {
-    /// `(id) = 100` in api.proto.
-    public static let messageID: UInt32 = 100
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension DateStateResponse: APIMessage {
-    /// `(id) = 101` in api.proto.
-    public static let messageID: UInt32 = 101
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension DateCommandRequest: APIMessage {
-    /// `(id) = 102` in api.proto.
-    public static let messageID: UInt32 = 102
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesTimeResponse: APIMessage {
-    /// `(id) = 103` in api.proto.
-    public static let messageID: UInt32 = 103
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension TimeStateResponse: APIMessage {
-    /// `(id) = 104` in api.proto.
-    public static let messageID: UInt32 = 104
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension TimeCommandRequest: APIMessage {
-    /// `(id) = 105` in api.proto.
-    public static let messageID: UInt32 = 105
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesEventResponse: APIMessage {
-    /// `(id) = 107` in api.proto.
-    public static let messageID: UInt32 = 107
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension EventResponse: APIMessage {
-    /// `(id) = 108` in api.proto.
-    public static let messageID: UInt32 = 108
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ListEntitiesValveResponse: APIMessage {
-    /// `(id) = 109` in api.proto.
-    public static let messageID: UInt32 = 109
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ValveStateResponse: APIMessage {
-    /// `(id) = 110` in api.proto.
-    public static let messageID: UInt32 = 110
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ValveCommandRequest: APIMessage {
-    /// `(id) = 111` in api.proto.
-    public static let messageID: UInt32 = 111
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesDateTimeResponse: APIMessage {
-    /// `(id) = 112` in api.proto.
-    public static let messageID: UInt32 = 112
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension DateTimeStateResponse: APIMessage {
-    /// `(id) = 113` in api.proto.
-    public static let messageID: UInt32 = 113
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension DateTimeCommandRequest: APIMessage {
-    /// `(id) = 114` in api.proto.
-    public static let messageID: UInt32 = 114
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ListEntitiesUpdateResponse: APIMessage {
-    /// `(id) = 116` in api.proto.
-    public static let messageID: UInt32 = 116
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension UpdateStateResponse: APIMessage {
-    /// `(id) = 117` in api.proto.
-    public static let messageID: UInt32 = 117
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension UpdateCommandRequest: APIMessage {
-    /// `(id) = 118` in api.proto.
-    public static let messageID: UInt32 = 118
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension ZWaveProxyFrame: APIMessage {
-    /// `(id) = 128` in api.proto.
-    public static let messageID: UInt32 = 128
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .both
-}
-
-extension ZWaveProxyRequest: APIMessage {
-    /// `(id) = 129` in api.proto.
-    public static let messageID: UInt32 = 129
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .both
-}
-
-extension ListEntitiesInfraredResponse: APIMessage {
-    /// `(id) = 135` in api.proto.
-    public static let messageID: UInt32 = 135
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension InfraredRFTransmitRawTimingsRequest: APIMessage {
-    /// `(id) = 136` in api.proto.
-    public static let messageID: UInt32 = 136
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension InfraredRFReceiveEvent: APIMessage {
-    /// `(id) = 137` in api.proto.
-    public static let messageID: UInt32 = 137
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension ListEntitiesRadioFrequencyResponse: APIMessage {
-    /// `(id) = 148` in api.proto.
-    public static let messageID: UInt32 = 148
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SerialProxyConfigureRequest: APIMessage {
-    /// `(id) = 138` in api.proto.
-    public static let messageID: UInt32 = 138
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SerialProxyDataReceived: APIMessage {
-    /// `(id) = 139` in api.proto.
-    public static let messageID: UInt32 = 139
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SerialProxyWriteRequest: APIMessage {
-    /// `(id) = 140` in api.proto.
-    public static let messageID: UInt32 = 140
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SerialProxySetModemPinsRequest: APIMessage {
-    /// `(id) = 141` in api.proto.
-    public static let messageID: UInt32 = 141
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SerialProxyGetModemPinsRequest: APIMessage {
-    /// `(id) = 142` in api.proto.
-    public static let messageID: UInt32 = 142
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SerialProxyGetModemPinsResponse: APIMessage {
-    /// `(id) = 143` in api.proto.
-    public static let messageID: UInt32 = 143
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension SerialProxyRequest: APIMessage {
-    /// `(id) = 144` in api.proto.
-    public static let messageID: UInt32 = 144
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension SerialProxyRequestResponse: APIMessage {
-    /// `(id) = 147` in api.proto.
-    public static let messageID: UInt32 = 147
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-extension BluetoothSetConnectionParamsRequest: APIMessage {
-    /// `(id) = 145` in api.proto.
-    public static let messageID: UInt32 = 145
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .client
-}
-
-extension BluetoothSetConnectionParamsResponse: APIMessage {
-    /// `(id) = 146` in api.proto.
-    public static let messageID: UInt32 = 146
-    /// `(source)` in api.proto.
-    public static let source: APIMessageSource = .server
-}
-
-/// Every message type of api.proto by its id.
+/// The message types generated (those the proxy uses), by id.
 public let apiMessageTypes: [UInt32: any APIMessage.Type] = [
     1: HelloRequest.self,
     2: HelloResponse.self,
@@ -1064,144 +133,148 @@ public let apiMessageTypes: [UInt32: any APIMessage.Type] = [
     8: PingResponse.self,
     9: DeviceInfoRequest.self,
     10: DeviceInfoResponse.self,
-    149: DeviceCapabilitiesRequest.self,
-    150: DeviceCapabilitiesResponse.self,
     11: ListEntitiesRequest.self,
     19: ListEntitiesDoneResponse.self,
-    20: SubscribeStatesRequest.self,
-    12: ListEntitiesBinarySensorResponse.self,
-    21: BinarySensorStateResponse.self,
-    13: ListEntitiesCoverResponse.self,
-    22: CoverStateResponse.self,
-    30: CoverCommandRequest.self,
-    14: ListEntitiesFanResponse.self,
-    23: FanStateResponse.self,
-    31: FanCommandRequest.self,
-    15: ListEntitiesLightResponse.self,
-    24: LightStateResponse.self,
-    32: LightCommandRequest.self,
-    16: ListEntitiesSensorResponse.self,
-    25: SensorStateResponse.self,
-    17: ListEntitiesSwitchResponse.self,
-    26: SwitchStateResponse.self,
-    33: SwitchCommandRequest.self,
-    18: ListEntitiesTextSensorResponse.self,
-    27: TextSensorStateResponse.self,
-    28: SubscribeLogsRequest.self,
-    29: SubscribeLogsResponse.self,
-    124: NoiseEncryptionSetKeyRequest.self,
-    125: NoiseEncryptionSetKeyResponse.self,
-    34: SubscribeHomeassistantServicesRequest.self,
-    35: HomeassistantActionRequest.self,
-    130: HomeassistantActionResponse.self,
-    38: SubscribeHomeAssistantStatesRequest.self,
-    39: SubscribeHomeAssistantStateResponse.self,
-    40: HomeAssistantStateResponse.self,
-    36: GetTimeRequest.self,
-    37: GetTimeResponse.self,
-    41: ListEntitiesServicesResponse.self,
-    42: ExecuteServiceRequest.self,
-    131: ExecuteServiceResponse.self,
-    43: ListEntitiesCameraResponse.self,
-    44: CameraImageResponse.self,
-    45: CameraImageRequest.self,
-    46: ListEntitiesClimateResponse.self,
-    47: ClimateStateResponse.self,
-    48: ClimateCommandRequest.self,
-    132: ListEntitiesWaterHeaterResponse.self,
-    133: WaterHeaterStateResponse.self,
-    134: WaterHeaterCommandRequest.self,
-    49: ListEntitiesNumberResponse.self,
-    50: NumberStateResponse.self,
-    51: NumberCommandRequest.self,
-    52: ListEntitiesSelectResponse.self,
-    53: SelectStateResponse.self,
-    54: SelectCommandRequest.self,
-    55: ListEntitiesSirenResponse.self,
-    56: SirenStateResponse.self,
-    57: SirenCommandRequest.self,
-    58: ListEntitiesLockResponse.self,
-    59: LockStateResponse.self,
-    60: LockCommandRequest.self,
-    61: ListEntitiesButtonResponse.self,
-    62: ButtonCommandRequest.self,
-    63: ListEntitiesMediaPlayerResponse.self,
-    64: MediaPlayerStateResponse.self,
-    65: MediaPlayerCommandRequest.self,
     66: SubscribeBluetoothLEAdvertisementsRequest.self,
-    67: BluetoothLEAdvertisementResponse.self,
     93: BluetoothLERawAdvertisementsResponse.self,
-    68: BluetoothDeviceRequest.self,
-    69: BluetoothDeviceConnectionResponse.self,
-    70: BluetoothGATTGetServicesRequest.self,
-    71: BluetoothGATTGetServicesResponse.self,
-    72: BluetoothGATTGetServicesDoneResponse.self,
-    73: BluetoothGATTReadRequest.self,
-    74: BluetoothGATTReadResponse.self,
-    75: BluetoothGATTWriteRequest.self,
-    76: BluetoothGATTReadDescriptorRequest.self,
-    77: BluetoothGATTWriteDescriptorRequest.self,
-    78: BluetoothGATTNotifyRequest.self,
-    79: BluetoothGATTNotifyDataResponse.self,
     80: SubscribeBluetoothConnectionsFreeRequest.self,
     81: BluetoothConnectionsFreeResponse.self,
-    82: BluetoothGATTErrorResponse.self,
-    83: BluetoothGATTWriteResponse.self,
-    84: BluetoothGATTNotifyResponse.self,
-    85: BluetoothDevicePairingResponse.self,
-    86: BluetoothDeviceUnpairingResponse.self,
     87: UnsubscribeBluetoothLEAdvertisementsRequest.self,
-    88: BluetoothDeviceClearCacheResponse.self,
-    126: BluetoothScannerStateResponse.self,
-    127: BluetoothScannerSetModeRequest.self,
-    89: SubscribeVoiceAssistantRequest.self,
-    90: VoiceAssistantRequest.self,
-    91: VoiceAssistantResponse.self,
-    92: VoiceAssistantEventResponse.self,
-    106: VoiceAssistantAudio.self,
-    115: VoiceAssistantTimerEventResponse.self,
-    119: VoiceAssistantAnnounceRequest.self,
-    120: VoiceAssistantAnnounceFinished.self,
-    121: VoiceAssistantConfigurationRequest.self,
-    122: VoiceAssistantConfigurationResponse.self,
-    123: VoiceAssistantSetConfiguration.self,
-    94: ListEntitiesAlarmControlPanelResponse.self,
-    95: AlarmControlPanelStateResponse.self,
-    96: AlarmControlPanelCommandRequest.self,
-    97: ListEntitiesTextResponse.self,
-    98: TextStateResponse.self,
-    99: TextCommandRequest.self,
-    100: ListEntitiesDateResponse.self,
-    101: DateStateResponse.self,
-    102: DateCommandRequest.self,
-    103: ListEntitiesTimeResponse.self,
-    104: TimeStateResponse.self,
-    105: TimeCommandRequest.self,
-    107: ListEntitiesEventResponse.self,
-    108: EventResponse.self,
-    109: ListEntitiesValveResponse.self,
-    110: ValveStateResponse.self,
-    111: ValveCommandRequest.self,
-    112: ListEntitiesDateTimeResponse.self,
-    113: DateTimeStateResponse.self,
-    114: DateTimeCommandRequest.self,
-    116: ListEntitiesUpdateResponse.self,
-    117: UpdateStateResponse.self,
-    118: UpdateCommandRequest.self,
-    128: ZWaveProxyFrame.self,
-    129: ZWaveProxyRequest.self,
-    135: ListEntitiesInfraredResponse.self,
-    136: InfraredRFTransmitRawTimingsRequest.self,
-    137: InfraredRFReceiveEvent.self,
-    148: ListEntitiesRadioFrequencyResponse.self,
-    138: SerialProxyConfigureRequest.self,
-    139: SerialProxyDataReceived.self,
-    140: SerialProxyWriteRequest.self,
-    141: SerialProxySetModemPinsRequest.self,
-    142: SerialProxyGetModemPinsRequest.self,
-    143: SerialProxyGetModemPinsResponse.self,
-    144: SerialProxyRequest.self,
-    147: SerialProxyRequestResponse.self,
-    145: BluetoothSetConnectionParamsRequest.self,
-    146: BluetoothSetConnectionParamsResponse.self,
+]
+
+/// The other messages of api.proto (no Swift generated for them): name and sender, by id.
+public let apiOtherMessages: [UInt32: (name: String, source: APIMessageSource)] = [
+    149: ("DeviceCapabilitiesRequest", .client),
+    150: ("DeviceCapabilitiesResponse", .server),
+    20: ("SubscribeStatesRequest", .client),
+    12: ("ListEntitiesBinarySensorResponse", .server),
+    21: ("BinarySensorStateResponse", .server),
+    13: ("ListEntitiesCoverResponse", .server),
+    22: ("CoverStateResponse", .server),
+    30: ("CoverCommandRequest", .client),
+    14: ("ListEntitiesFanResponse", .server),
+    23: ("FanStateResponse", .server),
+    31: ("FanCommandRequest", .client),
+    15: ("ListEntitiesLightResponse", .server),
+    24: ("LightStateResponse", .server),
+    32: ("LightCommandRequest", .client),
+    16: ("ListEntitiesSensorResponse", .server),
+    25: ("SensorStateResponse", .server),
+    17: ("ListEntitiesSwitchResponse", .server),
+    26: ("SwitchStateResponse", .server),
+    33: ("SwitchCommandRequest", .client),
+    18: ("ListEntitiesTextSensorResponse", .server),
+    27: ("TextSensorStateResponse", .server),
+    28: ("SubscribeLogsRequest", .client),
+    29: ("SubscribeLogsResponse", .server),
+    124: ("NoiseEncryptionSetKeyRequest", .client),
+    125: ("NoiseEncryptionSetKeyResponse", .server),
+    34: ("SubscribeHomeassistantServicesRequest", .client),
+    35: ("HomeassistantActionRequest", .server),
+    130: ("HomeassistantActionResponse", .client),
+    38: ("SubscribeHomeAssistantStatesRequest", .client),
+    39: ("SubscribeHomeAssistantStateResponse", .server),
+    40: ("HomeAssistantStateResponse", .client),
+    36: ("GetTimeRequest", .server),
+    37: ("GetTimeResponse", .client),
+    41: ("ListEntitiesServicesResponse", .server),
+    42: ("ExecuteServiceRequest", .client),
+    131: ("ExecuteServiceResponse", .server),
+    43: ("ListEntitiesCameraResponse", .server),
+    44: ("CameraImageResponse", .server),
+    45: ("CameraImageRequest", .client),
+    46: ("ListEntitiesClimateResponse", .server),
+    47: ("ClimateStateResponse", .server),
+    48: ("ClimateCommandRequest", .client),
+    132: ("ListEntitiesWaterHeaterResponse", .server),
+    133: ("WaterHeaterStateResponse", .server),
+    134: ("WaterHeaterCommandRequest", .client),
+    49: ("ListEntitiesNumberResponse", .server),
+    50: ("NumberStateResponse", .server),
+    51: ("NumberCommandRequest", .client),
+    52: ("ListEntitiesSelectResponse", .server),
+    53: ("SelectStateResponse", .server),
+    54: ("SelectCommandRequest", .client),
+    55: ("ListEntitiesSirenResponse", .server),
+    56: ("SirenStateResponse", .server),
+    57: ("SirenCommandRequest", .client),
+    58: ("ListEntitiesLockResponse", .server),
+    59: ("LockStateResponse", .server),
+    60: ("LockCommandRequest", .client),
+    61: ("ListEntitiesButtonResponse", .server),
+    62: ("ButtonCommandRequest", .client),
+    63: ("ListEntitiesMediaPlayerResponse", .server),
+    64: ("MediaPlayerStateResponse", .server),
+    65: ("MediaPlayerCommandRequest", .client),
+    67: ("BluetoothLEAdvertisementResponse", .server),
+    68: ("BluetoothDeviceRequest", .client),
+    69: ("BluetoothDeviceConnectionResponse", .server),
+    70: ("BluetoothGATTGetServicesRequest", .client),
+    71: ("BluetoothGATTGetServicesResponse", .server),
+    72: ("BluetoothGATTGetServicesDoneResponse", .server),
+    73: ("BluetoothGATTReadRequest", .client),
+    74: ("BluetoothGATTReadResponse", .server),
+    75: ("BluetoothGATTWriteRequest", .client),
+    76: ("BluetoothGATTReadDescriptorRequest", .client),
+    77: ("BluetoothGATTWriteDescriptorRequest", .client),
+    78: ("BluetoothGATTNotifyRequest", .client),
+    79: ("BluetoothGATTNotifyDataResponse", .server),
+    82: ("BluetoothGATTErrorResponse", .server),
+    83: ("BluetoothGATTWriteResponse", .server),
+    84: ("BluetoothGATTNotifyResponse", .server),
+    85: ("BluetoothDevicePairingResponse", .server),
+    86: ("BluetoothDeviceUnpairingResponse", .server),
+    88: ("BluetoothDeviceClearCacheResponse", .server),
+    126: ("BluetoothScannerStateResponse", .server),
+    127: ("BluetoothScannerSetModeRequest", .client),
+    89: ("SubscribeVoiceAssistantRequest", .client),
+    90: ("VoiceAssistantRequest", .server),
+    91: ("VoiceAssistantResponse", .client),
+    92: ("VoiceAssistantEventResponse", .client),
+    106: ("VoiceAssistantAudio", .both),
+    115: ("VoiceAssistantTimerEventResponse", .client),
+    119: ("VoiceAssistantAnnounceRequest", .client),
+    120: ("VoiceAssistantAnnounceFinished", .server),
+    121: ("VoiceAssistantConfigurationRequest", .client),
+    122: ("VoiceAssistantConfigurationResponse", .server),
+    123: ("VoiceAssistantSetConfiguration", .client),
+    94: ("ListEntitiesAlarmControlPanelResponse", .server),
+    95: ("AlarmControlPanelStateResponse", .server),
+    96: ("AlarmControlPanelCommandRequest", .client),
+    97: ("ListEntitiesTextResponse", .server),
+    98: ("TextStateResponse", .server),
+    99: ("TextCommandRequest", .client),
+    100: ("ListEntitiesDateResponse", .server),
+    101: ("DateStateResponse", .server),
+    102: ("DateCommandRequest", .client),
+    103: ("ListEntitiesTimeResponse", .server),
+    104: ("TimeStateResponse", .server),
+    105: ("TimeCommandRequest", .client),
+    107: ("ListEntitiesEventResponse", .server),
+    108: ("EventResponse", .server),
+    109: ("ListEntitiesValveResponse", .server),
+    110: ("ValveStateResponse", .server),
+    111: ("ValveCommandRequest", .client),
+    112: ("ListEntitiesDateTimeResponse", .server),
+    113: ("DateTimeStateResponse", .server),
+    114: ("DateTimeCommandRequest", .client),
+    116: ("ListEntitiesUpdateResponse", .server),
+    117: ("UpdateStateResponse", .server),
+    118: ("UpdateCommandRequest", .client),
+    128: ("ZWaveProxyFrame", .both),
+    129: ("ZWaveProxyRequest", .both),
+    135: ("ListEntitiesInfraredResponse", .server),
+    136: ("InfraredRFTransmitRawTimingsRequest", .client),
+    137: ("InfraredRFReceiveEvent", .server),
+    148: ("ListEntitiesRadioFrequencyResponse", .server),
+    138: ("SerialProxyConfigureRequest", .client),
+    139: ("SerialProxyDataReceived", .server),
+    140: ("SerialProxyWriteRequest", .client),
+    141: ("SerialProxySetModemPinsRequest", .client),
+    142: ("SerialProxyGetModemPinsRequest", .client),
+    143: ("SerialProxyGetModemPinsResponse", .server),
+    144: ("SerialProxyRequest", .client),
+    147: ("SerialProxyRequestResponse", .server),
+    145: ("BluetoothSetConnectionParamsRequest", .client),
+    146: ("BluetoothSetConnectionParamsResponse", .server),
 ]
