@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "BluectlDBus", targets: ["BluectlDBus"]),
         // For the benchmarks package (Benchmarks/), which reaches it by product; not a promise.
         .library(name: "BluectlCLI", targets: ["BluectlCLI"]),
+        // For the fuzz package (Fuzz/), which reaches it by product; not a promise.
+        .library(name: "BluectlProxy", targets: ["BluectlProxy"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -67,7 +69,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(name: "bluectl", dependencies: ["BluectlCLI"]),
+        .executableTarget(
+            name: "bluectl", dependencies: ["BluectlCLI"], exclude: ["exports.map"],
+            // The proxy's protobuf modules' symbols not exported (see exports.map).
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/bluectl/exports.map"],
+                                          .when(platforms: [.linux]))]
+        ),
         // ESPHome's api.proto as Swift (generated, committed) and the message ids.
         .target(name: "ESPHomeAPI", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // `bluectl proxy`: ESPHome's native API server (frames, connections) over BluectlCore's scan.
