@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 // bluectl: Bluetooth Low Energy for Linux (central and peripheral), over BlueZ's D-Bus API.
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
 // BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped; CCrypto:
@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "BluectlDBus", targets: ["BluectlDBus"]),
         // For the benchmarks package (Benchmarks/), which reaches it by product; not a promise.
         .library(name: "BluectlCLI", targets: ["BluectlCLI"]),
+        // For the fuzz package (Fuzz/), which reaches it by product; not a promise.
+        .library(name: "BluectlProxy", targets: ["BluectlProxy"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -24,6 +26,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // `swift package generate-documentation --target BluectlCore` (the library's reference)
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // ESPHome's native API messages (`bluectl proxy`; code generated once: Scripts/gen-esphome-proto).
+        // No traits: the default BinaryDelimitedStreams imports all of Foundation (its
+        // InputStream/OutputStream API), which would link Foundation, FoundationInternationalization
+        // and ICU's data (~50 MB) into the static binary; the rest of SwiftProtobuf needs only
+        // FoundationEssentials (docs/proxy.md).
+        .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0", traits: []),
     ],
     targets: [
         .systemLibrary(
@@ -55,12 +63,24 @@ let package = Package(
             dependencies: [
                 "BluectlCore",
                 "BluectlGateway",
+                "BluectlProxy",
                 "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(name: "bluectl", dependencies: ["BluectlCLI"]),
+        .executableTarget(
+            name: "bluectl", dependencies: ["BluectlCLI"], exclude: ["exports.map"],
+            // The proxy's protobuf modules' symbols not exported (see exports.map).
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/bluectl/exports.map"],
+                                          .when(platforms: [.linux]))]
+        ),
+        // ESPHome's api.proto as Swift (generated, committed) and the message ids.
+        .target(name: "ESPHomeAPI", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        // `bluectl proxy`: ESPHome's native API server (frames, connections) over BluectlCore's scan.
+        // Its Noise encryption (X25519, ChaChaPoly, SHA-256) is libcrypto's (CCrypto).
+        .target(name: "BluectlProxy", dependencies: ["BluectlCore", "ESPHomeAPI", "CCrypto", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                                              .product(name: "Logging", package: "swift-log")]),
         // Small programs using BluectlCore as anyone would (run against the
         // stand-in by the bus tier: Tests/BusTierTests/ExampleTests.swift).
         .executableTarget(name: "ScanExample", dependencies: ["BluectlCore"], path: "Examples/ScanExample"),
@@ -70,6 +90,7 @@ let package = Package(
         .testTarget(name: "BluectlDBusTests", dependencies: ["BluectlDBus"]),
         .testTarget(name: "BluectlCoreTests", dependencies: ["BluectlCore"]),
         .testTarget(name: "BluectlCLITests", dependencies: ["BluectlCLI", "BluectlGateway"]),
+        .testTarget(name: "BluectlProxyTests", dependencies: ["BluectlProxy", "ESPHomeAPI", "BluectlCore", "BluectlDBus"]),
         .testTarget(
             name: "BusTierTests",
             dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],

@@ -31,5 +31,8 @@ let package = Package(
         .executableTarget(name: "FuzzSensors", dependencies: [
             "FuzzSupport", .product(name: "BluectlCore", package: root),
         ]),
+        .executableTarget(name: "FuzzProxy", dependencies: [
+            "FuzzSupport", .product(name: "BluectlProxy", package: root),
+        ]),
     ]
 )

@@ -22,7 +22,7 @@ public struct Bluectl: AsyncParsableCommand {
                       DisconnectCommand.self, PairCommand.self, UnpairCommand.self, RemoveCommand.self, TrustCommand.self, UntrustCommand.self,
                       BlockCommand.self, UnblockCommand.self, InfoCommand.self, DiscoverCommand.self, ReadCommand.self,
                       WriteCommand.self, SubscribeCommand.self, ServeCommand.self, AdvertiseCommand.self, L2CAPCommand.self,
-                      GatewayCommand.self]
+                      GatewayCommand.self, ProxyCommand.self]
     )
 
     public init() {}

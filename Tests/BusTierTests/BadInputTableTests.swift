@@ -53,6 +53,10 @@ private let worldReadablePasskeyFile: String = {
     return path
 }()
 
+/// A key file `proxy` must refuse, written by its row's set-up: one name for every run (the
+/// same bytes each time), so that runs leave one file at most, not one each.
+private let badKeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bus-tier-bad-key").path
+
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)
     // one style for the argument parser's lines too, and a did-you-mean for a mistyped subcommand or option
@@ -278,6 +282,26 @@ private let rows: [BadInput] = [
              setup: .fresh { bus, g in try await bus.hang(g.custom, "WriteValue") }),
     BadInput(args: ["connect", D, "--retries", "0"], code: 75, message: "in progress",
              setup: .fresh { bus, g in try await bus.injectError(g.device, "Connect", "org.bluez.Error.InProgress", "busy") }),
+    // `bluectl proxy` (docs/proxy.md): mDNS, not built yet, is refused, not ignored
+    BadInput(args: ["proxy", "--port", "70000", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"70000\": expected 0 to 65535"),
+    BadInput(args: ["proxy", "--port", "abc", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"abc\""),
+    BadInput(args: ["proxy", "--name", String(repeating: "n", count: 32), "--no-mdns"], code: 64,
+             message: "expected 1 to 31 bytes, no control characters"),
+    BadInput(args: ["proxy", "--key-file", "/nonexistent/key", "--no-mdns"], code: 64,
+             message: "bluectl: cannot read the key file /nonexistent/key: No such file or directory"),
+    BadInput(args: ["proxy", "--key-file", BusTier.fixture("bus.conf"), "--no-mdns"], code: 78,
+             message: "may be read by others than its owner"),
+    BadInput(args: ["proxy", "--key-file", badKeyFile, "--no-mdns"], code: 78,
+             message: "expected a base64 key of 32 bytes on one line",
+             setup: .fresh { _, _ in
+                 // Its owner's alone, but not a key (24 bytes of base64).
+                 guard FileManager.default.createFile(atPath: badKeyFile, contents: Data("AAECAwQFBgcICQoLDA0ODxAREhMUFRYX\n".utf8),
+                                                      attributes: [.posixPermissions: 0o600]) else {
+                     throw BusTierError("cannot write \(badKeyFile)")
+                 }
+             }),
+    BadInput(args: ["proxy"], code: 64, message: "announcing the proxy over mDNS is not built yet: pass --no-mdns"),
+    BadInput(args: ["proxy", "--adapter", "hci7", "--no-mdns"], code: 69, message: "bluectl: adapter hci7 not found"),
 ]
 
 @Suite("bad input, table-driven, end to end", .timeLimit(.minutes(5)))

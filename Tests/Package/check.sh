@@ -12,7 +12,8 @@
 #   peripheral; BluectlCore's DocC reference is installed;
 #   the completion scripts parse (bash -n, zsh -n, fish -n: Scripts/deps
 #   installs zsh and fish, and a missing one fails);
-#   the systemd unit runs /usr/bin/bluectl, and systemd-analyze accepts it;
+#   each systemd unit (subscribe, gateway, proxy) runs /usr/bin/bluectl, and
+#   systemd-analyze accepts it;
 #   dpkg -r removes every file it installed;
 #   Scripts/install --prefix DIR installs the same binary and pages into a
 #   temporary prefix (without the packaging tools), and refuses a missing DIR.
@@ -116,18 +117,21 @@ elif zsh -n "$root/usr/share/zsh/vendor-completions/_bluectl"; then pass "zsh co
 if ! command -v fish > /dev/null; then fail "no fish to check the fish completion (Scripts/deps installs it)"
 elif fish -n "$root/usr/share/fish/vendor_completions.d/bluectl.fish"; then pass "fish completion parses"; else fail "fish -n"; fi
 
-unit=$root/lib/systemd/system/bluectl-subscribe@.service
-grep -q "^ExecStart=/usr/bin/bluectl subscribe" "$unit" && pass "unit runs /usr/bin/bluectl" || fail "unit ExecStart: $(grep ExecStart "$unit")"
-if command -v systemd-analyze > /dev/null; then
-  # verify wants the binary where the unit says; point it at the installed one
-  sed "s|/usr/bin/bluectl|$bin|" "$unit" > "$root/bluectl-subscribe@test.service"
-  systemd-analyze verify "$root/bluectl-subscribe@test.service" 2>&1 | grep -v "Cannot add dependency job\|bluetooth.service" \
-    | grep . && fail "systemd-analyze verify" || pass "systemd-analyze verify"
-fi
+for command in subscribe gateway proxy; do
+  unit=$root/lib/systemd/system/bluectl-$command@.service
+  grep -q "^ExecStart=/usr/bin/bluectl $command" "$unit" && pass "bluectl-$command@.service runs /usr/bin/bluectl" \
+    || fail "bluectl-$command@.service ExecStart: $(grep ExecStart "$unit")"
+  if command -v systemd-analyze > /dev/null; then
+    # verify wants the binary where the unit says; point it at the installed one
+    sed "s|/usr/bin/bluectl|$bin|" "$unit" > "$root/bluectl-$command@test.service"
+    systemd-analyze verify "$root/bluectl-$command@test.service" 2>&1 | grep -v "Cannot add dependency job\|bluetooth.service" \
+      | grep . && fail "systemd-analyze verify bluectl-$command@" || pass "systemd-analyze verify bluectl-$command@"
+  fi
+done
 
 files=$(dpkg --root="$root" -L bluectl | while read -r f; do [ -f "$root$f" ] && echo "$f"; done | wc -l)
 dpkg --root="$root" --log=/dev/null --force-depends --force-script-chrootless -r bluectl > /dev/null 2>&1 || fail "dpkg -r"
-left=$(cd "$root" && find . -path ./var -prune -o -type f -print | { grep -v '^\./bluectl-subscribe@test.service$' || true; } | wc -l)
+left=$(cd "$root" && find . -path ./var -prune -o -type f -print | { grep -v '^\./bluectl-[a-z]*@test.service$' || true; } | wc -l)
 [ "$left" = 0 ] && pass "dpkg -r removed all $files files" || fail "dpkg -r left $left files"
 rm -f "$root.install.log"
 

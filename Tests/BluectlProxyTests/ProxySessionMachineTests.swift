@@ -1,0 +1,138 @@
+// One API client's conversation, frame by frame, without a socket: what Home
+// Assistant reads (HelloResponse, DeviceInfoResponse), the subscription, and
+// garbage ending the conversation.
+import ESPHomeAPI
+import SwiftProtobuf
+import Testing
+@testable import BluectlProxy
+
+private let identity = ProxyIdentity(name: "kitchen", bluetoothAddress: "00:AA:01:00:00:23", version: "0.1.0")
+
+private func frame(_ message: some APIMessage) -> PlaintextFrame { ProxySessionMachine.frame(message) }
+
+/// The messages the actions send, decoded by their frame's type.
+private func sent<M: APIMessage>(_ actions: [ProxySessionMachine.Action], as _: M.Type) throws -> [M] {
+    try actions.compactMap { action -> M? in
+        guard case .send(let frame) = action, frame.type == M.messageID else { return nil }
+        return try M(serializedBytes: frame.payload)
+    }
+}
+
+private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
+    for case .close(let reason) in actions { return .some(reason) }
+    return nil
+}
+
+@Suite struct ProxySessionMachineTests {
+    func helloed() -> ProxySessionMachine {
+        var machine = ProxySessionMachine(identity: identity)
+        var hello = HelloRequest()
+        hello.clientInfo = "Home Assistant"
+        hello.apiVersionMajor = 1
+        hello.apiVersionMinor = 15
+        _ = machine.handle(frame(hello))
+        return machine
+    }
+
+    @Test func helloAnswered() throws {
+        var machine = ProxySessionMachine(identity: identity)
+        var hello = HelloRequest()
+        hello.clientInfo = "Home Assistant"
+        let actions = machine.handle(frame(hello))
+        let response = try #require(try sent(actions, as: HelloResponse.self).first)
+        #expect(response.apiVersionMajor == 1 && response.apiVersionMinor == 14)
+        #expect(response.name == "kitchen")
+        #expect(machine.phase == .open && machine.clientInfo == "Home Assistant")
+    }
+
+    @Test func deviceInfoCarriesWhatHomeAssistantReads() throws {
+        var machine = helloed()
+        let info = try #require(try sent(machine.handle(frame(DeviceInfoRequest())), as: DeviceInfoResponse.self).first)
+        #expect(info.name == "kitchen")
+        #expect(info.macAddress == "00:AA:01:00:00:23" && info.bluetoothMacAddress == "00:AA:01:00:00:23")
+        #expect(info.bluetoothProxyFeatureFlags == 0b10_0001, "passive scan and raw advertisements only")
+        #expect(info.legacyBluetoothProxyVersion == 1)
+        #expect(!info.usesPassword)
+    }
+
+    @Test func pingListEntitiesAndFreeSlots() throws {
+        var machine = helloed()
+        #expect(try sent(machine.handle(frame(PingRequest())), as: PingResponse.self).count == 1)
+        #expect(try sent(machine.handle(frame(ListEntitiesRequest())), as: ListEntitiesDoneResponse.self).count == 1)
+        let free = try #require(try sent(machine.handle(frame(SubscribeBluetoothConnectionsFreeRequest())),
+                                         as: BluetoothConnectionsFreeResponse.self).first)
+        #expect(free.free == 0 && free.limit == 0)
+        #expect(machine.phase == .open)
+    }
+
+    @Test func subscribeAndUnsubscribe() {
+        var machine = helloed()
+        var raw = SubscribeBluetoothLEAdvertisementsRequest()
+        raw.flags = 1
+        #expect(machine.handle(frame(raw)).contains(.subscribeAdvertisements))
+        #expect(machine.subscribed)
+        #expect(!machine.handle(frame(raw)).contains(.subscribeAdvertisements), "subscribed once")
+        #expect(machine.handle(frame(UnsubscribeBluetoothLEAdvertisementsRequest())).contains(.unsubscribeAdvertisements))
+        #expect(!machine.subscribed)
+        // Without the raw flag (the legacy parsed form): not built, nothing subscribed.
+        #expect(!machine.handle(frame(SubscribeBluetoothLEAdvertisementsRequest())).contains(.subscribeAdvertisements))
+        #expect(!machine.subscribed)
+    }
+
+    @Test func disconnectRequestAnsweredThenClosed() throws {
+        var machine = helloed()
+        var raw = SubscribeBluetoothLEAdvertisementsRequest()
+        raw.flags = 1
+        _ = machine.handle(frame(raw))
+        let actions = machine.handle(frame(DisconnectRequest()))
+        #expect(try sent(actions, as: DisconnectResponse.self).count == 1)
+        #expect(actions.contains(.unsubscribeAdvertisements))
+        #expect(closeReason(actions) == .some(nil), "an orderly end: no warning")
+        #expect(machine.phase == .closed)
+        #expect(machine.handle(frame(PingRequest())).isEmpty, "nothing after the end")
+    }
+
+    @Test func garbageEndsTheConversation() {
+        let cases: [(PlaintextFrame, String)] = [
+            (PlaintextFrame(type: 1011, payload: []), "unknown message type 1011"),
+            (PlaintextFrame(type: 1, payload: [0x0a, 0x10, 0x61]), "HelloRequest (1, 3 bytes) does not decode"),
+            (PlaintextFrame(type: 7, payload: []), "PingRequest before HelloRequest"),
+            (PlaintextFrame(type: 2, payload: []), "HelloResponse (2) is sent by servers"),
+        ]
+        for (bad, reason) in cases {
+            var machine = ProxySessionMachine(identity: identity)
+            let actions = machine.handle(bad)
+            let got = closeReason(actions) ?? nil
+            #expect(got?.hasPrefix(reason) == true, "\(bad): \(String(describing: got))")
+            #expect(machine.phase == .closed)
+        }
+        var open = helloed()
+        #expect((closeReason(open.handle(frame(HelloRequest()))) ?? nil) == "a second HelloRequest")
+    }
+
+    @Test func unbuiltRequestsIgnoredNotFatal() {
+        var machine = helloed()
+        // SubscribeStatesRequest (20) and ExecuteServiceRequest (42, a key and an empty string):
+        // no Swift is generated for them (Scripts/gen-esphome-proto.d/trim.py).
+        for unbuilt in [PlaintextFrame(type: 20, payload: []), PlaintextFrame(type: 42, payload: [0x0d, 1, 0, 0, 0, 0x12, 0])] {
+            let actions = machine.handle(unbuilt)
+            #expect(closeReason(actions) == nil)
+            #expect(!actions.contains { if case .send = $0 { true } else { false } })
+            #expect(machine.phase == .open)
+        }
+    }
+
+    @Test func unbuiltMessagesCheckedAsTheOthers() {
+        let cases: [(PlaintextFrame, String)] = [
+            (PlaintextFrame(type: 20, payload: []), "SubscribeStatesRequest before HelloRequest"),
+            (PlaintextFrame(type: 20, payload: [0x0a, 0x10, 0x61]), "SubscribeStatesRequest (20, 3 bytes) does not decode"),
+            (PlaintextFrame(type: 12, payload: []), "ListEntitiesBinarySensorResponse (12) is sent by servers"),
+        ]
+        for (bad, reason) in cases {
+            var machine = ProxySessionMachine(identity: identity)
+            let got = closeReason(machine.handle(bad)) ?? nil
+            #expect(got?.hasPrefix(reason) == true, "\(bad): \(String(describing: got))")
+            #expect(machine.phase == .closed)
+        }
+    }
+}
