@@ -20,7 +20,7 @@ enum GatewayInput: Sendable {
     case discovery(Discovery)
     case mqtt(MQTTSession.Event)
     case scan(GatewayScanEvent)
-    /// Time to look at the watchdog (`GatewayRun.watchdogTick`).
+    /// Time to look at the watchdog (`GatewayRun.watchdogTicks`).
     case tick
 }
 
