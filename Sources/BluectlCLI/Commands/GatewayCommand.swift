@@ -21,7 +21,9 @@ struct GatewayCommand: AsyncParsableCommand {
             bluectl/ID/status holds "online", and "offline" once the gateway stops or is lost (the broker's last will). \
             A broker that cannot be reached is not an error: readings wait on disk (under $STATE_DIRECTORY, else \
             $XDG_STATE_HOME/bluectl, else ~/.local/state/bluectl) and go out in order when it is back, also after a \
-            crash. Topics, payloads and buffering: docs/gateway.md.
+            crash. bluetoothd restarting and the adapter powered off and on are survived, and a scan that hears \
+            nothing for --scan-watchdog seconds is restarted (then the adapter power-cycled); each is an event on \
+            bluectl/ID/events. Topics, payloads and buffering: docs/gateway.md.
 
             Examples:
               bluectl gateway --broker mqtt://localhost
