@@ -59,7 +59,7 @@ def received(path, gateway):
     return temps, events
 
 
-@lab_check('extra_gateway_faults')
+@lab_check('gateway_faults')
 def _(c):
     """A gateway on hci1 hearing `bluectl advertise --bthome` on hci3 change its
     temperature once a second, publishing to a mosquitto in the guest: every
