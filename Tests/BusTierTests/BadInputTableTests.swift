@@ -177,6 +177,8 @@ private let rows: [BadInput] = [
              message: "bluectl: invalid --max-buffered \"0\": expected 1 to 1000000\n"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--layout", "openmqttgateway"], code: 64,
              message: "bluectl: invalid --layout \"openmqttgateway\": expected bluectl or theengs\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--scan-watchdog", "-1"], code: 64,
+             message: "bluectl: invalid --scan-watchdog \"-1.0\": expected 0 (off) or 1 to 86400 seconds\n"),
     // TLS and credentials (64): certificates only for mqtts://, a certificate with its key, files that can be read
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--ca", "/etc/hostname"], code: 64,
              message: "bluectl: --ca needs a TLS broker: --broker mqtts://HOST[:PORT]\n"),

@@ -176,6 +176,13 @@ extension PrivateBus {
         try await mock("SetFilterEnforcement", [.string(adapter), .bool(enforce)])
     }
 
+    /// The controller's scan stalls behind bluetoothd's back (Discovering stays true, nothing is
+    /// reported) until the discovery starts again from none (`until: "restart"`) or the adapter is
+    /// power-cycled (`"power-cycle"`).
+    func stallScan(_ adapter: String, until: String) async throws {
+        try await mock("StallScan", [.string(adapter), .string(until)])
+    }
+
     /// Synthetic load (see the stand-in's EmitAdvertisementBurst); returns (devices added, updates sent).
     func emitAdvertisementBurst(_ adapter: String, devices: Int, updates: Int) async throws -> (added: Int, updates: Int) {
         let r = try await mock("EmitAdvertisementBurst", [.string(adapter), .uint32(UInt32(devices)), .uint32(UInt32(updates))],

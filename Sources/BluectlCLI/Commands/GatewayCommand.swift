@@ -21,7 +21,9 @@ struct GatewayCommand: AsyncParsableCommand {
             bluectl/ID/status holds "online", and "offline" once the gateway stops or is lost (the broker's last will). \
             A broker that cannot be reached is not an error: readings wait on disk (under $STATE_DIRECTORY, else \
             $XDG_STATE_HOME/bluectl, else ~/.local/state/bluectl) and go out in order when it is back, also after a \
-            crash. Topics, payloads and buffering: docs/gateway.md.
+            crash. bluetoothd restarting and the adapter powered off and on are survived, and a scan that hears \
+            nothing for --scan-watchdog seconds is restarted (then the adapter power-cycled); each is an event on \
+            bluectl/ID/events. Topics, payloads and buffering: docs/gateway.md.
 
             Examples:
               bluectl gateway --broker mqtt://localhost
@@ -70,6 +72,12 @@ struct GatewayCommand: AsyncParsableCommand {
         "Which advertisements to publish, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
     var configPath: String?
 
+    /// Unconditional: "-1" reaches validation and is refused by name.
+    @Option(name: .customLong("scan-watchdog"), parsing: .unconditional, help: ArgumentHelp(
+        "Restart the scan after this many seconds without an advertisement, then power-cycle the adapter (0: never).",
+        valueName: "SECONDS"))
+    var scanWatchdog: Double = 120
+
     @OptionGroup var adapterOptions: AdapterOptions
 
     func validate() throws {
@@ -84,6 +92,9 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         if (cert == nil) != (key == nil) { throw ValidationError("--cert and --key go together") }
         if !(1...1_000_000).contains(maxBuffered) { throw ValidationError("invalid --max-buffered \"\(maxBuffered)\": expected 1 to 1000000") }
+        if !(scanWatchdog == 0 || (1...86_400).contains(scanWatchdog)) {
+            throw ValidationError("invalid --scan-watchdog \"\(scanWatchdog)\": expected 0 (off) or 1 to 86400 seconds")
+        }
         if let id, !RestoreStore.isValid(id) {
             throw ValidationError("invalid --id \"\(TextSafety.escapedForMessage(id))\": expected 1 to 64 letters, digits, \".\", \"_\" or \"-\", not starting with \".\"")
         }
@@ -130,11 +141,12 @@ struct GatewayCommand: AsyncParsableCommand {
             throw CLIFailure(.unavailable, "cannot keep MQTT state in \(persistence): \(error)")
         }
         let (adapterOptions, homeAssistant) = (self.adapterOptions, self.homeAssistant)
+        let scanSilence: Duration? = scanWatchdog == 0 ? nil : .milliseconds(Int64(scanWatchdog * 1000))
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
-                                 homeAssistant: homeAssistant, config: config).run()
+                                 homeAssistant: homeAssistant, config: config, scanSilence: scanSilence).run()
         }
     }
 }

@@ -19,7 +19,9 @@ struct GatewayDeviceRecord: OutputRecord {
 enum GatewayInput: Sendable {
     case discovery(Discovery)
     case mqtt(MQTTSession.Event)
-    case scanEnded((any Error)?)
+    case scan(GatewayScanEvent)
+    /// Time to look at the watchdog (`GatewayRun.watchdogTicks`).
+    case tick
 }
 
 /// What the gateway's owner task decides, a pure value: which frames are new
@@ -83,6 +85,8 @@ struct GatewayRun {
     var homeAssistant = false
     /// Which advertisements are published.
     var config = GatewayConfig()
+    /// The stalled-scan watchdog's silence (nil: off; `ScanWatchdog`).
+    var scanSilence: Duration? = .seconds(120)
 
     func run() async throws {
         let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
@@ -92,19 +96,16 @@ struct GatewayRun {
         options.services = config.services
         // Each discovery is handed over on the central's loop; rendering and publishing
         // (Paho writes a file per message) happen on this task, not on the loop.
-        let scan = try await central.startScan(adapter: adapter, options: options, onDiscovery: { feed.yield(.discovery($0)) })
+        // The scan is kept going through bluetoothd's restarts and the adapter's power
+        // cycles (GatewayScanner); only its first start fails the gateway.
+        let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,
+                                                     onDiscovery: { feed.yield(.discovery($0)) }, report: { feed.yield(.scan($0)) })
+        announceScanning()
         let session = self.session
         let helpers = [
             Task { for await event in session.events { feed.yield(.mqtt(event)) } },
-            Task {
-                do {
-                    for try await _ in scan.discoveries {}
-                    feed.yield(.scanEnded(nil))
-                } catch {
-                    feed.yield(.scanEnded(error))
-                }
-            },
             Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
+            Task { [scanSilence] in await Self.watchdogTicks(scanSilence) { feed.yield(.tick) } },
         ]
         do {
             try session.start()
@@ -113,21 +114,27 @@ struct GatewayRun {
         }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
         var ledger = GatewayLedger()
+        var watchdog = ScanWatchdog(silence: scanSilence)
         var failure: (any Error)?
         loop: for await input in inputs {
             switch input {
             case .discovery(let discovery):
+                watchdog.heard(at: .now)
                 publish(discovery, ledger: &ledger)
             case .mqtt(let event):
                 handle(event, ledger: &ledger)
-            case .scanEnded(let error):
+            case .scan(.failed(let error)):
                 failure = error
                 break loop
+            case .scan(let event):
+                handle(event, watchdog: &watchdog)
+            case .tick:
+                if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
             }
         }
         helpers.forEach { $0.cancel() }
         ServiceNotifier.stopping(status: "stopping")
-        _ = await Deadline(after: .seconds(1)).run(shielded: true) { try? await scan.stop() }
+        await scanner.stop()
         await session.close(timeout: .milliseconds(500))
         if let failure { throw failure }
     }
@@ -185,7 +192,7 @@ struct GatewayRun {
                 let away = ContinuousClock.now - lostAt
                 var line = JSONLine()
                 line.add("event", "reconnected")
-                line.add("away_s", ((Double(away.components.seconds) + Double(away.components.attoseconds) / 1e18) * 10).rounded() / 10)
+                line.add("away_s", away.tenthsOfSeconds)
                 try? session.publish(topics.events, line.renderedBytes(newline: false))
                 ledger.lostAt = nil
             }

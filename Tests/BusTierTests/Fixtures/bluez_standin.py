@@ -107,7 +107,7 @@ from standin import agent_manager1, clients, control_radio, state  # noqa: E402
 from standin.control_radio import (  # noqa: E402,F401 (the Mock methods dbusmock attaches to "/")
     AddAdapter, RemoveAdapter, SetAdapterPowered, DropAdapterInterface, AddAdvertiser, UpdateAdvertiser,
     RemoveAdvertiser, GetLastDiscoveryFilter, GetDiscoveryFilterCallCount, GetDiscoverySessions,
-    GetDiscoveryLog, SetFilterEnforcement, EmitAdvertisementBurst, StandInVersion,
+    GetDiscoveryLog, SetFilterEnforcement, StallScan, EmitAdvertisementBurst, StandInVersion,
 )
 from standin.control_gatt import (  # noqa: E402,F401 (the Mock methods dbusmock attaches to "/")
     AddGattService, AddGattCharacteristic, AddGattDescriptor, EmitNotification, EmitNotifications,

@@ -49,7 +49,8 @@ KNOWN_STALL = re.compile(r'gatt_debug\(\) \(chan 0x[0-9a-f]+\) Operation timed o
 
 # Checks whose subject is bluetoothd dying (on purpose or by itself): a death
 # during them is what they test, not a reason to run them again.
-CRASH_TESTED = ('extra_stream_acquire', 'extra_subscribe_reconnect', 'two_devices_bluetoothd_segv', 'serve_bluetoothd_segv')
+CRASH_TESTED = ('extra_stream_acquire', 'extra_subscribe_reconnect', 'two_devices_bluetoothd_segv', 'serve_bluetoothd_segv',
+                'gateway_faults')
 
 
 def wait_peripheral_back(mark, secs=120):

@@ -60,6 +60,8 @@ class AdapterObject(bluez_object.BluezObject):
             raise common._err(common.ERR + 'NotReady', 'Resource Not Ready')
         if sender in st.sessions:
             raise common._err(common.ERR + 'InProgress', 'Operation already in progress')
+        if not st.sessions and st.stalled == 'restart':
+            st.stalled = None        # the controller's scan starts anew
         st.sessions[sender] = st.filters.get(sender)
         st.events.append(('StartDiscovery', sender))
         clients._watch_clients()
@@ -373,6 +375,7 @@ def set_powered(st, on):
     if bool(props['Powered']) == on:
         return
     if not on:
+        st.stalled = None            # the controller is reset
         for sender in st.sessions:
             st.events.append(('PoweredOff', sender))
         st.sessions.clear()

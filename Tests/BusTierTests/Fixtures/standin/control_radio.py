@@ -268,6 +268,19 @@ def SetFilterEnforcement(self, device_name, enforce):
         adapter1._advertise_all_soon(st)
 
 
+@dbus.service.method(MOCK_IFACE, in_signature='ss', out_signature='')
+def StallScan(self, device_name, until):
+    '''StallScan(hci s, until s): the controller's scan stops behind
+    bluetoothd's back (theengs/gateway #264, bluez #1126): Discovering stays
+    true and no advertisement is reported any more, until the discovery is
+    started again from none (until = "restart") or the adapter is powered
+    off and on (until = "power-cycle": a restart does not help).'''
+    st = state._adapter_state(device_name)
+    if str(until) not in ('restart', 'power-cycle'):
+        raise common._mock_err('InvalidArgs', 'until must be restart or power-cycle')
+    st.stalled = str(until)
+
+
 @dbus.service.method(MOCK_IFACE, in_signature='suu', out_signature='uu')
 def EmitAdvertisementBurst(self, device_name, n_devices, n_updates):
     '''EmitAdvertisementBurst(hci s, n_devices u, n_updates u) → (added u, updates u)

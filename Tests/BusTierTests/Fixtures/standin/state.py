@@ -114,6 +114,7 @@ class AdapterState:
         self.last_filter_sender = ''
         self.filter_calls = 0
         self.enforce_filters = True
+        self.stalled = None             # StallScan: None, 'restart' or 'power-cycle'
         self.events = []                # [(event, sender)] for GetDiscoveryLog
         self.advertise_pending = None   # GLib source of _advertise_all_soon
         # peripheral role (bluetoothd's btd_gatt_database and btd_adv_manager)
@@ -139,7 +140,7 @@ class AdapterState:
         return False
 
     def wants(self, adv):
-        if not self.sessions:
+        if not self.sessions or self.stalled:
             return False
         if not self.enforce_filters:
             return True
