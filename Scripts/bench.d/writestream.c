@@ -2,7 +2,8 @@
  * Scripts/bench lab): the least a client can do to stream writes without
  * response through bluetoothd. One GattCharacteristic1.AcquireWrite({}) on a
  * known object path (libdbus), then stdin read 64 KiB at a time and cut into
- * values of the returned MTU less 3, each one blocking send(2) on the socket
+ * values of the returned MTU less 3, at most 510 bytes (what bluetoothd 5.66
+ * passes on whole: docs/bluez-pitfalls.md, 27), each one blocking send(2) on the socket
  * (bluetoothd sends every datagram as one ATT Write Command). At stdin's end
  * it waits until bluetoothd has read the socket empty (SIOCOUTQ), closes it,
  * and prints "writestream: BYTES bytes in WRITES writes" on stderr.
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  /* blocking: a full socket holds us back */
-    size_t value = mtu - 3;
+    size_t value = mtu - 3 < 510 ? mtu - 3 : 510;
     static unsigned char buf[65536];
     long long bytes = 0, writes = 0;
     for (;;) {

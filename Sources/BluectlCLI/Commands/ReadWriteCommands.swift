@@ -113,7 +113,7 @@ struct WriteCommand: AsyncParsableCommand {
             DEVICE may be a comma-separated list: the same value is written to each (as `read` does).
 
             --stream writes --file (- for stdin) as it is read, as a stream of writes without \
-            response, each carrying up to the link's MTU less 3 bytes: through bluetoothd's \
+            response, each carrying up to the link's MTU less 3 bytes (at most 510): through bluetoothd's \
             AcquireWrite socket (no D-Bus message per value), or, where bluetoothd refuses it, \
             WriteValue calls with type command. One device; --timeout bounds the set-up, not \
             the stream. Bluetooth does not confirm these writes: the count reported is what \

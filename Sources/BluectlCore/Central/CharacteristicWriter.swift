@@ -35,8 +35,9 @@ public final class CharacteristicWriter: Sendable, CustomStringConvertible {
     public let route: Route
     /// Why AcquireWrite was not used (bluetoothd's error); nil when it was.
     public let fallbackReason: String?
-    /// The largest value one Write Command carries (the ATT MTU less 3);
-    /// `write` cuts longer data into values of this size.
+    /// The largest value one Write Command carries: the ATT MTU less 3, at
+    /// most 510 (what bluetoothd 5.66 passes on whole: docs/bluez-pitfalls.md,
+    /// 27); `write` cuts longer data into values of this size.
     public let maximumValueLength: Int
     let sender: any LoopSender
     private let release: @Sendable () -> Void
@@ -148,7 +149,7 @@ extension Peripheral {
             guard fd >= 0 else { throw BluetoothError.noResources("cannot keep the AcquireWrite socket: \(String(cString: strerror(errno)))") }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let limit = max(1, Int(mtu) - 3)
+            let limit = max(1, min(Int(mtu) - 3, BlueZ566.streamedWriteValueLimit))
             // One datagram is one value: the L2CAP engine's SEQPACKET sending, with the value size as its MTU.
             let engine = L2CAPChannelEngine(loop: loop, socket: L2CAPSocket(fd: fd), sendMTU: limit, receiveMTU: 1, label: label)
             loop.execute { engine.start() }   // reads only the end: bluetoothd closing it
@@ -160,7 +161,7 @@ extension Peripheral {
             }
             reason = "\(name): \(message)"
         }
-        let limit = characteristic.maximumWriteValueLength(for: .withoutResponse)
+        let limit = min(characteristic.maximumWriteValueLength(for: .withoutResponse), BlueZ566.streamedWriteValueLimit)
         let queue = WriteCommandQueue(loop: loop, connection: central.connection, path: characteristic.path,
                                       valueLimit: limit, timeout: central.callTimeout,
                                       label: "write \(characteristic.uuid.label) of \(identifier)")

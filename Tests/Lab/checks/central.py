@@ -151,7 +151,7 @@ def _(c):
     c.say('sink: %d bytes in %d writes (bluectl: %s writes)' % (total, writes, r.get('writes')))
     check(total == len(data) and sha == hashlib.sha256(data).hexdigest(), 'the sink got %d bytes, sha256 %s' % (total, sha))
     check(writes == r.get('writes'), 'bluectl counted %r writes, the sink %d' % (r.get('writes'), writes))
-    check(writes >= len(data) // 514, '%d writes cannot carry %d bytes at MTU 517' % (writes, len(data)))
+    check(writes >= len(data) // 510, "%d writes cannot carry %d bytes in values of at most 510" % (writes, len(data)))
     dev = lab.dev_path(DEV)
     acquired = [c.get('WriteAcquired') for p, ifs in bluez.managed().items()
                 for c in [ifs.get('org.bluez.GattCharacteristic1')]
