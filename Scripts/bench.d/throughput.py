@@ -54,12 +54,14 @@ def measure(h, size, values, writes, reps):
     with open(data, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     h.ensure_connected()
+    # BENCH_COMPARE's binary (the code before a change) runs the same transfers, as a third row
+    tools = ("bluectl", "C") + (("compare",) if h.COMPARE else ())
     for rep in range(reps):
-        for tool in (("bluectl", "C") if rep % 2 == 0 else ("C", "bluectl")):
-            out["runs"].append(l2cap_run(h, tool, data, size, digest, 0x93 + rep * 2 + (tool == "C"), rep))
+        for tool in (tools if rep % 2 == 0 else tools[::-1]):
+            out["runs"].append(l2cap_run(h, tool, data, size, digest, 0x93 + rep * 3 + tools.index(tool), rep))
             h.save()
     def l2cap_under_perf():
-        diagnose_l2cap(h, data, size, digest, 0x93 + reps * 2)
+        diagnose_l2cap(h, data, size, digest, 0x93 + reps * 3)
     h.diagnosis(l2cap_under_perf)
     stream = os.path.join("/tmp", "throughput-write.bin")
     with open(stream, "wb") as f:
@@ -102,11 +104,12 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
     """One transfer of the file `data` (size bytes) hci1 -> hci0 on `psm`
     (`wrap`: a command prefix per role, listen and connect: a diagnostic's)."""
     c = os.path.join(h.CBIN, "l2cat")
-    name = TOOLS["l2cap"][tool == "C"]
-    if tool == "bluectl":
-        listen = [h.BLUECTL, "l2cap", "listen", "--adapter", h.ENV.get("PERIPHERAL", "hci0"), "0x%04x" % psm,
+    name = "%s l2cap connect -> listen" % h.COMPARE_NAME if tool == "compare" else TOOLS["l2cap"][tool == "C"]
+    if tool in ("bluectl", "compare"):
+        binary = h.COMPARE if tool == "compare" else h.BLUECTL
+        listen = [binary, "l2cap", "listen", "--adapter", h.ENV.get("PERIPHERAL", "hci0"), "0x%04x" % psm,
                   "--no-stdin", "--json"]
-        send = [h.BLUECTL, "l2cap", "--adapter", h.CENTRAL, "connect", h.PERIPH_ADDR, "0x%04x" % psm, "--json"]
+        send = [binary, "l2cap", "--adapter", h.CENTRAL, "connect", h.PERIPH_ADDR, "0x%04x" % psm, "--json"]
         ready = re.compile(r'"event": ?"listening"')
     else:
         listen = [c, "listen", h.PERIPH_ADDR, str(psm)]
@@ -304,7 +307,8 @@ def report(tp, target, x):
          "| mode | tool | ok runs | bytes/s | CPU per byte | lost / failed |", "|---|---|---|---|---|---|"]
     med = {}
     for mode, *tools in MODES:
-        for tool in tools:
+        extra = sorted({r["tool"] for r in tp["runs"] if r.get("mode") == mode} - set(tools))  # BENCH_COMPARE's
+        for tool in tools + extra:
             runs = [r for r in tp["runs"] if r.get("mode") == mode and r["tool"] == tool]
             if not runs:
                 continue
