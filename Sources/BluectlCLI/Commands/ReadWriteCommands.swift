@@ -122,8 +122,7 @@ struct WriteCommand: AsyncParsableCommand {
             Examples:
               bluectl write AA:BB:CC:DD:EE:FF 2a39 01 --with-response
               bluectl write Sensor 12345678-1234-5678-1234-56789abcdef1 --utf8 Hello
-              bluectl write AA:BB:CC:DD:EE:FF 2a39 --file payload.bin
-              producer | bluectl write AA:BB:CC:DD:EE:FF 12345678-1234-5678-1234-56789abcdef2 --file - --stream
+              cat log.bin | bluectl write Sensor 2a39 --file - --stream
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
