@@ -251,7 +251,9 @@ def write_stream_run(h, tool, data, size, digest, rep):
             p.kill()
             p.wait()
         err.close()
-    h.wait(lambda: len(sink_summaries(h)) > before, 10, "the sink's summary", 0.1)
+    # bluetoothd reads the socket faster than the link takes Write Commands (it queues
+    # them without bound), so the writer can exit long before the sink has the last one
+    h.wait(lambda: len(sink_summaries(h)) > before, 180, "the sink's summary", 0.1)
     got = sink_summaries(h)[before:]
     if got:
         total, writes, first_bytes, span, sha = got[0]
@@ -259,6 +261,7 @@ def write_stream_run(h, tool, data, size, digest, rep):
         if span > 0:
             res["window_s"] = span
             res["bytes_per_s"] = (total - first_bytes) / span
+        res["setup_cpu_s"] = cpu0
         if cpu0 is not None and res.get("cpu_s") is not None and total:
             res["transfer_cpu_s"] = res["cpu_s"] - cpu0
             res["cpu_per_byte_us"] = res["transfer_cpu_s"] / total * 1e6
