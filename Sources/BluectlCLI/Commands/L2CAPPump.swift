@@ -11,9 +11,8 @@ import Glibc
 /// and offered to the channel there; when the channel has no room (about
 /// 256 KiB not yet written: the peer's credits set the pace), stdin is not
 /// read until it has. The end of stdin closes the channel once what was
-/// read has gone out. The channel's SDUs are written to stdout on the loop
-/// as they are read (no thread hop per SDU): a slow reader of stdout holds
-/// the channel back, and the loop with it.
+/// read has gone out. The channel's SDUs are written to stdout as they
+/// come; a slow reader of stdout holds the channel back.
 final class L2CAPPump: Sendable {
     private let channel: L2CAPChannel
     private let central: CentralManager
@@ -70,30 +69,20 @@ final class L2CAPPump: Sendable {
         return stdinDone
     }
 
-    /// Writes each SDU to stdout on the loop as it is read, until the
-    /// channel ends (thrown: its failure, or stdout's).
+    /// Writes each SDU to stdout as `received` hands it out, until the
+    /// channel ends (thrown: its failure, or stdout's). Not from the loop
+    /// (`receiveOnLoop`): a blocking write there stops the loop's reading,
+    /// and Linux 6.1 reports a channel's end before the SDUs still queued
+    /// in its socket, so a reader behind a slow stdout lost the last ~90 KB
+    /// of a 1 MiB transfer in the lab (docs/l2cap.md); the loop must keep
+    /// draining the socket into the inbox while stdout is written.
     private func received() async throws {
-        let done = HandOff<Void>()
-        let stdoutFailure = central.loopBound(Int32(0))
-        channel.receiveOnLoop({ sdu in
+        for try await sdu in channel.received {
             // A blocking write: a slow reader of stdout holds the channel back.
-            if FileDescriptorIO.writeAll(1, sdu) { return true }
-            stdoutFailure.value = errno
-            return false
-        }, onEnd: { end in
-            let failed = stdoutFailure.value
-            if failed == EPIPE {
-                done.settle(.failure(CLIFailure(.brokenPipe, "")))
-            } else if failed != 0 {
-                done.settle(.failure(CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(failed)))")))
-            } else {
-                done.settle(end.mapError { $0 })
+            guard sdu.withUnsafeBytes({ FileDescriptorIO.writeAll(1, $0) }) else {
+                throw errno == EPIPE ? CLIFailure(.brokenPipe, "")
+                    : CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(errno)))")
             }
-        })
-        try await withTaskCancellationHandler {
-            try await done.wait()
-        } onCancel: {
-            done.settle(.failure(CancellationError()))
         }
     }
 }
