@@ -435,7 +435,7 @@ def lab_prepare():
         subprocess.run(_as_root(["apt-get", "install", "-y", "-q", "libdbus-1-dev", "pkg-config"]), check=True)
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
                            check=True).stdout.split()
-    for name in ("readvalue", "notify"):
+    for name in ("readvalue", "notify", "writestream"):
         subprocess.run(["cc", "-O2", "-Wall", "-o", os.path.join(CBIN, name),
                         os.path.join(REPO, "Scripts", "bench.d", name + ".c")] + flags, check=True)
     # the L2CAP peer: the kernel ABI from the C shim's header, no libdbus
@@ -467,7 +467,7 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
             "--venv", os.path.relpath(os.path.join(VENV, "bin", "python"), REPO),
             "--devices", os.environ.get("BENCH_DEVICES", "1000"), "--devices-ms", os.environ.get("BENCH_DEVICES_MS", "2"),
             "--devices-reps", str(reps), "--breakdown", os.environ.get("BENCH_BREAKDOWN", "5"),
-            "--throughput", os.environ.get("BENCH_THROUGHPUT", f"2097152,3000,20,{reps}")]
+            "--throughput", os.environ.get("BENCH_THROUGHPUT", f"2097152,3000,524288,{reps}")]
     if only:
         args += ["--only", only]
     if os.environ.get("BENCH_COMPARE"):

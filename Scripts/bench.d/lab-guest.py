@@ -23,7 +23,7 @@ consumers' output under $LAB_OUT/bench/.
 usage: lab-guest.py [--reads N] [--notify N[,N...]] [--notify-reps R] [--big N]
                     [--cbin DIR] [--venv PYTHON] [--only reads,notify,devices] [--consumers REGEX]
                     [--devices N] [--devices-ms MS] [--devices-reps R] [--breakdown RUNS]
-                    [--throughput BYTES,VALUES,WRITES,REPS]
+                    [--throughput BYTES,VALUES,WRITE_BYTES,REPS]
 Tools missing in this environment become rows marked "not available".
 """
 import json
@@ -73,7 +73,7 @@ VENV_PY = os.path.join(REPO, opt("--venv", ".lab/venv-bleak/bin/python"))
 ONLY = opt("--only", "")  # comma-separated parts: reads, notify, devices, throughput (default: all four)
 PARTS = set(ONLY.split(",")) if ONLY else {"reads", "notify", "devices", "throughput"}
 # L2CAP bytes per transfer, notifications per burst, one-shot writes per run, runs of each
-THROUGHPUT = [int(x) for x in opt("--throughput", "2097152,3000,20,3").split(",")]
+THROUGHPUT = [int(x) for x in opt("--throughput", "2097152,3000,524288,3").split(",")]
 DEVICES_N = int(opt("--devices", "1000"))  # values per device in the two-device runs; 0: none
 DEVICES_MS = int(opt("--devices-ms", "2"))  # their pace: one value every MS ms on each device
 DEVICES_REPS = int(opt("--devices-reps", "3"))

@@ -14,12 +14,15 @@ bench.py on the host):
             against notify.c (libdbus); periph.py's stream, 20-byte values
   acquire   the same through AcquireNotify: `--notify-via acquire` against
             notify.c's acquire mode
-  write     write without response: bluectl has no AcquireWrite and `write`
-            writes one value per process, so what it offers is measured against
-            the same done by C: one process per value, WriteValue with type
-            command (readvalue.c VALUE), of 8 bytes to the control
-            characteristic (N = 0 values: a no-op for periph.py), counted as
-            they arrive in periph.log
+  write     write without response through AcquireWrite: `bluectl write
+            --file - --stream` against writestream.c (libdbus AcquireWrite,
+            then the same socket calls: stdin read 64 KiB at a time, one
+            send(2) per value of MTU - 3), WRITE_BYTES random bytes into
+            periph.py's sink characteristic (write-without-response), which
+            logs the bytes, writes, SHA-256 and the time from its first write
+            to its last: bytes/s over that span (the same for both tools),
+            the writer's CPU from the moment it began reading stdin (the
+            harness's pipe first drained) to its exit, over the bytes
 Targets: bluectl's bytes/s >= 0.95 x the C peer's, its CPU per byte <= 1.2 x."""
 import hashlib
 import os
@@ -34,11 +37,11 @@ MODES = (  # (mode, bluectl's row, the C peer's row)
     ("l2cap", "bluectl l2cap connect -> listen", "C l2cat.c connect -> listen"),
     ("start", "bluectl subscribe --format raw", "C libdbus StartNotify (notify.c)"),
     ("acquire", "bluectl --notify-via acquire (raw)", "C libdbus AcquireNotify (notify.c)"),
-    ("write", "bluectl write --without-response", "C libdbus WriteValue command (readvalue.c)"),
+    ("write", "bluectl write --stream (AcquireWrite)", "C AcquireWrite (writestream.c)"),
 )
 TOOLS = {m[0]: m[1:] for m in MODES}
 VALUE_BYTES = 20  # periph.py's stream values
-WRITE_VALUE = {"bluectl": "0000000001000000", "C": "0000000002000000"}  # N = 0, MS = 1 or 2: stops, sends nothing
+SINK = "b1ec7100-0000-4000-8000-000000000005"  # periph.py's write-without-response sink
 
 
 # ------------------------------------------------------------------ in the guest
@@ -51,16 +54,25 @@ def measure(h, size, values, writes, reps):
     with open(data, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     h.ensure_connected()
+    # BENCH_COMPARE's binary (the code before a change) runs the same transfers, as a third row
+    tools = ("bluectl", "C") + (("compare",) if h.COMPARE else ())
     for rep in range(reps):
-        for tool in ("bluectl", "C"):
-            out["runs"].append(l2cap_run(h, tool, data, size, digest, 0x93 + rep * 2 + (tool == "C"), rep))
+        for tool in (tools if rep % 2 == 0 else tools[::-1]):
+            out["runs"].append(l2cap_run(h, tool, data, size, digest, 0x93 + rep * 3 + tools.index(tool), rep))
             h.save()
     def l2cap_under_perf():
-        diagnose_l2cap(h, data, size, digest, 0x93 + reps * 2)
+        diagnose_l2cap(h, data, size, digest, 0x93 + reps * 3)
     h.diagnosis(l2cap_under_perf)
+    stream = os.path.join("/tmp", "throughput-write.bin")
+    with open(stream, "wb") as f:
+        f.write(os.urandom(writes))
+    with open(stream, "rb") as f:
+        stream_digest = hashlib.sha256(f.read()).hexdigest()
     for rep in range(reps):
-        for tool in ("bluectl", "C"):
-            out["runs"].append(write_runs(h, tool, writes, rep))
+        # which tool goes first alternates, round by round
+        for tool in (("bluectl", "C") if rep % 2 == 0 else ("C", "bluectl")):
+            h.ensure_connected()
+            out["runs"].append(write_stream_run(h, tool, stream, writes, stream_digest, rep))
             h.save()
     # AcquireNotify last: bluetoothd 5.66 has segfaulted here after an AcquireNotify socket closed
     for mode in ("start", "acquire"):
@@ -92,11 +104,12 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
     """One transfer of the file `data` (size bytes) hci1 -> hci0 on `psm`
     (`wrap`: a command prefix per role, listen and connect: a diagnostic's)."""
     c = os.path.join(h.CBIN, "l2cat")
-    name = TOOLS["l2cap"][tool == "C"]
-    if tool == "bluectl":
-        listen = [h.BLUECTL, "l2cap", "listen", "--adapter", h.ENV.get("PERIPHERAL", "hci0"), "0x%04x" % psm,
+    name = "%s l2cap connect -> listen" % h.COMPARE_NAME if tool == "compare" else TOOLS["l2cap"][tool == "C"]
+    if tool in ("bluectl", "compare"):
+        binary = h.COMPARE if tool == "compare" else h.BLUECTL
+        listen = [binary, "l2cap", "listen", "--adapter", h.ENV.get("PERIPHERAL", "hci0"), "0x%04x" % psm,
                   "--no-stdin", "--json"]
-        send = [h.BLUECTL, "l2cap", "--adapter", h.CENTRAL, "connect", h.PERIPH_ADDR, "0x%04x" % psm, "--json"]
+        send = [binary, "l2cap", "--adapter", h.CENTRAL, "connect", h.PERIPH_ADDR, "0x%04x" % psm, "--json"]
         ready = re.compile(r'"event": ?"listening"')
     else:
         listen = [c, "listen", h.PERIPH_ADDR, str(psm)]
@@ -185,41 +198,84 @@ def reap(p, timeout):
         time.sleep(0.02)
 
 
-def periph_writes(h, value):
-    """How many writes of `value` periph.py logged (its control characteristic)."""
+def sink_summaries(h):
+    """periph.py's sink lines so far: (bytes, writes, first write's bytes, seconds first to last, sha256)."""
     try:
         with open(os.path.join(h.OUT, "periph.log"), errors="replace") as f:
-            return f.read().count("control: write %s" % value)
+            text = f.read()
     except OSError:
-        return 0
+        return []
+    return [(int(m[0]), int(m[1]), int(m[2]), float(m[3]), m[4]) for m in
+            re.findall(r"sink: (\d+) bytes in (\d+) writes, (\d+) first, ([\d.]+) s first to last, sha256 ([0-9a-f]+)", text)]
 
 
-def write_runs(h, tool, writes, rep):
-    """`writes` one-shot writes without response, one process each, in turn."""
+def write_stream_run(h, tool, data, size, digest, rep):
+    """One stream of the file `data` (size bytes) into the sink characteristic
+    through AcquireWrite: the harness feeds the writer's stdin from a pipe and
+    takes its CPU when the pipe first drains (the writer's set-up is done)."""
     name = TOOLS["write"][tool == "C"]
-    value = WRITE_VALUE[tool]
     if tool == "bluectl":
-        argv = [h.BLUECTL, "write", h.PERIPH_ADDR, h.CONTROL, value, "--without-response", "--adapter", h.CENTRAL]
+        argv = [h.BLUECTL, "write", h.PERIPH_ADDR, SINK, "--file", "-", "--stream", "--json", "--adapter", h.CENTRAL]
     else:
-        argv = [os.path.join(h.CBIN, "readvalue"), h.PATHS[h.CONTROL], value]
-    res = {"mode": "write", "tool": name, "rep": rep, "n": writes * len(value) // 2, "argv": " ".join(argv)}
-    before = periph_writes(h, value)
-    walls, cpus, failed = [], [], 0
-    for _ in range(writes):
-        h.ensure_connected()
-        r = h.run_read(argv)
-        walls.append(r["exit_s"])
-        cpus.append(r["cpu_s"])
-        failed += r["rc"] != 0
-    time.sleep(1)  # periph.py's log of the last ones
-    arrived = periph_writes(h, value) - before
-    res.update(failed=failed, arrived=arrived, wall_s=sum(walls), cpu_s=sum(cpus),
-               bytes_per_s=res["n"] / sum(walls), cpu_per_byte_us=sum(cpus) / res["n"] * 1e6,
-               process_wall_median_s=statistics.median(walls))
-    if failed or arrived != writes:
-        res["error"] = "%d of %d writes failed, %d arrived" % (failed, writes, arrived)
-    h.log("throughput %-36s rep %d: %d writes, %d arrived, %.2f s, %.0f B/s, CPU/byte %.0f us%s" % (
-        name, rep, writes, arrived, res["wall_s"], res["bytes_per_s"], res["cpu_per_byte_us"],
+        argv = [os.path.join(h.CBIN, "writestream"), h.PATHS[SINK]]
+    res = {"mode": "write", "tool": name, "rep": rep, "n": size, "argv": " ".join(argv)}
+    base = os.path.join(h.WORK, "throughput-write-%s-%d" % (tool, rep))
+    before = len(sink_summaries(h))
+    with open(data, "rb") as f:
+        payload = f.read()
+    err = open(base + ".err", "wb")
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=open(base + ".out", "wb"), stderr=err)
+    try:
+        fd = p.stdin.fileno()
+        os.set_blocking(fd, False)
+        off, cpu0, pipe_room = 0, None, None
+        end = time.monotonic() + 300
+        while off < len(payload) and time.monotonic() < end and p.poll() is None:
+            if not select.select([], [fd], [], 1.0)[1]:
+                continue
+            if off > 0 and cpu0 is None:
+                cpu0 = h.proc_cpu(p.pid)   # the pipe drained: the writer reads
+            try:
+                off += os.write(fd, payload[off:off + (1 << 16)])
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                break
+        p.stdin.close()
+        ru = reap(p, 120)
+        res["rc"] = p.returncode
+        if ru is not None:
+            res["cpu_s"] = ru.ru_utime + ru.ru_stime
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        err.close()
+    # bluetoothd reads the socket faster than the link takes Write Commands (it queues
+    # them without bound), so the writer can exit long before the sink has the last one
+    h.wait(lambda: len(sink_summaries(h)) > before, 180, "the sink's summary", 0.1)
+    got = sink_summaries(h)[before:]
+    if got:
+        total, writes, first_bytes, span, sha = got[0]
+        res.update(received=total, writes=writes, intact=total == size and sha == digest)
+        if span > 0:
+            res["window_s"] = span
+            res["bytes_per_s"] = (total - first_bytes) / span
+        res["setup_cpu_s"] = cpu0
+        if cpu0 is not None and res.get("cpu_s") is not None and total:
+            res["transfer_cpu_s"] = res["cpu_s"] - cpu0
+            res["cpu_per_byte_us"] = res["transfer_cpu_s"] / total * 1e6
+        if len(got) > 1:
+            res["note"] = "the sink logged %d summaries (a pause of 0.5 s in the stream)" % len(got)
+    else:
+        res.update(received=0, intact=False)
+    if p.returncode != 0 or not res.get("intact"):
+        res["error"] = "exit %s, the sink got %s of %d bytes%s" % (
+            p.returncode, res.get("received"), size, ", content differs" if res.get("received") == size else "")
+    h.log("throughput %-36s rep %d: %s bytes in %s writes, %s s = %s B/s, CPU/byte %s us%s" % (
+        name, rep, res.get("received"), res.get("writes"), "%.2f" % res["window_s"] if res.get("window_s") else "?",
+        "%.0f" % res["bytes_per_s"] if res.get("bytes_per_s") else "?",
+        "%.3f" % res["cpu_per_byte_us"] if res.get("cpu_per_byte_us") else "?",
         " ERROR " + res["error"] if res.get("error") else ""))
     return res
 
@@ -248,13 +304,14 @@ def report(tp, target, x):
          "the first and the last byte the harness reads from the receiver's stdout, CPU of sender + receiver from "
          f"the first byte to their exit. Notifications: bursts of {tp['values']:,} values of {VALUE_BYTES} bytes "
          "(the notify table's measure: rate between the first and last value, consumer CPU from the burst's start). "
-         f"Write without response: {tp['writes']} one-shot processes of 8 bytes each, in turn (bluectl has no "
-         "AcquireWrite and writes one value per process): bytes over the processes' summed wall time, their summed "
-         "CPU; each write seen arriving in periph.log.", "",
+         f"Write without response: {tp['writes']:,} random bytes per run through AcquireWrite into periph.py's sink "
+         "characteristic, bytes/s between its first and last write, the writer's CPU from its first read of stdin "
+         "to its exit; each stream checked whole by SHA-256.", "",
          "| mode | tool | ok runs | bytes/s | CPU per byte | lost / failed |", "|---|---|---|---|---|---|"]
     med = {}
     for mode, *tools in MODES:
-        for tool in tools:
+        extra = sorted({r["tool"] for r in tp["runs"] if r.get("mode") == mode} - set(tools))  # BENCH_COMPARE's
+        for tool in tools + extra:
             runs = [r for r in tp["runs"] if r.get("mode") == mode and r["tool"] == tool]
             if not runs:
                 continue
@@ -268,7 +325,7 @@ def report(tp, target, x):
             elif mode == "l2cap":
                 bad = f"{sum(1 for r in runs if r.get('error'))} runs short or differing"
             else:
-                bad = f"{sum(r.get('failed', 0) for r in runs)} failed, {sum(r.get('arrived', 0) for r in runs)} arrived"
+                bad = f"{sum(1 for r in runs if r.get('error'))} runs short, differing or failed"
             span = lambda xs, f: f"{f(statistics.median(xs))} ({f(xs[0])}–{f(xs[-1])})" if xs else "–"
             L.append(f"| {mode} | {tool} | {len(good)}/{len(runs)} | {span(rates, lambda v: f'{v:,.0f}')} | "
                      f"{span(cpus, lambda v: f'{v:.3f} µs' if v < 10 else f'{v:,.0f} µs')} | {bad} |")

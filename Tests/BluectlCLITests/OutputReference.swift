@@ -228,8 +228,13 @@ enum OutputReference {
         ReferenceRow(label: "`write --json`", records: [
             WriteRecord(device: "AA:BB:CC:DD:EE:FF", characteristic: uuid, descriptor: BluetoothUUID(uint16: 0x2902), bytes: [1]),
             WriteRecord(device: "AA:BB:CC:DD:EE:FF", characteristic: uuid, type: .withResponse, bytes: [1]),
+            WriteRecord(device: "AA:BB:CC:DD:EE:FF", characteristic: uuid, type: .withoutResponse, bytes: [],
+                        stream: .init(via: "acquire-write", bytes: 1000, writes: 5, seconds: 0.25)),
         ], notes: ["descriptor": "with `--descriptor`", "type": "`with-response` or `without-response` (not for a descriptor)",
-                   "value": "hex, as written"]),
+                   "value": "hex, as written (not with `--stream`)",
+                   "via": "`--stream`: `acquire-write` (bluetoothd's AcquireWrite socket) or `write-value` (WriteValue calls, AcquireWrite refused)",
+                   "bytes": "`--stream`: the bytes bluetoothd took", "writes": "`--stream`: how many Write Commands",
+                   "seconds": "`--stream`: from the writer's start to bluetoothd having taken the last byte"]),
         ReferenceRow(label: "`subscribe --json`", intro: "one per value (event lines: below)", records: [
             ValueRecord(time: "2026-11-26T04:52:18.357Z", device: "AA:BB:CC:DD:EE:FF", characteristic: uuid, bytes: [0x06, 0x60], format: .json),
         ], notes: ["time": "UTC, ms", "value": "hex", "decoded": "when bluectl knows the characteristic"], omitted: ["descriptor"]),

@@ -118,4 +118,60 @@ struct L2CAPChannelEngineTests {
             #expect(receiveDatagram(peer) == nil)
         }
     }
+
+    @Test("receiveOnLoop: the SDUs that came before it and after, in order, on the loop; the end once, after the last")
+    func receiveOnLoop() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central)
+            defer { close(peer) }
+            let early = [pattern(5, seed: 1), pattern(672, seed: 2)]
+            for sdu in early { #expect(sendDatagram(peer, sdu)) }
+            // Both read into the inbox before a consumer is there.
+            _ = try await bus.eventually(timeout: .seconds(10)) { await channel.byteCounts.received == 677 }
+            let got = Locked<[[UInt8]]>([])
+            let ends = Locked<[String]>([])
+            let loop = central.mirror.loop
+            let offLoop = Locked(0)
+            channel.receiveOnLoop({ sdu in
+                if !loop.inLoop { offLoop.withLock { $0 += 1 } }
+                got.withLock { $0.append(Array(sdu)) }
+                return true
+            }, onEnd: { end in
+                ends.withLock { $0.append((try? end.get()) != nil ? "ok" : "failed") }
+            })
+            let late = [pattern(1, seed: 3), pattern(300, seed: 4)]
+            for sdu in late { #expect(sendDatagram(peer, sdu)) }
+            shutdown(peer, Int32(SHUT_RDWR))
+            let ended = try await bus.eventually(timeout: .seconds(10)) { ends.withLock { !$0.isEmpty } }
+            #expect(ended)
+            #expect(got.withLock { $0 } == early + late)
+            #expect(ends.withLock { $0 } == ["ok"])
+            #expect(offLoop.withLock { $0 } == 0)
+        }
+    }
+
+    @Test("receiveOnLoop: a consumer that fails closes the channel; the end is heard once and the peer reads it")
+    func receiveOnLoopFails() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central)
+            defer { close(peer) }
+            let calls = Locked(0)
+            let ends = Locked(0)
+            channel.receiveOnLoop({ _ in
+                calls.withLock { $0 += 1 }
+                return false
+            }, onEnd: { _ in ends.withLock { $0 += 1 } })
+            #expect(sendDatagram(peer, pattern(10)))
+            #expect(receiveDatagram(peer) == nil)   // closed by the engine
+            _ = sendDatagram(peer, pattern(10))
+            let ended = try await bus.eventually(timeout: .seconds(10)) { ends.withLock { $0 } == 1 }
+            #expect(ended)
+            #expect(calls.withLock { $0 } == 1)
+            await #expect(throws: BluetoothError.self) { try await channel.send([1]) }
+        }
+    }
 }

@@ -44,6 +44,12 @@ Service  b1ec7100-0000-4000-8000-000000000000  "bluectl lab" (primary)
            Indicate-only (no read, no notify): what AcquireNotify refuses
            (Tests/Conformance). StartNotify/StopNotify are accepted; nothing
            is ever indicated.
+  ...0005  sink     write-without-response
+           Takes any value and counts it: half a second after the last
+           write, one log line with the bytes, the writes, the time from the
+           first to the last and the SHA-256 of them all (the throughput
+           bench's write stream, Scripts/bench.d/throughput.py). Not served
+           by --att.
 
 The encrypted characteristic comes from BlueZ's example (12345678-1234-5678-
 1234-56789abcdef3, encrypt-read/encrypt-write) with the lab's agent.
@@ -88,7 +94,7 @@ CHRC_IFACE = 'org.bluez.GattCharacteristic1'
 # leaves the script's folder off sys.path.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from periph_service import (BURST_BATCH, BURST_PERIOD_MS, CONTROL_UUID, INDICATE_UUID, LONG_UUID,  # noqa: E402
-                            SERVICE_UUID, STREAM_UUID, LabError, Long, Stream, log)
+                            SERVICE_UUID, SINK_UUID, STREAM_UUID, LabError, Long, Sink, Stream, log)
 from periph_att import AttServer  # noqa: E402
 
 APP_PATH = '/org/bluectl/lab'
@@ -129,7 +135,8 @@ class LabService(dbus.service.Object):
         self.path = dbus.ObjectPath(path)
         dbus.service.Object.__init__(self, bus, path)
         self.chrcs = [StreamChrc(bus, path + '/char0', self, stream), ControlChrc(bus, path + '/char1', self, stream),
-                      LongChrc(bus, path + '/char2', self, long_value), IndicateChrc(bus, path + '/char3', self)]
+                      LongChrc(bus, path + '/char2', self, long_value), IndicateChrc(bus, path + '/char3', self),
+                      SinkChrc(bus, path + '/char4', self, Sink())]
 
     def props(self):
         return {SVC_IFACE: {'UUID': SERVICE_UUID, 'Primary': True,
@@ -242,6 +249,19 @@ class LongChrc(Chrc):
     @dbus.service.method(CHRC_IFACE, in_signature='aya{sv}')
     def WriteValue(self, value, options):
         dbus_call(self.long.write, int(options.get('offset', 0)), bytes(value))
+
+
+class SinkChrc(Chrc):
+    uuid = SINK_UUID
+    flags = ['write-without-response']
+
+    def __init__(self, bus, path, service, sink):
+        Chrc.__init__(self, bus, path, service)
+        self.sink = sink
+
+    @dbus.service.method(CHRC_IFACE, in_signature='aya{sv}')
+    def WriteValue(self, value, options):
+        self.sink.write(bytes(value))
 
 
 class IndicateChrc(Chrc):

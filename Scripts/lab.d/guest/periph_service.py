@@ -12,6 +12,7 @@ STREAM_UUID = BASE % 1
 CONTROL_UUID = BASE % 2
 LONG_UUID = BASE % 3
 INDICATE_UUID = BASE % 4
+SINK_UUID = BASE % 5
 
 LONG_INITIAL = bytes(i & 0xff for i in range(300))
 LONG_MAX = 512
@@ -141,3 +142,40 @@ class Long:
         if off + len(v) > LONG_MAX:
             raise LabError('InvalidValueLength')
         self.value = self.value[:off] + v
+
+
+class Sink:
+    """The sink characteristic's tally: bytes, writes and their SHA-256 since
+    the last summary, the times of the first and the last write. Half a
+    second after the last write it logs one line and starts again:
+    `sink: BYTES bytes in WRITES writes, FIRST_BYTES first, SECONDS s first to last, sha256 HEX`."""
+    IDLE = 0.5
+
+    def __init__(self):
+        self.reset()
+        self.timer = None
+
+    def reset(self):
+        import hashlib
+        self.bytes, self.writes, self.first_bytes, self.first, self.last = 0, 0, 0, None, None
+        self.sha = hashlib.sha256()
+
+    def write(self, v):
+        now = time.monotonic()
+        if self.first is None:
+            self.first, self.first_bytes = now, len(v)
+        self.last = now
+        self.bytes += len(v)
+        self.writes += 1
+        self.sha.update(v)
+        if self.timer is None:
+            self.timer = GLib.timeout_add(100, self.check)
+
+    def check(self):
+        if time.monotonic() - self.last < self.IDLE:
+            return True
+        log('sink: %d bytes in %d writes, %d first, %.6f s first to last, sha256 %s' % (
+            self.bytes, self.writes, self.first_bytes, self.last - self.first, self.sha.hexdigest()))
+        self.reset()
+        self.timer = None
+        return False

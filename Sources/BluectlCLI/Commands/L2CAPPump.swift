@@ -7,26 +7,23 @@ import Glibc
 #endif
 
 /// Copies stdin to an L2CAP channel and the channel to stdout until the
-/// channel ends. stdin is watched by the central's event loop (as `serve`'s
-/// `StandardInputFeed` is) and what is read is offered to the channel there;
-/// when the channel has no room (about 256 KiB not yet written: the peer's
-/// credits set the pace), stdin is not read until it has, so a fast
-/// producer is held back by its pipe. The end of stdin closes the channel
-/// once what was read has gone out. The channel's SDUs are written to
-/// stdout as they come; a slow reader of stdout holds the channel back.
+/// channel ends. stdin is read on the central's event loop (`InputPump`)
+/// and offered to the channel there; when the channel has no room (about
+/// 256 KiB not yet written: the peer's credits set the pace), stdin is not
+/// read until it has. The end of stdin closes the channel once what was
+/// read has gone out. The channel's SDUs are written to stdout as they
+/// come; a slow reader of stdout holds the channel back.
 final class L2CAPPump: Sendable {
     private let channel: L2CAPChannel
     private let central: CentralManager
     private let events: L2CAPEvents
-    /// Settled with success at stdin's end, with a failure when the channel ended first.
-    private let stdinEnded = HandOff<Void>()
-    private let watch: LoopBound<LoopWatch?>
+    private let input: InputPump
 
     init(channel: L2CAPChannel, central: CentralManager, events: L2CAPEvents) {
         self.channel = channel
         self.central = central
         self.events = events
-        watch = central.loopBound(nil)
+        input = InputPump(central: central, offer: { channel.offerOnLoop($0) }, whenRoom: { channel.whenRoomOnLoop($0) })
     }
 
     /// Runs until the channel ends: by the peer, by stdin's end, or failing
@@ -37,10 +34,10 @@ final class L2CAPPump: Sendable {
     func run(readingStdin: Bool, linger: Duration = .zero) async throws -> Bool {
         let started = ContinuousClock.now
         let channel = channel
-        if readingStdin { central.onLoopSoon { [self] in resume() } }
+        if readingStdin { input.start() }
         // (whether stdin ended, whether this side then closed the channel)
-        let closer = Task { [stdinEnded] () -> (Bool, Bool) in
-            guard readingStdin, (try? await stdinEnded.wait()) != nil else { return (false, false) }
+        let closer = Task { [input] () -> (Bool, Bool) in
+            guard readingStdin, (try? await input.ended.wait()) != nil else { return (false, false) }
             await channel.flush()
             if linger > .zero {
                 try? await Task.sleep(for: linger)
@@ -51,18 +48,11 @@ final class L2CAPPump: Sendable {
         }
         var outcome: Result<Void, any Error> = .success(())
         do {
-            for try await sdu in channel.received {
-                // A blocking write: a slow reader of stdout holds the channel back.
-                guard sdu.withUnsafeBytes({ FileDescriptorIO.writeAll(1, $0) }) else {
-                    throw errno == EPIPE ? CLIFailure(.brokenPipe, "")
-                        : CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(errno)))")
-                }
-            }
+            try await received()
         } catch {
             outcome = .failure(error)
         }
-        central.onLoopSoon { [self] in stopReading() }
-        stdinEnded.settle(.failure(CancellationError()))
+        input.stop()
         closer.cancel()   // a linger ends with the channel
         let (stdinDone, closedByUs) = await closer.value
         await channel.close(timeout: .zero)
@@ -79,37 +69,20 @@ final class L2CAPPump: Sendable {
         return stdinDone
     }
 
-    // MARK: - On the loop
-
-    private func resume() {
-        guard watch.value == nil, !stdinEnded.isSettled else { return }
-        watch.value = central.watch(0) { [self] in readable() }
-    }
-
-    private func stopReading() {
-        if let id = watch.value { central.unwatch(id) }
-        watch.value = nil
-    }
-
-    /// Reads what stdin has and offers it; at the end (or a read error:
-    /// nothing more can be read) settles `stdinEnded`.
-    private func readable() {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-        if n < 0, errno == EINTR || errno == EAGAIN { return }
-        guard n > 0 else {
-            stopReading()
-            stdinEnded.settle(.success(()))
-            return
-        }
-        switch channel.offerOnLoop(chunk[0..<n]) {
-        case .taken(room: true):
-            break
-        case .taken(room: false):
-            stopReading()
-            channel.whenRoomOnLoop { [self] in resume() }
-        case .ended:
-            stopReading()
+    /// Writes each SDU to stdout as `received` hands it out, until the
+    /// channel ends (thrown: its failure, or stdout's). Not from the loop
+    /// (`receiveOnLoop`): a blocking write there stops the loop's reading,
+    /// and Linux 6.1 reports a channel's end before the SDUs still queued
+    /// in its socket, so a reader behind a slow stdout lost the last ~90 KB
+    /// of a 1 MiB transfer in the lab (docs/l2cap.md); the loop must keep
+    /// draining the socket into the inbox while stdout is written.
+    private func received() async throws {
+        for try await sdu in channel.received {
+            // A blocking write: a slow reader of stdout holds the channel back.
+            guard sdu.withUnsafeBytes({ FileDescriptorIO.writeAll(1, $0) }) else {
+                throw errno == EPIPE ? CLIFailure(.brokenPipe, "")
+                    : CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(errno)))")
+            }
         }
     }
 }

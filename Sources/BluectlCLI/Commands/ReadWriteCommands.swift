@@ -112,10 +112,17 @@ struct WriteCommand: AsyncParsableCommand {
 
             DEVICE may be a comma-separated list: the same value is written to each (as `read` does).
 
+            --stream writes --file (- for stdin) as it is read, as a stream of writes without \
+            response, each carrying up to the link's MTU less 3 bytes (at most 510): through bluetoothd's \
+            AcquireWrite socket (no D-Bus message per value), or, where bluetoothd refuses it, \
+            WriteValue calls with type command. One device; --timeout bounds the set-up, not \
+            the stream. Bluetooth does not confirm these writes: the count reported is what \
+            bluetoothd took.
+
             Examples:
               bluectl write AA:BB:CC:DD:EE:FF 2a39 01 --with-response
               bluectl write Sensor 12345678-1234-5678-1234-56789abcdef1 --utf8 Hello
-              bluectl write AA:BB:CC:DD:EE:FF 2a39 --file payload.bin
+              cat log.bin | bluectl write Sensor 2a39 --file - --stream
             """)
 
     @OptionGroup var adapterOptions: AdapterOptions
@@ -142,6 +149,9 @@ struct WriteCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Write the bytes of this file (- for stdin).", valueName: "PATH"))
     var file: String?
 
+    @Flag(help: "Write --file as a stream of writes without response, as it is read (AcquireWrite).")
+    var stream = false
+
     @Option(name: .customLong("service"), help: ArgumentHelp("Only within this service.", valueName: "UUID"))
     var serviceText: String?
 
@@ -160,6 +170,11 @@ struct WriteCommand: AsyncParsableCommand {
         if sources != 1 { throw ValidationError("give exactly one value: VALUE (hex), --utf8 TEXT or --file PATH") }
         if let value {
             do { _ = try ByteFormats.parseHex(value) } catch { throw ValidationError("invalid VALUE: \(error)") }
+        }
+        if stream {
+            if file == nil { throw ValidationError("--stream writes --file PATH (- for stdin)") }
+            if withResponse { throw ValidationError("--stream writes without response; --with-response excludes it") }
+            if descriptorText != nil { throw ValidationError("--stream writes a characteristic, not --descriptor") }
         }
     }
 
@@ -200,6 +215,7 @@ struct WriteCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if stream { return try await runStream() }
         let selector = try parseSelector(characteristic, kind: .characteristic, what: "CHARACTERISTIC")
         let service = try serviceText.map { try parseServiceUUID($0, option: "--service") }
         let descriptorSelector = try descriptorText.map { try parseSelector($0, kind: .descriptor, what: "--descriptor") }

@@ -293,12 +293,26 @@ struct WriteRecord: OutputRecord {
     /// How a characteristic was written (a descriptor write has no type).
     var type: WriteType?
     let bytes: [UInt8]
+    /// `--stream`: what went (then there is no one value to show).
+    var stream: StreamFacts?
+
+    /// A stream's route ("acquire-write" or "write-value"), its bytes and writes, how long it took.
+    struct StreamFacts {
+        var via: String
+        var bytes: Int
+        var writes: Int
+        var seconds: Double
+    }
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         sink.json("device", .string(device))
         sink.json("characteristic", .string(characteristic.uuidString))
         sink.json("descriptor", descriptor.map { .string($0.uuidString) })
         sink.json("type", type.map { .string($0.name) })
-        sink.json("value", .string(ByteFormats.hex(bytes)))
+        sink.json("value", stream == nil ? .string(ByteFormats.hex(bytes)) : nil)
+        sink.json("via", stream.map { .string($0.via) })
+        sink.json("bytes", stream.map { .int($0.bytes) })
+        sink.json("writes", stream.map { .int($0.writes) })
+        sink.json("seconds", stream.map { .double(($0.seconds * 1000).rounded() / 1000) })
     }
 }

@@ -115,6 +115,12 @@ enum BlueZ566 {
     /// See `inProgressRetryInterval`.
     static let inProgressRetryLimit: Duration = .seconds(3)
 
+    /// The longest value a write stream sends in one Write Command (pitfall
+    /// 27): 5.66's AcquireWrite reader cuts a datagram at 512 bytes, and
+    /// 5.66 as a GATT server drops a Write Command whose value is over 510
+    /// (measured in the lab at MTU 517: 510 arrived, 511 and 512 were lost).
+    static let streamedWriteValueLimit = 510
+
     /// Whether a write without response longer than the 23-byte default
     /// is to ask bluetoothd for the characteristic's `MTU` before it is
     /// refused (pitfall 26): 5.66 drops `MTU` from a disconnected device's

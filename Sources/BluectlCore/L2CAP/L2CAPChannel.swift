@@ -64,20 +64,7 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
     /// once the channel has ended: `.disconnected` when it was closed or the
     /// link went down, or the socket's error.
     public func send(_ bytes: [UInt8]) async throws {
-        let engine = engine
-        let answer = HandOff<Void>()
-        engine.loop.execute {
-            switch engine.offer(bytes) {
-            case .ended(let error): answer.settle(.failure(error))
-            case .taken(room: true): answer.settle(.success(()))
-            case .taken(room: false): engine.whenRoom { answer.settle(.success(())) }
-            }
-        }
-        try await withTaskCancellationHandler {
-            try await answer.wait()
-        } onCancel: {
-            answer.settle(.failure(CancellationError()))
-        }
+        try await engine.send(bytes)
     }
 
     /// The SDUs received, in order, each at most `receiveMTU` bytes. Ends
@@ -148,17 +135,7 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
     public func flush(timeout: Duration = .seconds(30)) async -> Bool {
         let engine = engine
         let done = await Deadline(after: timeout).run { () async -> Bool in
-            let drained = HandOff<Void>()
-            engine.loop.execute { engine.whenDrained { drained.settle(.success(())) } }
-            do {
-                try await withTaskCancellationHandler {
-                    try await drained.wait()
-                } onCancel: {
-                    drained.settle(.failure(CancellationError()))
-                }
-            } catch {
-                return false
-            }
+            guard await engine.drained() else { return false }
             while !Task.isCancelled {
                 let (unsent, open) = await engine.loop.submit { (engine.unsentInKernel, engine.isOpen) }
                 guard open else { return false }
@@ -196,8 +173,17 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
 
     /// Offers `bytes` on the loop (as `send`, without waiting): whether
     /// more may be offered now; `.ended` once the channel has. Loop only.
-    package func offerOnLoop(_ bytes: some Collection<UInt8>) -> L2CAPChannelEngine.Offer { engine.offer(bytes) }
+    package func offerOnLoop(_ bytes: some Collection<UInt8>) -> SendOffer { engine.offer(bytes) }
 
     /// Calls `body` on the loop once more may be offered. Loop only.
     package func whenRoomOnLoop(_ body: @escaping () -> Void) { engine.whenRoom(body) }
+
+    /// Hands each SDU to `sink` on the loop as it is read, instead of
+    /// `received` (no thread hop per SDU); `onEnd` once the channel has
+    /// ended. See `L2CAPChannelEngine.deliver(to:onEnd:)`.
+    package func receiveOnLoop(_ sink: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
+                               onEnd: @escaping @Sendable (Result<Void, BluetoothError>) -> Void) {
+        let engine = engine
+        engine.loop.execute { engine.deliver(to: sink, onEnd: onEnd) }
+    }
 }

@@ -15,7 +15,7 @@ import Glibc
 /// what Linux 6.1 does when that buffer fills), and a sender waits
 /// while `outboxLimit` bytes wait for the socket (the socket takes more
 /// once the peer grants credits and the controller has sent).
-package final class L2CAPChannelEngine: Sendable {
+package final class L2CAPChannelEngine: LoopSender {
     let loop: EventLoop
     let socket: L2CAPSocket
     let sendMTU: Int
@@ -38,6 +38,11 @@ package final class L2CAPChannelEngine: Sendable {
         var inboxBytes = 0
         /// Called once when SDUs or the end arrive (one consumer).
         var onReceived: (() -> Void)?
+        /// A consumer on the loop (`deliver(to:onEnd:)`): each SDU as read,
+        /// from the read buffer; false: stop (the channel is closed).
+        var sink: ((UnsafeRawBufferPointer) -> Bool)?
+        /// The sink's consumer hears the end here, once.
+        var onEnd: ((Result<Void, BluetoothError>) -> Void)?
         /// SDUs to send, oldest at `outboxHead`, and their bytes.
         var outbox: [[UInt8]] = []
         var outboxHead = 0
@@ -51,6 +56,8 @@ package final class L2CAPChannelEngine: Sendable {
         var end: Result<Void, BluetoothError>?
         var received = 0
         var sent = 0
+        /// SDUs written.
+        var sentSDUs = 0
         var buffer: [UInt8] = []
     }
 
@@ -101,9 +108,15 @@ package final class L2CAPChannelEngine: Sendable {
                 got = true
                 break
             case .success(let n):
+                state.value.received += n
+                if let sink = state.value.sink {
+                    // Straight from the read buffer: no copy, no hand-over.
+                    let keep = state.value.buffer.withUnsafeBytes { sink(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    if !keep { return close() }
+                    continue
+                }
                 state.value.inbox.append(Array(state.value.buffer[0..<n]))
                 state.value.inboxBytes += n
-                state.value.received += n
                 got = true
                 continue
             case .failure(let error) where error.code == EINTR:
@@ -121,6 +134,11 @@ package final class L2CAPChannelEngine: Sendable {
     }
 
     private func wakeReceiver() {
+        if let end = state.value.end, let onEnd = state.value.onEnd {
+            state.value.onEnd = nil
+            state.value.sink = nil
+            onEnd(end)
+        }
         guard let wake = state.value.onReceived else { return }
         state.value.onReceived = nil
         wake()
@@ -142,6 +160,25 @@ package final class L2CAPChannelEngine: Sendable {
         return nil
     }
 
+    /// Hands every SDU to `sink` on the loop as it is read (those already
+    /// received first), instead of `take`: no copy into the inbox, no
+    /// hand-over to another thread per SDU. `sink` holds the loop while it
+    /// runs (a blocking consumer holds back the reading, and everything
+    /// else on the loop); false from it closes the channel. `onEnd` hears
+    /// the channel's end once, after the last SDU.
+    func deliver(to sink: @escaping (UnsafeRawBufferPointer) -> Bool, onEnd: @escaping (Result<Void, BluetoothError>) -> Void) {
+        state.value.sink = sink
+        state.value.onEnd = onEnd
+        let waiting = state.value.inbox
+        state.value.inbox = []
+        state.value.inboxBytes = 0
+        for sdu in waiting {
+            guard sdu.withUnsafeBytes(sink) else { return close() }
+        }
+        if state.value.end != nil { return wakeReceiver() }
+        watchReadable()
+    }
+
     /// Forgets a consumer that stopped waiting.
     func cancelWaitingForData() {
         state.value.onReceived = nil
@@ -149,23 +186,11 @@ package final class L2CAPChannelEngine: Sendable {
 
     // MARK: - Sending (loop only)
 
-    package enum Offer {
-        /// Taken; `room`: whether more may be offered now (else wait for `whenRoom`).
-        case taken(room: Bool)
-        /// The channel has ended: nothing more is sent.
-        case ended(BluetoothError)
-    }
-
     /// Queues `bytes` as SDUs of at most the send MTU (so an offer of at
     /// most that many bytes is one SDU) and writes what the socket takes.
-    func offer(_ bytes: some Collection<UInt8>) -> Offer {
+    func offer(_ bytes: some Collection<UInt8>) -> SendOffer {
         if let refusal = refusalToSend { return .ended(refusal) }
-        var start = bytes.startIndex
-        while start != bytes.endIndex {
-            let end = bytes.index(start, offsetBy: sendMTU, limitedBy: bytes.endIndex) ?? bytes.endIndex
-            state.value.outbox.append(Array(bytes[start..<end]))
-            start = end
-        }
+        appendCut(bytes, at: sendMTU, to: &state.value.outbox)
         state.value.outboxBytes += bytes.count
         flush()
         if let refusal = refusalToSend { return .ended(refusal) }
@@ -202,6 +227,7 @@ package final class L2CAPChannelEngine: Sendable {
                 state.value.outboxHead += 1
                 state.value.outboxBytes -= n
                 state.value.sent += n
+                state.value.sentSDUs += 1
             case .failure(let error) where error.code == EINTR:
                 continue
             case .failure(let error) where error.wouldBlock:
@@ -229,16 +255,8 @@ package final class L2CAPChannelEngine: Sendable {
 
     private func notifySenders() {
         let ended = refusalToSend != nil
-        if ended || state.value.outboxBytes < outboxLimit, !state.value.roomWaiters.isEmpty {
-            let waiters = state.value.roomWaiters
-            state.value.roomWaiters = []
-            for waiter in waiters { waiter() }
-        }
-        if ended || state.value.outboxBytes == 0, !state.value.drainWaiters.isEmpty {
-            let waiters = state.value.drainWaiters
-            state.value.drainWaiters = []
-            for waiter in waiters { waiter() }
-        }
+        state.wake(\.roomWaiters, if: ended || state.value.outboxBytes < outboxLimit)
+        state.wake(\.drainWaiters, if: ended || state.value.outboxBytes == 0)
     }
 
     // MARK: - The end (loop only)
@@ -279,5 +297,94 @@ package final class L2CAPChannelEngine: Sendable {
         state.value.outboxHead = 0
         state.value.outboxBytes = 0
         socket.close()
+    }
+}
+
+/// What became of bytes offered to a `LoopSender`.
+package enum SendOffer {
+    /// Taken; `room`: whether more may be offered now (else wait for `whenRoom`).
+    case taken(room: Bool)
+    /// The sender has ended: nothing more is sent.
+    case ended(BluetoothError)
+}
+
+/// A sender whose queue lives on the event loop (an L2CAP channel's
+/// socket, an AcquireWrite socket, WriteValue calls): bytes offered on the
+/// loop, a bounded backlog, and waiters for room and for the backlog's end.
+/// The async `send` on top is the one for all of them.
+protocol LoopSender: AnyObject, Sendable {
+    var loop: EventLoop { get }
+    /// Queues `bytes` (cut into the sender's units); loop only.
+    func offer(_ bytes: some Collection<UInt8>) -> SendOffer
+    /// Calls `body` once more may be offered, or the sender ended; loop only.
+    func whenRoom(_ body: @escaping () -> Void)
+    /// Calls `body` once nothing offered waits to be handed on, or the sender ended; loop only.
+    func whenDrained(_ body: @escaping () -> Void)
+    /// Whether it still sends; loop only.
+    var isOpenSender: Bool { get }
+    /// The bytes and the units (SDUs, values) handed on so far; loop only.
+    var sentCounts: (bytes: Int, units: Int) { get }
+}
+
+extension L2CAPChannelEngine {
+    var isOpenSender: Bool { isOpen }
+    var sentCounts: (bytes: Int, units: Int) { (state.value.sent, state.value.sentSDUs) }
+}
+
+extension LoopSender {
+    /// Offers `bytes` from any task; returns once they are queued, having
+    /// waited while the backlog was full. Throws once the sender has ended.
+    func send(_ bytes: [UInt8]) async throws {
+        let answer = HandOff<Void>()
+        loop.execute { [self] in
+            switch offer(bytes) {
+            case .ended(let error): answer.settle(.failure(error))
+            case .taken(room: true): answer.settle(.success(()))
+            case .taken(room: false): whenRoom { answer.settle(.success(())) }
+            }
+        }
+        try await withTaskCancellationHandler {
+            try await answer.wait()
+        } onCancel: {
+            answer.settle(.failure(CancellationError()))
+        }
+    }
+
+    /// Waits until the backlog is handed on (or the sender ended); false when cancelled.
+    func drained() async -> Bool {
+        let drained = HandOff<Void>()
+        loop.execute { [self] in whenDrained { drained.settle(.success(())) } }
+        do {
+            try await withTaskCancellationHandler {
+                try await drained.wait()
+            } onCancel: {
+                drained.settle(.failure(CancellationError()))
+            }
+            return true
+        } catch {
+            return false
+        }
+    }
+}
+
+extension LoopBound {
+    /// When `due`, takes the waiters at `key` out of the value, then calls
+    /// them (a waiter may offer more, or wait again). Loop only.
+    func wake(_ key: WritableKeyPath<Value, [() -> Void]>, if due: Bool) {
+        guard due, !value[keyPath: key].isEmpty else { return }
+        let waiters = value[keyPath: key]
+        value[keyPath: key] = []
+        for waiter in waiters { waiter() }
+    }
+}
+
+/// Appends `bytes` to `units` cut into pieces of at most `size` bytes (a
+/// sender's SDUs or values: data of at most `size` bytes stays one).
+func appendCut(_ bytes: some Collection<UInt8>, at size: Int, to units: inout [[UInt8]]) {
+    var start = bytes.startIndex
+    while start != bytes.endIndex {
+        let end = bytes.index(start, offsetBy: size, limitedBy: bytes.endIndex) ?? bytes.endIndex
+        units.append(Array(bytes[start..<end]))
+        start = end
     }
 }

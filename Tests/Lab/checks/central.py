@@ -1,6 +1,7 @@
 """bluectl's central subcommands against the hci0 peripheral (BlueZ's
 example GATT server and the lab's service): connect, discover, read, write,
 subscribe, pairing, disconnect."""
+import hashlib
 import json
 import os
 import re
@@ -10,7 +11,7 @@ from labcheck import bluez, lab
 from labcheck.faults import AgentRefusesNext, PasskeyDevice, forget_bond, peripheral_back_after_crash
 from labcheck.jsonlines import check, is_hex, stream_value_ok, seq_of
 from labcheck.lab import (BATT_LVL, BATT_SVC, BODY_LOC, CENTRAL, DEV, DEV_OPTS, HR_CTRL, HR_MEAS, HR_SVC,
-                          LAB_CONTROL, LAB_LONG, LAB_STREAM, LAB_SVC, PERIPH_ADDR, TEST_CHR, TEST_DESC,
+                          LAB_CONTROL, LAB_LONG, LAB_SINK, LAB_STREAM, LAB_SVC, PERIPH_ADDR, PERIPH_LOG, TEST_CHR, TEST_DESC,
                           TEST_ENC_CHR, TEST_SVC, long_pattern)
 from labcheck.procs import read_text
 from labcheck.runner import lab_check, supervisor_mark
@@ -115,6 +116,47 @@ def _(c):
             return
         time.sleep(1)
     c.fail('read back %s after write-without-response of a1b2c3' % v)
+
+
+def sink_summaries():
+    """periph.py's sink lines: (bytes, writes, sha256) of each stream it took."""
+    return [(int(m[0]), int(m[1]), m[2]) for m in
+            re.findall(r'sink: (\d+) bytes in (\d+) writes, \d+ first, [\d.]+ s first to last, sha256 ([0-9a-f]+)',
+                       read_text(PERIPH_LOG))]
+
+
+@lab_check('write_stream')
+def _(c):
+    """write --stream through bluetoothd's AcquireWrite: 100 KB of random bytes
+    into periph.py's sink, every byte arriving in order (its SHA-256), in
+    Write Commands of at most the MTU less 3, and the socket released."""
+    data = os.urandom(100_000)
+    src = c.path('stream.bin')
+    with open(src, 'wb') as f:
+        f.write(data)
+    before = len(sink_summaries())
+    c.bl('write', DEV, LAB_SINK, '--file', src, '--stream', '--json', *DEV_OPTS)
+    c.expect_rc(0)
+    lines = c.json_lines()
+    check(len(lines) == 1, 'one JSON line, got %d' % len(lines))
+    r = lines[0]
+    check(r.get('via') == 'acquire-write', 'via %r, expected acquire-write' % r.get('via'))
+    check(r.get('bytes') == len(data), 'bytes %r of %d' % (r.get('bytes'), len(data)))
+    end = time.monotonic() + 10   # periph.py logs half a second after the last write
+    while len(sink_summaries()) <= before and time.monotonic() < end:
+        time.sleep(0.1)
+    got = sink_summaries()[before:]
+    check(len(got) == 1, 'the sink logged %d summaries (a pause in the stream?)' % len(got))
+    total, writes, sha = got[0]
+    c.say('sink: %d bytes in %d writes (bluectl: %s writes)' % (total, writes, r.get('writes')))
+    check(total == len(data) and sha == hashlib.sha256(data).hexdigest(), 'the sink got %d bytes, sha256 %s' % (total, sha))
+    check(writes == r.get('writes'), 'bluectl counted %r writes, the sink %d' % (r.get('writes'), writes))
+    check(writes >= len(data) // 510, "%d writes cannot carry %d bytes in values of at most 510" % (writes, len(data)))
+    dev = lab.dev_path(DEV)
+    acquired = [c.get('WriteAcquired') for p, ifs in bluez.managed().items()
+                for c in [ifs.get('org.bluez.GattCharacteristic1')]
+                if c and str(p).startswith(dev + '/') and str(c['UUID']) == LAB_SINK]
+    check(acquired and not any(acquired), 'WriteAcquired %r after bluectl exited' % acquired)
 
 
 @lab_check('write_rejected')

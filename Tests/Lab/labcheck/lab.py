@@ -46,6 +46,8 @@ LAB_SVC = 'b1ec7100-0000-4000-8000-000000000000'
 LAB_STREAM = 'b1ec7100-0000-4000-8000-000000000001'     # notify: uint32 LE seq + pattern, 20 bytes
 LAB_CONTROL = 'b1ec7100-0000-4000-8000-000000000002'    # write uint32 LE N: burst of N
 LAB_LONG = 'b1ec7100-0000-4000-8000-000000000003'       # 300 bytes, i & 0xff
+LAB_SINK = 'b1ec7100-0000-4000-8000-000000000005'       # write-without-response: counts, logs a summary
+PERIPH_LOG = os.path.join(LAB_OUT, 'periph.log')
 ADV_NAME = 'TestAdvertisement'
 
 # ---- the second peripheral (hci2): a static random address; the same lab
