@@ -59,6 +59,7 @@ mock.AddGattCharacteristic(svc, base % 2, ['read', 'write', 'write-without-respo
 mock.AddGattCharacteristic(svc, base % 3, ['read', 'write'], ay(bytes(i & 0xff for i in range(300))))
 ind = mock.AddGattCharacteristic(svc, base % 4, ['indicate'], ay(b''))
 mock.AddGattDescriptor(ind, '2902', ['read', 'write'], ay(b'\0\0'))
+mock.AddGattCharacteristic(svc, base % 5, ['write-without-response'], ay(b''))  # the sink (write streams)
 PY
 
 "$py" "$here/scenario.py" hci1 "$addr" "$out" </dev/null
