@@ -81,6 +81,7 @@ package final class MDNSPublication: Sendable {
             } catch {
                 connection.dropSubscription(owners)
                 connection.loop.execute { [self] in
+                    guard !running.value.finished else { return }   // withdrawn meanwhile
                     onEvent(.failed("cannot follow \(Self.avahi) on the system bus: \(error)"))
                     send(.stop)
                 }
