@@ -146,10 +146,11 @@ package struct AvahiPublicationMachine: StateMachine, Equatable {
             return serverState(server)
         case (.creatingGroup, .groupCreated(let path, let epoch)) where epoch == self.epoch:
             group = path
-            return add()
+            return add(to: path)
         case (.adding, .serviceAdded(let epoch)) where epoch == self.epoch:
+            guard let group else { return [] }   // (always there while adding)
             state = .committing
-            return [.commit(group: group!, epoch: epoch)]
+            return [.commit(group: group, epoch: epoch)]
         case (.committing, .committed(let epoch)) where epoch == self.epoch:
             state = .committed
             return []
@@ -158,9 +159,10 @@ package struct AvahiPublicationMachine: StateMachine, Equatable {
             // (REGISTERING is signalled before Commit's answer: avahi-daemon commits, then answers.)
             return path == group ? self.groupState(groupState, error: error) : []
         case (.renaming, .alternativeName(let next, let epoch)) where epoch == self.epoch:
+            guard let group else { return [] }   // (always there while renaming)
             let previous = name
             name = next
-            return [.report(.renamed(from: previous, to: next))] + add()
+            return [.report(.renamed(from: previous, to: next))] + add(to: group)
         case (_, .callFailed(.addService, Self.collisionError, _, let epoch)) where epoch == self.epoch && state == .adding:
             return collided()
         case (_, .callFailed(let call, let errorName, let message, let epoch)) where epoch == self.epoch:
@@ -189,7 +191,7 @@ package struct AvahiPublicationMachine: StateMachine, Equatable {
     private mutating func serverState(_ server: Int32) -> [Action] {
         switch state {
         case .waitingForServer where server == ServerState.running:
-            if group != nil { return add() }
+            if let group { return add(to: group) }
             state = .creatingGroup
             return [.newGroup(epoch: epoch)]
         case .creatingGroup, .adding, .committing, .committed, .renaming where server != ServerState.running:
@@ -203,11 +205,11 @@ package struct AvahiPublicationMachine: StateMachine, Equatable {
         }
     }
 
-    private mutating func add() -> [Action] {
+    private mutating func add(to group: ObjectPath) -> [Action] {
         state = .adding
         let reset = groupUsed
         groupUsed = true
-        return [.addService(group: group!, name: name, reset: reset, epoch: epoch)]
+        return [.addService(group: group, name: name, reset: reset, epoch: epoch)]
     }
 
     private mutating func groupState(_ groupState: Int32, error: String) -> [Action] {
