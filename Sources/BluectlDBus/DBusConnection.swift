@@ -294,9 +294,11 @@ public final class DBusConnection: Sendable {
     /// Removes a handler and its match rule (leaked rules count against the
     /// daemon's per-connection limit), from any thread: the handler goes (on
     /// the loop, at once when called there) and RemoveMatch is sent without
-    /// awaiting its reply.
+    /// awaiting its reply. An `onOwnerChange` handler's token removes that
+    /// handler (the tracked name stays tracked).
     package func dropSubscription(_ token: SubscriptionToken) {
         let drop: @Sendable () -> Void = { [self] in
+            if tables.value.ownerHandlers.removeValue(forKey: token.id) != nil { return }
             guard let removed = tables.value.subscriptions.removeValue(forKey: token.id), !tables.value.closed else { return }
             call(.methodCall(destination: Self.busName, path: ObjectPath(verified: "/org/freedesktop/DBus"),
                              interface: Self.busName, member: "RemoveMatch", arguments: [.string(removed.filter.matchRule)]),

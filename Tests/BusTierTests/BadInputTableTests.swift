@@ -284,7 +284,7 @@ private let rows: [BadInput] = [
              setup: .fresh { bus, g in try await bus.hang(g.custom, "WriteValue") }),
     BadInput(args: ["connect", D, "--retries", "0"], code: 75, message: "in progress",
              setup: .fresh { bus, g in try await bus.injectError(g.device, "Connect", "org.bluez.Error.InProgress", "busy") }),
-    // `bluectl proxy` (docs/proxy.md): mDNS, not built yet, is refused, not ignored
+    // `bluectl proxy` (docs/proxy.md)
     BadInput(args: ["proxy", "--port", "70000", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"70000\": expected 0 to 65535"),
     BadInput(args: ["proxy", "--port", "abc", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"abc\""),
     BadInput(args: ["proxy", "--name", String(repeating: "n", count: 32), "--no-mdns"], code: 64,
@@ -302,7 +302,6 @@ private let rows: [BadInput] = [
                      throw BusTierError("cannot write \(badKeyFile)")
                  }
              }),
-    BadInput(args: ["proxy"], code: 64, message: "announcing the proxy over mDNS is not built yet: pass --no-mdns"),
     BadInput(args: ["proxy", "--adapter", "hci7", "--no-mdns"], code: 69, message: "bluectl: adapter hci7 not found"),
 ]
 

@@ -16,13 +16,13 @@ struct ProxyCommand: AsyncParsableCommand {
             Runs until Ctrl-C or SIGTERM. Scans the adapter and forwards every advertisement to the API clients \
             that subscribed to raw advertisements (Home Assistant's ESPHome integration, aioesphomeapi). Built so \
             far: the API (hello, device info, ping, list entities, disconnect) and advertisements, plaintext or, \
-            with --key-file, encrypted as ESPHome's (Noise, its base64 key); not yet: GATT connections through the \
-            proxy, mDNS (pass --no-mdns). \
+            with --key-file, encrypted as ESPHome's (Noise, its base64 key), announced over mDNS through avahi-daemon \
+            (_esphomelib._tcp, as ESPHome nodes; --no-mdns: not announced); not yet: GATT connections through the proxy. \
             Clients connecting and leaving are logged at info level, a client disconnected for garbage at warning \
             level (BLUECTL_LOG_LEVEL=info shows the port it listens on); see docs/proxy.md.
 
             Examples:
-              bluectl proxy --no-mdns
+              bluectl proxy
               bluectl proxy --adapter hci1 --name attic-proxy --no-mdns
             """)
 
@@ -40,7 +40,7 @@ struct ProxyCommand: AsyncParsableCommand {
         completion: .file())
     var keyFile: String?
 
-    @Flag(name: .customLong("no-mdns"), help: "Do not announce the proxy on the network (required for now: mDNS is not built yet).")
+    @Flag(name: .customLong("no-mdns"), help: "Do not announce the proxy over mDNS (through avahi-daemon): Home Assistant is then given its host and port by hand.")
     var noMDNS = false
 
     func validate() throws {
@@ -54,23 +54,25 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let psk = try keyFile.map(Self.readKey)
-        guard noMDNS else {
-            throw CLIFailure(.usage, "announcing the proxy over mDNS is not built yet: pass --no-mdns and add it in Home Assistant by host and port")
-        }
-        let (adapterOptions, port, name) = (self.adapterOptions, UInt16(port), self.name ?? Self.hostName())
+        let (adapterOptions, port, name, noMDNS) = (self.adapterOptions, UInt16(port), self.name ?? Self.hostName(), self.noMDNS)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             let identity = ProxyIdentity(name: name, bluetoothAddress: adapter.address?.description ?? "",
                                          version: Bluectl.version)
             let server = ProxyServer(central: central, identity: identity, psk: psk)
+            let announcement = noMDNS ? nil : ProxyAnnouncement(central: central, identity: identity, encrypted: psk != nil)
             do {
                 try await server.run(adapter: adapter, port: port) { bound in
-                    Logger(label: "bluectl").notice("proxy \"\(name)\" on \(adapter.name) (\(identity.bluetoothAddress)): listening on port \(bound), \(psk == nil ? "plaintext" : "encrypted (Noise)"), no mDNS")
+                    Logger(label: "bluectl").notice("proxy \"\(name)\" on \(adapter.name) (\(identity.bluetoothAddress)): listening on port \(bound), \(psk == nil ? "plaintext" : "encrypted (Noise)"), \(noMDNS ? "no mDNS" : "mDNS through avahi-daemon")")
+                    announcement?.start(port: bound)
                 }
-            } catch let error as ProxyError {
-                throw CLIFailure(.unavailable, "\(error)")
+            } catch {
+                await announcement?.stop()
+                if let error = error as? ProxyError { throw CLIFailure(.unavailable, "\(error)") }
+                throw error
             }
+            await announcement?.stop()
         }
     }
 
