@@ -79,8 +79,10 @@ final class L2CAPPump: Sendable {
     /// transfer in the lab (docs/l2cap.md). Nothing is dropped: once 1 MiB
     /// waits for stdout (as much as `received`'s inbox held) the socket is
     /// not read until half of it is written, and the peer's credits hold it back.
+    /// The writer lingers 10 ms after a write: the SDUs of a transfer go out
+    /// a few at a time, without a wake-up of the writer per loop turn.
     private func received() async throws {
-        let output = OutputQueue(fd: 1, byteLimit: 1 << 20)
+        let output = OutputQueue(fd: 1, byteLimit: 1 << 20, linger: 10)
         let end = HandOff<Void>()
         let channel = channel
         channel.receiveOnLoop({ sdu in

@@ -71,6 +71,9 @@ public final class OutputQueue: Sendable {
     /// `stream`: bytes not yet written (queued or in the writer's hand)
     /// from which it answers `.full`.
     public let byteLimit: Int
+    /// Milliseconds the writer waits for more after a write before it goes
+    /// idle (and a producer must wake it).
+    private let linger: Int32
     private let fd: Int32
     /// The one lock of the command line: the hand-off of bytes from whoever
     /// produces lines to the writer thread (any thread may produce a line,
@@ -96,9 +99,13 @@ public final class OutputQueue: Sendable {
 
     /// `capacity`: lines waiting at most (the pipe's own buffer comes on
     /// top). `byteLimit`: bytes of `stream` waiting before it answers `.full`.
-    public init(fd: Int32 = 1, capacity: Int = 100_000, byteLimit: Int = 1 << 20,
+    /// `linger`: after a write, milliseconds the writer waits for more
+    /// before going idle: what comes meanwhile goes out in one write, without
+    /// a wake-up (a longer wait: fewer writes and wake-ups, later bytes).
+    public init(fd: Int32 = 1, capacity: Int = 100_000, byteLimit: Int = 1 << 20, linger: Int32 = 1,
                 gapLine: @escaping @Sendable (Int) -> [UInt8]? = { _ in nil }) {
         self.fd = fd
+        self.linger = max(0, linger)
         self.capacity = max(1, capacity)
         self.byteLimit = max(2, byteLimit)
         self.gapLine = gapLine
@@ -324,7 +331,7 @@ public final class OutputQueue: Sendable {
                     s.roomWaiter = nil
                     return .end(readerGone: false)
                 }
-                // After a write, linger a millisecond (still `writing`, so
+                // After a write, linger a millisecond (`linger`; still `writing`, so
                 // nobody wakes us) before going idle: in a burst the next
                 // lines come meanwhile and go out together, instead of a
                 // wake-up and a write every few lines.
@@ -341,7 +348,7 @@ public final class OutputQueue: Sendable {
                 if batch.capacity > 1 << 20 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
             case .linger:
                 lingered = true
-                if !waitForWork(timeout: 1) { failure = EPIPE }
+                if !waitForWork(timeout: linger) { failure = EPIPE }
             case .idle:
                 lingered = false
                 if !waitForWork(timeout: -1) { failure = EPIPE }

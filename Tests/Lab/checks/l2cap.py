@@ -147,7 +147,7 @@ with open(sys.argv[1], 'wb') as f:
 
 @lab_check('l2cap_stalled_reader')
 def _(c):
-    """bluectl l2cap listen on hci3 with stdout a pipe nobody reads for 20 s,
+    """bluectl l2cap listen on hci3 with stdout a pipe nobody reads for 30 s,
     while bluectl l2cap connect on hci1 sends 3 MiB and closes: listen's
     writer holds 1 MiB, then listen stops reading the channel (the kernel's
     credits hold the sender back) instead of dropping or blocking its event
@@ -155,7 +155,7 @@ def _(c):
     and the closed event counts them all (issue 26: the loop never blocks on
     stdout)."""
     advertise_server(c)
-    size, stall = 3 * MIB, 20
+    size, stall = 3 * MIB, 30
     data, digest = random_file(c, 'stalled.bin', size)
     got, lerr, out = c.path('stalled.got'), c.path('stalled-listen.err'), c.path('stalled.out')
     shell = ('"$0" l2cap listen --adapter "$1" --no-stdin --json 2>"$2" | /usr/bin/python3 -c "$3" "$4" "$5"; '
@@ -168,6 +168,8 @@ def _(c):
     psm = one(events(lerr), lambda l: l['event'] == 'listening', 'listening')['psm']
     rc, secs, _, cerr = run_bluectl(c, ['l2cap', '--adapter', CENTRAL, 'connect', SRV, str(psm), '--json'], data, 300)
     check(rc == 0, 'l2cap connect (sending %d bytes) exited %d: %s' % (size, rc, read_text(cerr)[-300:]))
+    # connect closed before the reader woke: what listen had not read then was in its socket
+    c.note('connect sent and closed in %.1f s; the reader slept %d s from before listen listened' % (secs, stall))
     prc = proc.wait(120)
     c.note('listen pipeline exit %d: %s; stderr: %s' % (prc, read_text(out).strip(), read_text(lerr)[:1500]))
     check('status=0' in read_text(out), 'l2cap listen (behind the stalled reader) did not exit 0: %s' % read_text(out)[:300])
