@@ -174,4 +174,39 @@ struct L2CAPChannelEngineTests {
             await #expect(throws: BluetoothError.self) { try await channel.send([1]) }
         }
     }
+
+    @Test("receiveOnLoop: a sink that pauses stops the reading (what the peer sends stays in the socket) until resumed; then everything, in order")
+    func receiveOnLoopPaused() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central)
+            defer { close(peer) }
+            let got = Locked<[[UInt8]]>([])
+            let ends = Locked(0)
+            channel.receiveOnLoop({ sdu in
+                got.withLock { $0.append(Array(sdu)) }
+                channel.pauseReceivingOnLoop()   // no room after each SDU
+                return true
+            }, onEnd: { _ in ends.withLock { $0 += 1 } })
+            let sdus = (0..<5).map { pattern(100 + $0, seed: $0) }
+            for sdu in sdus { #expect(sendDatagram(peer, sdu)) }
+            #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == 1 })
+            // Loop turns enough to have read the rest, were the socket watched.
+            for _ in 0..<3 { _ = await channel.byteCounts }
+            #expect(got.withLock { $0 } == [sdus[0]], "read while paused")
+            #expect(await channel.byteCounts.received == 100)
+            shutdown(peer, Int32(SHUT_WR))
+            for n in 2...5 {
+                channel.resumeReceiving()
+                #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == n })
+                for _ in 0..<3 { _ = await channel.byteCounts }
+                #expect(got.withLock { $0.count } == n, "one SDU per resume")
+            }
+            #expect(ends.withLock { $0 } == 0, "the end comes after the SDUs before it, once read")
+            channel.resumeReceiving()
+            #expect(try await bus.eventually(timeout: .seconds(10)) { ends.withLock { $0 } == 1 })
+            #expect(got.withLock { $0 } == sdus)
+        }
+    }
 }

@@ -11,8 +11,8 @@ import Glibc
 /// and offered to the channel there; when the channel has no room (about
 /// 256 KiB not yet written: the peer's credits set the pace), stdin is not
 /// read until it has. The end of stdin closes the channel once what was
-/// read has gone out. The channel's SDUs are written to stdout as they
-/// come; a slow reader of stdout holds the channel back.
+/// read has gone out. The channel's SDUs go to stdout's writer thread as
+/// they come; a slow reader of stdout holds the channel back.
 final class L2CAPPump: Sendable {
     private let channel: L2CAPChannel
     private let central: CentralManager
@@ -69,20 +69,53 @@ final class L2CAPPump: Sendable {
         return stdinDone
     }
 
-    /// Writes each SDU to stdout as `received` hands it out, until the
-    /// channel ends (thrown: its failure, or stdout's). Not from the loop
-    /// (`receiveOnLoop`): a blocking write there stops the loop's reading,
-    /// and Linux 6.1 reports a channel's end before the SDUs still queued
-    /// in its socket, so a reader behind a slow stdout lost the last ~90 KB
-    /// of a 1 MiB transfer in the lab (docs/l2cap.md); the loop must keep
-    /// draining the socket into the inbox while stdout is written.
+    /// Hands each SDU to stdout's writer (`OutputQueue.stream`) on the loop
+    /// as it is read (`receiveOnLoop`: no hop to a task per SDU), until the
+    /// channel ends and everything is written (thrown: the channel's
+    /// failure, or stdout's). The loop never writes to stdout itself: a
+    /// blocking write there would stop the loop's reading, and Linux 6.1
+    /// reports a channel's end before the SDUs still queued in its socket,
+    /// so a reader behind a slow stdout lost the last ~90 KB of a 1 MiB
+    /// transfer in the lab (docs/l2cap.md). Nothing is dropped: once 1 MiB
+    /// waits for stdout (as much as `received`'s inbox held) the socket is
+    /// not read until half of it is written, and the peer's credits hold it back.
+    /// The writer lingers 10 ms after a write: the SDUs of a transfer go out
+    /// a few at a time, without a wake-up of the writer per loop turn.
     private func received() async throws {
-        for try await sdu in channel.received {
-            // A blocking write: a slow reader of stdout holds the channel back.
-            guard sdu.withUnsafeBytes({ FileDescriptorIO.writeAll(1, $0) }) else {
-                throw errno == EPIPE ? CLIFailure(.brokenPipe, "")
-                    : CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(errno)))")
+        let output = OutputQueue(fd: 1, byteLimit: 1 << 20, linger: 10)
+        let end = HandOff<Void>()
+        let channel = channel
+        channel.receiveOnLoop({ sdu in
+            switch output.stream(sdu) {
+            case .queued, .dropped:
+                return true
+            case .full:
+                channel.pauseReceivingOnLoop()
+                output.whenRoom { channel.resumeReceiving() }
+                return true
+            case .closed:
+                return false   // the reader went away: closes the channel
             }
+        }, onEnd: { result in end.settle(result.mapError { $0 as any Error }) })
+        do {
+            try await output.endingWhenReaderGone {
+                try await withTaskCancellationHandler {
+                    _ = try? await end.wait()
+                    // everything received goes out before the channel's end is told
+                    guard !(await output.finish()) else { throw CLIFailure(.brokenPipe, "") }
+                    try await end.wait()
+                } onCancel: {
+                    end.settle(.failure(CancellationError()))
+                }
+            }
+        } catch let failure as CLIFailure where failure.status == .brokenPipe {
+            if let code = output.writeFailure, code != EPIPE {
+                throw CLIFailure(.ioError, "cannot write to stdout: \(String(cString: strerror(code)))")
+            }
+            throw failure
+        } catch {
+            output.close()   // what was received still goes out, while the command ends
+            throw error
         }
     }
 }

@@ -25,6 +25,13 @@ import Glibc
 /// (SIGPIPE is ignored) does the same. Then the queue closes (`enqueue`
 /// answers `.closed`) and `readerGone()` returns, which the command awaits
 /// to end at once (status 141).
+///
+/// A byte stream that must not lose a byte (`l2cap`'s received data) goes
+/// through `stream(_:)` instead: never dropped, bounded by holding the
+/// producer back. Past `byteLimit` bytes not yet written it answers `.full`
+/// (the bytes are taken all the same), and the producer stops producing
+/// until `whenRoom` calls it back, once the writer has brought what waits
+/// down to half of `byteLimit`.
 public final class OutputQueue: Sendable {
     public enum Outcome: Sendable, Equatable {
         case queued
@@ -32,6 +39,9 @@ public final class OutputQueue: Sendable {
         case dropped
         /// The reader went away (or `close()` ran).
         case closed
+        /// `stream(_:)`: taken, and `byteLimit` bytes now wait: produce no
+        /// more until `whenRoom` calls back.
+        case full
     }
 
     private struct State {
@@ -39,6 +49,11 @@ public final class OutputQueue: Sendable {
         var pending: [UInt8] = []
         /// Lines in `pending` (the capacity counts lines).
         var lines = 0
+        /// Bytes the writer has taken from `pending` and not yet written.
+        var inHand = 0
+        /// A producer of `stream` held back: called once the bytes waiting
+        /// are down to `byteLimit / 2` (or the queue ended).
+        var roomWaiter: (@Sendable () -> Void)?
         /// Dropped since the last report.
         var unreported = 0
         var droppedTotal = 0
@@ -53,6 +68,12 @@ public final class OutputQueue: Sendable {
     }
 
     public let capacity: Int
+    /// `stream`: bytes not yet written (queued or in the writer's hand)
+    /// from which it answers `.full`.
+    public let byteLimit: Int
+    /// Milliseconds the writer waits for more after a write before it goes
+    /// idle (and a producer must wake it).
+    private let linger: Int32
     private let fd: Int32
     /// The one lock of the command line: the hand-off of bytes from whoever
     /// produces lines to the writer thread (any thread may produce a line,
@@ -76,10 +97,17 @@ public final class OutputQueue: Sendable {
     private let done: AsyncStream<Void>
     private let doneContinuation: AsyncStream<Void>.Continuation
 
-    /// `capacity`: lines waiting at most (the pipe's own buffer comes on top).
-    public init(fd: Int32 = 1, capacity: Int = 100_000, gapLine: @escaping @Sendable (Int) -> [UInt8]? = { _ in nil }) {
+    /// `capacity`: lines waiting at most (the pipe's own buffer comes on
+    /// top). `byteLimit`: bytes of `stream` waiting before it answers `.full`.
+    /// `linger`: after a write, milliseconds the writer waits for more
+    /// before going idle: what comes meanwhile goes out in one write, without
+    /// a wake-up (a longer wait: fewer writes and wake-ups, later bytes).
+    public init(fd: Int32 = 1, capacity: Int = 100_000, byteLimit: Int = 1 << 20, linger: Int32 = 1,
+                gapLine: @escaping @Sendable (Int) -> [UInt8]? = { _ in nil }) {
         self.fd = fd
+        self.linger = max(0, linger)
         self.capacity = max(1, capacity)
+        self.byteLimit = max(2, byteLimit)
         self.gapLine = gapLine
         var ends: [Int32] = [-1, -1]
         if pipe(&ends) == 0 {
@@ -111,6 +139,46 @@ public final class OutputQueue: Sendable {
     @discardableResult
     public func enqueue(_ bytes: [UInt8]) -> Outcome {
         bytes.withUnsafeBufferPointer { append($0, newline: false) }
+    }
+
+    /// Queues bytes of a stream that must not lose any (no newline, not a
+    /// line: never dropped, whatever `capacity` says). `.full`: taken, and
+    /// `byteLimit` bytes wait; the caller stops producing until `whenRoom`.
+    public func stream(_ bytes: UnsafeRawBufferPointer) -> Outcome {
+        let (outcome, signal) = state.withLock { s -> (Outcome, Bool) in
+            if s.closed { return (.closed, false) }
+            let signal = s.pending.isEmpty && !s.writing
+            s.pending.append(contentsOf: bytes)
+            return (s.pending.count + s.inHand >= byteLimit ? .full : .queued, signal)
+        }
+        if signal { wakeWriter() }
+        return outcome
+    }
+
+    /// Calls `body` (on the writer thread, or here at once) when the bytes
+    /// waiting are down to half of `byteLimit`. One waiter: a later one
+    /// replaces it. Once the reader has gone, or everything was written
+    /// after `close()`, never (nothing more is taken).
+    public func whenRoom(_ body: @escaping @Sendable () -> Void) {
+        let now = state.withLock { s -> Bool in
+            if s.writeError != nil { return false }
+            if s.pending.count + s.inHand <= byteLimit / 2 { return true }
+            s.roomWaiter = body
+            return false
+        }
+        if now { body() }
+    }
+
+    /// The writer has written `count` of the bytes in its hand: a producer
+    /// held back hears when there is room again.
+    private func wrote(_ count: Int) {
+        let waiter = state.withLock { s -> (@Sendable () -> Void)? in
+            s.inHand -= count
+            guard s.roomWaiter != nil, s.pending.count + s.inHand <= byteLimit / 2 else { return nil }
+            defer { s.roomWaiter = nil }
+            return s.roomWaiter
+        }
+        waiter?()
     }
 
     /// Says `text` on stderr (`Output.error`) from the writer thread, so
@@ -191,6 +259,9 @@ public final class OutputQueue: Sendable {
         return gone
     }
 
+    /// Why writing failed (errno: EPIPE when the reader went away), once it did.
+    public var writeFailure: Int32? { state.withLock { $0.writeError } }
+
     /// Runs `body` until it ends, or until stdout's reader goes away: then
     /// `body` is cancelled and this throws the quiet 141 (`.brokenPipe`).
     /// Uses `readerGone()`: one such wait per queue.
@@ -244,17 +315,23 @@ public final class OutputQueue: Sendable {
                     s.closed = true
                     s.pending = []
                     s.lines = 0
+                    s.inHand = 0
                     s.writing = false
+                    s.roomWaiter = nil
                 }
                 if s.writeError != nil { return .end(readerGone: true) }
                 if !s.pending.isEmpty {
                     swap(&batch, &s.pending)
                     s.lines = 0
+                    s.inHand = batch.count
                     s.writing = true
                     return .write
                 }
-                if s.closed { return .end(readerGone: false) }
-                // After a write, linger a millisecond (still `writing`, so
+                if s.closed {
+                    s.roomWaiter = nil
+                    return .end(readerGone: false)
+                }
+                // After a write, linger a millisecond (`linger`; still `writing`, so
                 // nobody wakes us) before going idle: in a burst the next
                 // lines come meanwhile and go out together, instead of a
                 // wake-up and a write every few lines.
@@ -271,7 +348,7 @@ public final class OutputQueue: Sendable {
                 if batch.capacity > 1 << 20 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
             case .linger:
                 lingered = true
-                if !waitForWork(timeout: 1) { failure = EPIPE }
+                if !waitForWork(timeout: linger) { failure = EPIPE }
             case .idle:
                 lingered = false
                 if !waitForWork(timeout: -1) { failure = EPIPE }
@@ -288,16 +365,18 @@ public final class OutputQueue: Sendable {
     /// other write error). To a pipe, only as much as poll says fits.
     private func write(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { buffer in
-            guard isPipe else { return Output.writeAll(fd, buffer) }
             var offset = 0
             while offset < buffer.count {
-                guard waitForRoom() else {
+                // (A file or terminal: 64 KiB at a time, so that a held-back
+                // `stream` producer hears of the progress.)
+                if isPipe, !waitForRoom() {
                     errno = EPIPE
                     return false
                 }
-                let chunk = min(Int(PIPE_BUF), buffer.count - offset)
+                let chunk = min(isPipe ? Int(PIPE_BUF) : 1 << 16, buffer.count - offset)
                 guard Output.writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + chunk])) else { return false }
                 offset += chunk
+                wrote(chunk)
             }
             return true
         }

@@ -186,4 +186,15 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
         let engine = engine
         engine.loop.execute { engine.deliver(to: sink, onEnd: onEnd) }
     }
+
+    /// Stops reading the socket (from `receiveOnLoop`'s sink, whose
+    /// consumer has no room) until `resumeReceiving`: the kernel's buffer,
+    /// then the peer's LE credits, hold the peer back. Loop only.
+    package func pauseReceivingOnLoop() { engine.pauseReceiving() }
+
+    /// Reads the socket again after `pauseReceivingOnLoop`; from any thread.
+    package func resumeReceiving() {
+        let engine = engine
+        engine.loop.execute { engine.resumeReceiving() }
+    }
 }

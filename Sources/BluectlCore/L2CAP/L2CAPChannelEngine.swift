@@ -43,6 +43,12 @@ package final class L2CAPChannelEngine: LoopSender {
         var sink: ((UnsafeRawBufferPointer) -> Bool)?
         /// The sink's consumer hears the end here, once.
         var onEnd: ((Result<Void, BluetoothError>) -> Void)?
+        /// The sink's consumer has no room: the socket is not read until
+        /// `resumeReceiving` (the kernel's buffer, then the peer's credits, hold the peer back).
+        var paused = false
+        /// recv said 0 once: the next 0 is the end (what the kernel still
+        /// queued comes in between).
+        var endOnce = false
         /// SDUs to send, oldest at `outboxHead`, and their bytes.
         var outbox: [[UInt8]] = []
         var outboxHead = 0
@@ -83,7 +89,7 @@ package final class L2CAPChannelEngine: LoopSender {
     }
 
     private func watchReadable() {
-        guard state.value.readWatch == nil, !state.value.closed, state.value.end == nil else { return }
+        guard state.value.readWatch == nil, !state.value.closed, state.value.end == nil, !state.value.paused else { return }
         state.value.readWatch = loop.watch(socket.fd) { [self] in readable() }
     }
 
@@ -97,12 +103,19 @@ package final class L2CAPChannelEngine: LoopSender {
     private func readable() {
         var got = false
         for _ in 0..<64 {
-            if state.value.inboxBytes >= inboxLimit {
+            if state.value.inboxBytes >= inboxLimit || state.value.paused {
                 unwatchReadable()
                 break
             }
             let result = state.value.buffer.withUnsafeMutableBytes { socket.receive(into: $0) }
             switch result {
+            case .success(0) where !state.value.endOnce:
+                // Linux reports the peer's disconnect (the socket's error,
+                // ECONNRESET, taken by this recv) before the SDUs still
+                // queued in the socket; the next recv returns them, and 0
+                // again once there are none (docs/l2cap.md).
+                state.value.endOnce = true
+                continue
             case .success(0):
                 finish(.success(()))
                 got = true
@@ -176,6 +189,21 @@ package final class L2CAPChannelEngine: LoopSender {
             guard sdu.withUnsafeBytes(sink) else { return close() }
         }
         if state.value.end != nil { return wakeReceiver() }
+        watchReadable()
+    }
+
+    /// Stops reading the socket until `resumeReceiving` (a sink's consumer
+    /// that has no room, from inside the sink or after it): the SDU the sink
+    /// is given is its last until then.
+    func pauseReceiving() {
+        state.value.paused = true
+        unwatchReadable()
+    }
+
+    /// Reads the socket again after `pauseReceiving`.
+    func resumeReceiving() {
+        guard state.value.paused else { return }
+        state.value.paused = false
         watchReadable()
     }
 

@@ -79,18 +79,24 @@ def closed_event(path, side):
     return one(events(path), lambda l: l['event'] == 'closed', '%s closed event' % side)
 
 
-@lab_check('l2cap_bluectl_both_ways')
-def _(c):
-    """bluectl l2cap listen on hci3 (the kernel picks the PSM) receives 1 MiB
-    from bluectl l2cap connect on hci1, then listen on a fixed PSM sends 1 MiB
-    to connect: each compared by sha256; the closed events count the bytes,
-    the side whose stdin ended closes and both exit 0."""
+def advertise_server(c):
+    """The server adapter made connectable (`bluectl advertise` beside the
+    check), and seen by a scan first."""
     need_server(c)
     scan = Scan(c, 'bluectl-l2cap')
     adv_out = c.path('adv.out')
     c.spawn([lab.BLUECTL, 'advertise', '--adapter', SRV_ADAPTER, '--name', 'bluectl-l2cap', '--json'], adv_out, limit=900,
             show='bluectl advertise --adapter %s --name bluectl-l2cap --json   (background)' % SRV_ADAPTER)
     scan.wait()
+
+
+@lab_check('l2cap_bluectl_both_ways')
+def _(c):
+    """bluectl l2cap listen on hci3 (the kernel picks the PSM) receives 1 MiB
+    from bluectl l2cap connect on hci1, then listen on a fixed PSM sends 1 MiB
+    to connect: each compared by sha256; the closed events count the bytes,
+    the side whose stdin ended closes and both exit 0."""
+    advertise_server(c)
 
     # 1. central -> server, on a dynamic PSM
     data, digest = random_file(c, 'up.bin', MIB)
@@ -125,6 +131,52 @@ def _(c):
     check(fields(closed_event(lerr, 'listen'), sent=MIB, by='local'), 'listen closed %r' % closed_event(lerr, 'listen'))
     check(fields(closed_event(cerr, 'connect'), received=MIB, by='peer'), 'connect closed %r' % closed_event(cerr, 'connect'))
     transfer_summary(c, 'hci3 -> hci1', MIB, closed_event(cerr, 'connect')['seconds'])
+
+
+STALLED_READER = """import fcntl, os, sys, time
+fcntl.fcntl(0, 1031, 4096)  # F_SETPIPE_SZ: one page of pipe
+time.sleep(float(sys.argv[2]))
+with open(sys.argv[1], 'wb') as f:
+    while True:
+        b = os.read(0, 1 << 16)
+        if not b:
+            break
+        f.write(b)
+"""
+
+
+@lab_check('l2cap_stalled_reader')
+def _(c):
+    """bluectl l2cap listen on hci3 with stdout a pipe nobody reads for 30 s,
+    while bluectl l2cap connect on hci1 sends 3 MiB and closes: listen's
+    writer holds 1 MiB, then listen stops reading the channel (the kernel's
+    credits hold the sender back) instead of dropping or blocking its event
+    loop; once the reader reads, every byte arrives (sha256), both exit 0
+    and the closed event counts them all (issue 26: the loop never blocks on
+    stdout)."""
+    advertise_server(c)
+    size, stall = 3 * MIB, 30
+    data, digest = random_file(c, 'stalled.bin', size)
+    got, lerr, out = c.path('stalled.got'), c.path('stalled-listen.err'), c.path('stalled.out')
+    shell = ('"$0" l2cap listen --adapter "$1" --no-stdin --json 2>"$2" | /usr/bin/python3 -c "$3" "$4" "$5"; '
+             'echo "status=${PIPESTATUS[0]}"')
+    proc = c.spawn(['/bin/bash', '-c', shell, lab.BLUECTL, SRV_ADAPTER, lerr, STALLED_READER, got, stall], out, limit=600,
+                   show='bluectl l2cap listen --adapter %s --no-stdin --json | (a reader asleep %d s, then cat)   (background)'
+                   % (SRV_ADAPTER, stall))
+    if not wait_out(c, lerr, r'"event": ?"listening"', 60, proc):
+        c.fail('l2cap listen printed no listening event: %s' % read_text(lerr)[:300])
+    psm = one(events(lerr), lambda l: l['event'] == 'listening', 'listening')['psm']
+    rc, secs, _, cerr = run_bluectl(c, ['l2cap', '--adapter', CENTRAL, 'connect', SRV, str(psm), '--json'], data, 300)
+    check(rc == 0, 'l2cap connect (sending %d bytes) exited %d: %s' % (size, rc, read_text(cerr)[-300:]))
+    # connect closed before the reader woke: what listen had not read then was in its socket
+    c.note('connect sent and closed in %.1f s; the reader slept %d s from before listen listened' % (secs, stall))
+    prc = proc.wait(120)
+    c.note('listen pipeline exit %d: %s; stderr: %s' % (prc, read_text(out).strip(), read_text(lerr)[:1500]))
+    check('status=0' in read_text(out), 'l2cap listen (behind the stalled reader) did not exit 0: %s' % read_text(out)[:300])
+    check(os.path.getsize(got) == size, 'the reader got %d bytes, expected %d' % (os.path.getsize(got), size))
+    check(sha256_of(got) == digest, 'the bytes received differ from those sent (sha256)')
+    check(fields(closed_event(lerr, 'listen'), received=size, by='peer'), 'listen closed %r' % closed_event(lerr, 'listen'))
+    transfer_summary(c, 'hci1 -> hci3, reader stalled %d s' % stall, size, closed_event(lerr, 'listen')['seconds'])
 
 
 @lab_check('l2cap_refused_psm')
