@@ -818,6 +818,9 @@ for item in WHAT:
             reps=int(e.get("BENCH_REPS", "3")), big=int(e.get("BENCH_BIG", "10000")), only=e.get("BENCH_ONLY", ""))
     elif item == "micro":
         micro(only=os.environ.get("BENCH_MICRO", ""))
+    elif item == "gateway":
+        import gateway  # Scripts/bench.d/gateway.py: issue 27's comparison with Theengs Gateway
+        gateway.run(target, _x)
     else:
         {"startup": startup, "scan": scan, "code": code}[item]()
 if FAILED_TARGETS:
