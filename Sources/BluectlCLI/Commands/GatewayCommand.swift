@@ -67,10 +67,12 @@ struct GatewayCommand: AsyncParsableCommand {
     var maxBuffered: Int = 50_000
 
     @Option(name: .customLong("config"), help: ArgumentHelp(
-        "Which advertisements to publish, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
+        "Which advertisements to publish and each device's GATT work, a JSON file (docs/gateway.md).", valueName: "FILE"), completion: .file(extensions: ["json"]))
     var configPath: String?
 
     @OptionGroup var adapterOptions: AdapterOptions
+    /// How the config's GATT devices are connected: `--timeout` (each set-up), `--retries`, the pairing agent.
+    @OptionGroup var deviceOptions: DeviceCommandOptions
 
     func validate() throws {
         do { _ = try BrokerAddress(broker) } catch {
@@ -101,10 +103,8 @@ struct GatewayCommand: AsyncParsableCommand {
     func run() async throws {
         let address = try BrokerAddress(broker)
         let config = try configPath.map { try GatewayConfig.load($0) } ?? GatewayConfig()
-        if let configPath, !config.devices.isEmpty {
-            // Refused rather than ignored: nothing the user asked for is silently dropped.
-            throw CLIFailure(.dataError, "invalid --config \(TextSafety.escapedForMessage(configPath)): devices: per-device GATT work is not supported yet")
-        }
+        let gattSettings = GatewayGattSettings(options: deviceOptions, pairing: try deviceOptions.pairing(),
+                                               adapterGiven: adapterOptions.adapter != nil)
         let gateway = gatewayID()
         let topics = GatewayTopics(gateway: gateway, layout: GatewayTopics.Layout(rawValue: layout) ?? .bluectl)
         let persistence = try GatewayStateDirectory.mqttDirectory()
@@ -134,7 +134,7 @@ struct GatewayCommand: AsyncParsableCommand {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
-                                 homeAssistant: homeAssistant, config: config).run()
+                                 homeAssistant: homeAssistant, config: config, gattSettings: gattSettings).run()
         }
     }
 }
