@@ -2,6 +2,7 @@
 
 import BluectlCore
 import BluectlGateway
+import Synchronization
 
 /// A message for the broker, made off the owner task (a GATT value on the central's
 /// loop, a device's event, a command's outcome) and published by the owner task in
@@ -25,17 +26,18 @@ struct GatewayGattSettings: Sendable {
 /// (`ReconnectPolicy`'s waits, as `subscribe --reconnect`) until the gateway stops.
 /// Values, events and command outcomes go to the owner task as `GatewayMessage`s.
 ///
-/// An actor: its run and the commands from MQTT take turns at `link`, the
-/// characteristics of the connection now up.
-actor GatewayGattDevice {
+/// Its run sets `link`, the characteristics of the connection now up, and the
+/// commands from MQTT (other tasks) read it: the one piece of state they share.
+final class GatewayGattDevice: Sendable {
     let address: BluetoothAddress
     let work: GatewayConfig.DeviceWork
     let session: DeviceSession
     private let topics: GatewayTopics
     private let options: DeviceCommandOptions
     private let send: @Sendable (GatewayMessage) -> Void
-    /// The characteristics of the connection now up (nil while down).
-    private var link: [BluetoothUUID: (Peripheral, GattCharacteristic)]?
+    /// The characteristics of the connection now up (nil while down). A mutex: set by the
+    /// device's task, read by each command's.
+    private let link = Mutex<[BluetoothUUID: (Peripheral, GattCharacteristic)]?>(nil)
 
     /// The waits between set-up attempts, and which failures are worth waiting out.
     static let policy = ReconnectPolicy()
@@ -61,8 +63,8 @@ actor GatewayGattDevice {
         while !Task.isCancelled {
             let reason: String
             do {
-                let (characteristics, sessions, connection) = try await setUp()
-                link = characteristics
+                let (characteristics, sessions, peripheral) = try await setUp()
+                link.withLock { $0 = characteristics }
                 attempt = 1
                 everUp = true
                 if let lostAt {
@@ -71,7 +73,7 @@ actor GatewayGattDevice {
                     event("device_connected")
                 }
                 lostAt = nil
-                reason = await serve(characteristics, sessions: sessions, connection: connection)
+                reason = await serve(characteristics, sessions: sessions, peripheral: peripheral)
             } catch {
                 if Task.isCancelled { break }
                 let failure = cliFailure(error, what: "GATT set-up")
@@ -86,21 +88,21 @@ actor GatewayGattDevice {
                 try? await Task.sleep(for: delay)
                 continue
             }
-            link = nil
+            link.withLock { $0 = nil }
             for old in await session.forgetSessions() { await old.stop() }
             if Task.isCancelled { break }
             session.say("gateway: \(reason); reconnecting")
             event("device_disconnected", ("reason", .string(reason)))
             lostAt = lostAt ?? .now
         }
-        link = nil
+        link.withLock { $0 = nil }
     }
 
     /// Writes `bytes` to `characteristic` (allow-listed: the caller checked), the way
     /// `write` does (with response unless the characteristic only takes it without);
     /// the outcome for the result topic.
     func write(_ bytes: [UInt8], to characteristic: BluetoothUUID) async -> Result<WriteType, CLIFailure> {
-        guard case let (peripheral, chr)? = link?[characteristic] else {
+        guard case let (peripheral, chr)? = link.withLock({ $0?[characteristic] }) else {
             return .failure(CLIFailure(.unavailable, "\(address) is not connected now (the gateway is connecting to it)"))
         }
         let type = WriteType.preferred(for: chr)
@@ -120,15 +122,13 @@ actor GatewayGattDevice {
     private typealias Link = [BluetoothUUID: (Peripheral, GattCharacteristic)]
 
     /// Find, connect, look the characteristics up and subscribe, within `--timeout`.
-    private func setUp() async throws -> (Link, [NotificationSession], AsyncStream<ConnectionEvent>) {
+    private func setUp() async throws -> (Link, [NotificationSession], Peripheral) {
         let deadline = Deadline(seconds: options.timeout)
         let (session, work, address, topics, send) = (session, work, address, topics, send)
         return try await deadline.run(orThrow: BluetoothError.timeout("GATT set-up of \(address)")) {
-            let peripheral = try await session.find(address.description, deadline: deadline)
+            let peripheral = try await Self.known(address, session: session, deadline: deadline)
             session.registerAgent(for: peripheral)
             try await session.connect(peripheral, options: self.options, deadline: deadline, onQueued: await session.sayQueued)
-            // Watched from before the subscriptions: a loss in between is not missed.
-            let connection = peripheral.connectionEvents()
             guard peripheral.state == .connected else { throw BluetoothError.disconnected("the link went down during the set-up") }
             var link: Link = [:]
             for uuid in work.subscribe + work.read.map(\.characteristic) + work.writable where link[uuid] == nil {
@@ -144,55 +144,78 @@ actor GatewayGattDevice {
                 await session.keep(s)
                 sessions.append(s)
             }
-            return (link, sessions, connection)
+            return (link, sessions, peripheral)
+        }
+    }
+
+    /// The device once BlueZ knows it. The gateway's own scan (duplicates on, running all
+    /// along) is what makes it known: no second, finding discovery of the same client
+    /// beside it (`DeviceSession.find` would start one; with the gateway's scan running,
+    /// the bus tier crashed in that pairing: a task group's finished child task resumed).
+    private static func known(_ address: BluetoothAddress, session: DeviceSession, deadline: Deadline) async throws -> Peripheral {
+        while true {
+            if let peripheral = try await session.known(address.description) { return peripheral }
+            guard deadline.remaining > .milliseconds(250) else {
+                throw BluetoothError.deviceNotFound("\(address) (not known to BlueZ and not heard by the gateway's scan)")
+            }
+            try await Task.sleep(for: .milliseconds(250))
         }
     }
 
     /// Until the link is lost (its reason) or the task is cancelled: notifications flow
-    /// through their sinks, the periodic reads run.
-    private func serve(_ link: Link, sessions: [NotificationSession], connection: AsyncStream<ConnectionEvent>) async -> String {
+    /// through their sinks, the periodic reads run. Each watcher is a task of its own that
+    /// says the first reason to stop on `ends`; all are cancelled and awaited before this returns.
+    private func serve(_ link: Link, sessions: [NotificationSession], peripheral: Peripheral) async -> String {
         let (work, address, topics, send) = (work, address, topics, send)
-        return await withTaskGroup(of: String.self) { group in
-            group.addTask {
-                for await change in connection {
-                    if case .disconnected(let reason) = change { return reason }
-                }
-                return "the bus connection was lost"
+        let (ends, end) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(1))
+        var watchers: [Task<Void, Never>] = []
+        // The link, looked at every second (BlueZ's Connected in the central's mirror): a
+        // device with nothing subscribed shows its loss here.
+        watchers.append(Task {
+            while !Task.isCancelled, peripheral.state == .connected {
+                try? await Task.sleep(for: .seconds(1))
             }
-            for s in sessions {
-                group.addTask {
-                    do {
-                        for try await _ in s.values {}
-                        return "notifications of \(s.characteristic.uuid.label) ended"
-                    } catch {
-                        return cliFailure(error, what: "notifications").message
-                    }
+            end.yield("the link went down")
+        })
+        for s in sessions {
+            watchers.append(Task {
+                do {
+                    for try await _ in s.values {}
+                    end.yield("notifications of \(s.characteristic.uuid.label) ended")
+                } catch {
+                    end.yield(cliFailure(error, what: "notifications").message)
                 }
-            }
-            for periodic in work.read {
-                guard case let (peripheral, chr)? = link[periodic.characteristic] else { continue }
-                group.addTask {
-                    while !Task.isCancelled {
-                        do {
-                            let value = try await peripheral.readValue(for: chr)
-                            send(Self.valueMessage(value, characteristic: chr.uuid, device: address, topics: topics))
-                        } catch BluetoothError.disconnected(let reason) {
-                            return reason
-                        } catch {
-                            if Task.isCancelled { break }
-                            send(Self.eventMessage("read_failed", device: address, topics: topics,
-                                                   [("characteristic", .string(chr.uuid.uuidString)),
-                                                    ("reason", .string(cliFailure(error, what: "read").message))]))
-                        }
-                        try? await Task.sleep(for: .milliseconds(Int64(periodic.every * 1000)))
-                    }
-                    return "stopped"
-                }
-            }
-            let first = await group.next() ?? "stopped"
-            group.cancelAll()
-            return first
+            })
         }
+        for periodic in work.read {
+            guard let entry = link[periodic.characteristic] else { continue }
+            let chr = entry.1
+            watchers.append(Task {
+                while !Task.isCancelled {
+                    do {
+                        let value = try await peripheral.readValue(for: chr)
+                        send(Self.valueMessage(value, characteristic: chr.uuid, device: address, topics: topics))
+                    } catch BluetoothError.disconnected(let reason) {
+                        end.yield(reason)
+                        return
+                    } catch {
+                        if Task.isCancelled { return }
+                        send(Self.eventMessage("read_failed", device: address, topics: topics,
+                                               [("characteristic", .string(chr.uuid.uuidString)),
+                                                ("reason", .string(cliFailure(error, what: "read").message))]))
+                    }
+                    try? await Task.sleep(for: .milliseconds(Int64(periodic.every * 1000)))
+                }
+            })
+        }
+        var reason = "stopped"
+        for await first in ends {
+            reason = first
+            break
+        }
+        watchers.forEach { $0.cancel() }
+        for watcher in watchers { await watcher.value }
+        return reason
     }
 
     // MARK: - Messages

@@ -118,7 +118,7 @@ struct GatewayRun {
         } catch {
             Output.error("gateway: \(error); readings are kept until the broker can be reached")
         }
-        let gatt = gattSettings.map { settings in
+        let gatt = config.devices.isEmpty ? nil : gattSettings.map { settings in
             GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { feed.yield(.gatt($0)) }
         }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
