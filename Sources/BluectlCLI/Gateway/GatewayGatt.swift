@@ -74,15 +74,18 @@ struct GatewayGatt: Sendable {
             return refuse("\(uuid.label) of \(address) is not writable from MQTT (the config's devices.\(address).writable)")
         }
         let reply = send
+        // The task captures these, not `command`: capturing it crashed the gateway as the
+        // periodic reads' `periodic` did (Swift 6.3.1; docs/gateway.md).
+        let (bytes, id) = (command.bytes, command.id)
         Task {
             let result: GatewayCommandResult
-            switch await device.write(command.bytes, to: uuid) {
+            switch await device.write(bytes, to: uuid) {
             case .success(let type):
-                var record = WriteRecord(device: address.description, characteristic: uuid, bytes: command.bytes)
+                var record = WriteRecord(device: address.description, characteristic: uuid, bytes: bytes)
                 record.type = type
-                result = GatewayCommandResult(outcome: .done(record), id: command.id)
+                result = GatewayCommandResult(outcome: .done(record), id: id)
             case .failure(let failure):
-                result = GatewayCommandResult(outcome: .failed(failure.message), id: command.id)
+                result = GatewayCommandResult(outcome: .failed(failure.message), id: id)
             }
             reply(result.message(resultTopic))
         }

@@ -190,6 +190,10 @@ final class GatewayGattDevice: Sendable {
         for periodic in work.read {
             guard let entry = link[periodic.characteristic] else { continue }
             let chr = entry.1
+            // Computed here, not in the task: with `periodic` captured by the task (its `every`
+            // read there), Swift 6.3.1's build of this closure crashed the gateway on the bus
+            // tier (SIGSEGV, a jump to 0 when the task was next resumed; docs/gateway.md).
+            let interval = Duration.milliseconds(Int64(periodic.every * 1000))
             watchers.append(Task {
                 while !Task.isCancelled {
                     do {
@@ -204,7 +208,7 @@ final class GatewayGattDevice: Sendable {
                                                [("characteristic", .string(chr.uuid.uuidString)),
                                                 ("reason", .string(cliFailure(error, what: "read").message))]))
                     }
-                    try? await Task.sleep(for: .milliseconds(Int64(periodic.every * 1000)))
+                    try? await Task.sleep(for: interval)
                 }
             })
         }
