@@ -88,6 +88,8 @@ public final class MQTTSession: @unchecked Sendable {
         case connectFailed(String)
         /// The broker acknowledged a message: the buffer has room again.
         case delivered
+        /// A message on a topic the session subscribed to (`subscribe`).
+        case message(topic: String, payload: [UInt8])
     }
 
     /// Connection events, in the order Paho reported them. One consumer.
@@ -126,8 +128,16 @@ public final class MQTTSession: @unchecked Sendable {
         context = Unmanaged.passRetained(CallbackTarget(continuation)).toOpaque()
         MQTTAsync_setCallbacks(handle, context, { context, _ in
             CallbackTarget.from(context).continuation.yield(.connectionLost("connection lost"))
-        }, { _, topic, _, message in
-            // The gateway subscribes to nothing; a message would be the broker's mistake.
+        }, { context, topic, topicLength, message in
+            // Copied out, then Paho's copies freed: the owner reads the message on its own task.
+            if let topic, let body = message?.pointee {
+                let name = topicLength > 0
+                    ? String(decoding: UnsafeRawBufferPointer(start: topic, count: Int(topicLength)), as: UTF8.self)
+                    : String(cString: topic)
+                let payload = body.payloadlen > 0 && body.payload != nil
+                    ? Array(UnsafeRawBufferPointer(start: body.payload, count: Int(body.payloadlen))) : []
+                CallbackTarget.from(context).continuation.yield(.message(topic: name, payload: payload))
+            }
             var topic = topic, message = message
             MQTTAsync_freeMessage(&message)
             MQTTAsync_free(topic)
@@ -207,6 +217,17 @@ public final class MQTTSession: @unchecked Sendable {
             return MQTTAsync_sendMessage(handle, topic, &message, &response)
         }
         guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(topic)") }
+    }
+
+    /// Subscribes to `filters` with QoS 1 (messages come as `Event.message`). Only while
+    /// connected: call it at each `connected` (the persistent session keeps subscriptions,
+    /// but the first connection has none).
+    public func subscribe(_ filters: [String]) throws(MQTTError) {
+        for filter in filters {
+            var response = cpaho_response_options()
+            let rc = MQTTAsync_subscribe(handle, filter, 1, &response)
+            guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot subscribe to \(filter)") }
+        }
     }
 
     /// Publishes the retained `offline` status, then disconnects, waiting up to

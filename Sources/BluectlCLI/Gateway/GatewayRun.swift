@@ -22,6 +22,8 @@ enum GatewayInput: Sendable {
     case scan(GatewayScanEvent)
     /// Time to look at the watchdog (`GatewayRun.watchdogTicks`).
     case tick
+    /// A GATT value, a GATT device's event or a command's outcome (GatewayGatt.swift).
+    case gatt(GatewayMessage)
 }
 
 /// What the gateway's owner task decides, a pure value: which frames are new
@@ -37,11 +39,14 @@ struct GatewayLedger: Sendable {
     var connections = 0
     /// When the connection was lost, until it is back.
     var lostAt: ContinuousClock.Instant?
-    /// Home Assistant config topics published by this run (they are retained: once is enough).
-    private var announced: Set<String> = []
+    /// Home Assistant configs published by this run (retained: once is enough, until Home
+    /// Assistant says it started again), by topic.
+    private(set) var announced: [String: [UInt8]] = [:]
 
     /// Whether `topic`'s config is still to be published (and notes it as published).
-    mutating func announces(_ topic: String) -> Bool { announced.insert(topic).inserted }
+    mutating func announces(_ topic: String, _ payload: [UInt8]) -> Bool {
+        announced.updateValue(payload, forKey: topic) == nil
+    }
 
     /// When each device's last reading was published (kept only with a minimum interval).
     private var lastPublished: [BluetoothAddress: ContinuousClock.Instant] = [:]
@@ -83,10 +88,12 @@ struct GatewayRun {
     let adapter: AdapterInfo
     /// Publish Home Assistant's discovery configs for decoded readings.
     var homeAssistant = false
-    /// Which advertisements are published.
+    /// Which advertisements are published, and each device's GATT work.
     var config = GatewayConfig()
     /// The stalled-scan watchdog's silence (nil: off; `ScanWatchdog`).
     var scanSilence: Duration? = .seconds(120)
+    /// How the GATT devices connect (needed when the config has `devices`).
+    var gattSettings: GatewayGattSettings?
 
     func run() async throws {
         let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
@@ -112,6 +119,9 @@ struct GatewayRun {
         } catch {
             Output.error("gateway: \(error); readings are kept until the broker can be reached")
         }
+        let gatt = config.devices.isEmpty ? nil : gattSettings.map { settings in
+            GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { feed.yield(.gatt($0)) }
+        }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
         var ledger = GatewayLedger()
         var watchdog = ScanWatchdog(silence: scanSilence)
@@ -121,8 +131,12 @@ struct GatewayRun {
             case .discovery(let discovery):
                 watchdog.heard(at: .now)
                 publish(discovery, ledger: &ledger)
+            case .mqtt(.message(let topic, let payload)):
+                received(topic, payload, gatt: gatt, ledger: &ledger)
             case .mqtt(let event):
                 handle(event, ledger: &ledger)
+            case .gatt(let message):
+                publish(message, ledger: &ledger)
             case .scan(.failed(let error)):
                 failure = error
                 break loop
@@ -134,6 +148,7 @@ struct GatewayRun {
         }
         helpers.forEach { $0.cancel() }
         ServiceNotifier.stopping(status: "stopping")
+        await gatt?.stop(hurry: SignalScope.interrupted)
         await scanner.stop()
         await session.close(timeout: .milliseconds(500))
         if let failure { throw failure }
@@ -143,7 +158,7 @@ struct GatewayRun {
         guard config.admits(discovery.device, sensor: discovery.sensor), ledger.isNew(discovery.device, minInterval: config.minInterval) else { return }
         if homeAssistant, let reading = try? discovery.sensor?.get() {
             for config in HomeAssistantDiscovery.configs(device: discovery.device, reading: reading, topics: topics)
-            where ledger.announces(config.topic) {
+            where ledger.announces(config.topic, config.payload) {
                 do { try session.publish(config.topic, config.payload, retained: true) } catch { Output.error("gateway: \(error)") }
             }
         }
@@ -187,6 +202,7 @@ struct GatewayRun {
             Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
             try? session.publish(topics.status, Array("online".utf8), retained: true)
+            subscribe()
             if let lostAt = ledger.lostAt {
                 // After the readings buffered meanwhile (Paho sends in order).
                 let away = ContinuousClock.now - lostAt
@@ -206,6 +222,8 @@ struct GatewayRun {
         case .connectFailed(let reason):
             Output.error("gateway: cannot connect to \(broker): \(reason); retrying, buffering meanwhile")
             ServiceNotifier.status("broker \(broker) unreachable: buffering")
+        case .message:
+            break   // routed by `run` (`received`)
         }
     }
 }
