@@ -23,7 +23,7 @@ extension GatewayRun {
             try session.publish(message.topic, message.payload)
             ledger.accepted()
         } catch {
-            if error.isBufferFull { ledger.dropped() } else { Output.error("gateway: \(error)") }
+            Output.error("gateway: \(error)")
         }
     }
 

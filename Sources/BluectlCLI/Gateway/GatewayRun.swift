@@ -28,17 +28,26 @@ enum GatewayInput: Sendable {
 
 /// What the gateway's owner task decides, a pure value: which frames are new
 /// (a repeat of a device's last frame, RSSI aside, is not published again), and
-/// how many readings Paho's full buffer refused since they were last reported.
+/// how many of the messages Paho's full buffer dropped are reported.
 struct GatewayLedger: Sendable {
     private var lastFrames: [BluetoothAddress: DeviceInfo] = [:]
-    /// Readings refused while the buffer was full, not yet published on the events topic.
-    private(set) var unreportedDrops = 0
+    /// Dropped messages already published on the events topic.
+    private(set) var reportedDrops = 0
     /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
     private(set) var accepted = 0
     /// Connections to the broker so far.
     var connections = 0
     /// When the connection was lost, until it is back.
     var lostAt: ContinuousClock.Instant?
+    /// What a connection has to publish once the buffer has room (into a full buffer it
+    /// would push the oldest reading out): `online`, and for how long the broker was away
+    /// (nil after the first connection).
+    var greeting: Greeting?
+
+    /// The birth and `reconnected` event of one connection (`greeting`).
+    struct Greeting: Sendable {
+        let away: Duration?
+    }
     /// Home Assistant configs published by this run (retained: once is enough, until Home
     /// Assistant says it started again), by topic.
     private(set) var announced: [String: [UInt8]] = [:]
@@ -67,14 +76,11 @@ struct GatewayLedger: Sendable {
 
     mutating func accepted(_ count: Int = 1) { accepted += count }
 
-    /// A reading Paho refused (the buffer full): counted once. Its frame stays the device's
-    /// last, so hearing it again does not count the same reading twice.
-    mutating func dropped() {
-        unreportedDrops += 1
-    }
+    /// Of `total` messages dropped so far (the session's count), those not reported yet.
+    func unreportedDrops(of total: Int) -> Int { max(0, total - reportedDrops) }
 
-    /// `count` drops were reported (published on the events topic).
-    mutating func reported(_ count: Int) { unreportedDrops -= count }
+    /// `count` more drops were reported (published on the events topic).
+    mutating func reported(_ count: Int) { reportedDrops += count }
 }
 
 /// One gateway's run: scans `adapter`, publishes through `session`, until
@@ -175,23 +181,33 @@ struct GatewayRun {
             try session.publish(topics.device(discovery.device.address.description), payload, retained: true)
             ledger.accepted()
         } catch {
-            if error.isBufferFull {
-                ledger.dropped()
-            } else {
-                Output.error("gateway: \(error)")
-            }
+            Output.error("gateway: \(error)")
         }
     }
 
-    /// Publishes the count of readings the full buffer refused, once connected; a refusal
-    /// (the buffer still full) keeps the count for the next try, at the next delivery.
-    private func reportDrops(_ ledger: inout GatewayLedger) {
-        let drops = ledger.unreportedDrops
-        guard drops > 0, session.isConnected else { return }
+    /// Once connected and the buffer has room: the connection's greeting (`online`, and
+    /// `reconnected` after the readings buffered meanwhile: Paho sends in order), then the
+    /// count of the oldest messages the full buffer dropped since the last report. With no
+    /// room (the backlog not yet sent) both wait for a delivery: publishing them would push
+    /// out a reading, and the buffer would never be seen with room to report that drop.
+    private func greetAndReport(_ ledger: inout GatewayLedger) {
+        guard session.isConnected, session.hasRoom else { return }
+        if let greeting = ledger.greeting {
+            try? session.publish(topics.status, Array("online".utf8), retained: true)
+            if let away = greeting.away {
+                var line = JSONLine()
+                line.add("event", "reconnected")
+                line.add("away_s", away.tenthsOfSeconds)
+                try? session.publish(topics.events, line.renderedBytes(newline: false))
+            }
+            ledger.greeting = nil
+        }
+        let drops = ledger.unreportedDrops(of: session.droppedMessages)
+        guard drops > 0, session.hasRoom else { return }
         var line = JSONLine()
         line.add("event", "dropped")
         line.add("count", drops)
-        line.add("reason", "the buffer of readings waiting for the broker was full")
+        line.add("reason", "the buffer of messages waiting for the broker was full: the oldest were dropped")
         if (try? session.publish(topics.events, line.renderedBytes(newline: false))) != nil { ledger.reported(drops) }
     }
 
@@ -201,20 +217,12 @@ struct GatewayRun {
             ledger.connections += 1
             Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
-            try? session.publish(topics.status, Array("online".utf8), retained: true)
             subscribe()
-            if let lostAt = ledger.lostAt {
-                // After the readings buffered meanwhile (Paho sends in order).
-                let away = ContinuousClock.now - lostAt
-                var line = JSONLine()
-                line.add("event", "reconnected")
-                line.add("away_s", away.tenthsOfSeconds)
-                try? session.publish(topics.events, line.renderedBytes(newline: false))
-                ledger.lostAt = nil
-            }
-            reportDrops(&ledger)
+            ledger.greeting = .init(away: ledger.lostAt.map { ContinuousClock.now - $0 })
+            ledger.lostAt = nil
+            greetAndReport(&ledger)
         case .delivered:
-            reportDrops(&ledger)
+            greetAndReport(&ledger)
         case .connectionLost(let reason):
             ledger.lostAt = ledger.lostAt ?? .now
             Output.error("gateway: \(reason) to \(broker); buffering")
