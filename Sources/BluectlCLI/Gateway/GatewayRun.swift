@@ -20,7 +20,7 @@ enum GatewayInput: Sendable {
     case discovery(Discovery)
     case mqtt(MQTTSession.Event)
     case scan(GatewayScanEvent)
-    /// Time to look at the watchdog (`GatewayRun.watchdogTicks`).
+    /// Time to look at the watchdog and the buffer (`GatewayRun.ticks`).
     case tick
     /// A GATT value, a GATT device's event or a command's outcome (GatewayGatt.swift).
     case gatt(GatewayMessage)
@@ -43,6 +43,9 @@ struct GatewayLedger: Sendable {
     /// would push the oldest reading out): `online`, and for how long the broker was away
     /// (nil after the first connection).
     var greeting: Greeting?
+    /// When `greetAndReport` last asked Paho for its pending messages (a walk of its whole
+    /// queue: not at each of a backlog's acknowledgements).
+    var bufferLookedAt: ContinuousClock.Instant?
 
     /// The birth and `reconnected` event of one connection (`greeting`).
     struct Greeting: Sendable {
@@ -118,7 +121,7 @@ struct GatewayRun {
         let helpers = [
             Task { for await event in session.events { feed.yield(.mqtt(event)) } },
             Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
-            Task { [scanSilence] in await Self.watchdogTicks(scanSilence) { feed.yield(.tick) } },
+            Task { [scanSilence] in await Self.ticks(scanSilence) { feed.yield(.tick) } },
         ]
         do {
             try session.start()
@@ -150,6 +153,7 @@ struct GatewayRun {
                 handle(event, watchdog: &watchdog)
             case .tick:
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
+                greetAndReport(&ledger)
             }
         }
         helpers.forEach { $0.cancel() }
@@ -190,8 +194,12 @@ struct GatewayRun {
     /// count of the oldest messages the full buffer dropped since the last report. With no
     /// room (the backlog not yet sent) both wait for a delivery: publishing them would push
     /// out a reading, and the buffer would never be seen with room to report that drop.
-    private func greetAndReport(_ ledger: inout GatewayLedger) {
-        guard session.isConnected, session.hasRoom else { return }
+    /// Looks at most twice a second (`bufferLookedAt`) unless `now`; the ticks bring it back.
+    private func greetAndReport(_ ledger: inout GatewayLedger, now: Bool = false) {
+        let at = ContinuousClock.now
+        guard session.isConnected, now || ledger.bufferLookedAt.map({ at - $0 >= .milliseconds(500) }) ?? true else { return }
+        ledger.bufferLookedAt = at
+        guard session.hasRoom else { return }
         if let greeting = ledger.greeting {
             try? session.publish(topics.status, Array("online".utf8), retained: true)
             if let away = greeting.away {
@@ -220,7 +228,7 @@ struct GatewayRun {
             subscribe()
             ledger.greeting = .init(away: ledger.lostAt.map { ContinuousClock.now - $0 })
             ledger.lostAt = nil
-            greetAndReport(&ledger)
+            greetAndReport(&ledger, now: true)
         case .delivered:
             greetAndReport(&ledger)
         case .connectionLost(let reason):
