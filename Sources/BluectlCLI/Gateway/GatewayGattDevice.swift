@@ -129,7 +129,10 @@ final class GatewayGattDevice: Sendable {
             let peripheral = try await Self.known(address, session: session, deadline: deadline)
             session.registerAgent(for: peripheral)
             try await session.connect(peripheral, options: self.options, deadline: deadline, onQueued: await session.sayQueued)
-            guard peripheral.state == .connected else { throw BluetoothError.disconnected("the link went down during the set-up") }
+            // Asked of bluetoothd, not the mirror: 5.66 does not always signal Connected=true
+            // (Peripheral.fetchDeviceProperties); in the lab the mirror said disconnected on
+            // every attempt while the link was up.
+            guard await peripheral.isConnected() else { throw BluetoothError.disconnected("the link went down during the set-up") }
             var link: Link = [:]
             for uuid in work.subscribe + work.read.map(\.characteristic) + work.writable where link[uuid] == nil {
                 link[uuid] = (peripheral, try peripheral.characteristic(.uuid(uuid)))
@@ -169,10 +172,10 @@ final class GatewayGattDevice: Sendable {
         let (work, address, topics, send) = (work, address, topics, send)
         let (ends, end) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(1))
         var watchers: [Task<Void, Never>] = []
-        // The link, looked at every second (BlueZ's Connected in the central's mirror): a
-        // device with nothing subscribed shows its loss here.
+        // The link, looked at every second (Connected, asked of bluetoothd: the mirror can miss
+        // Connected=true, above): a device with nothing subscribed shows its loss here.
         watchers.append(Task {
-            while !Task.isCancelled, peripheral.state == .connected {
+            while !Task.isCancelled, await peripheral.isConnected() {
                 try? await Task.sleep(for: .seconds(1))
             }
             end.yield("the link went down")
