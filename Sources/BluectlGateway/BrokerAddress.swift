@@ -124,4 +124,27 @@ public struct GatewayTopics: Sendable, Equatable {
         case .theengs: "home/\(gateway)/BTtoMQTT/\(address.filter { $0 != ":" })"
         }
     }
+
+    /// A characteristic's values: `bluectl/<id>/devices/<MAC>/gatt/<UUID>` (in both layouts:
+    /// Theengs Gateway has no GATT topics to follow).
+    public func gatt(_ address: String, _ characteristic: String) -> String {
+        "bluectl/\(gateway)/devices/\(address)/gatt/\(characteristic)"
+    }
+
+    /// The filter of every command topic, `bluectl/<id>/devices/+/gatt/+/write`.
+    public var gattCommands: String { "bluectl/\(gateway)/devices/+/gatt/+/write" }
+
+    /// The device and characteristic levels of a command topic (as sent: not yet checked),
+    /// nil when `topic` is not one of this gateway's command topics.
+    public func command(_ topic: String) -> (device: String, characteristic: String)? {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 7, levels[0] == "bluectl", levels[1] == gateway, levels[2] == "devices",
+              levels[4] == "gatt", levels[6] == "write" else { return nil }
+        return (String(levels[3]), String(levels[5]))
+    }
+
+    /// Where a command's outcome goes: its topic with `result` for `write`.
+    public func result(_ device: String, _ characteristic: String) -> String {
+        gatt(device, characteristic) + "/result"
+    }
 }

@@ -1,4 +1,5 @@
 import CPaho
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,19 +20,20 @@ import Glibc
 /// persistent session.
 ///
 /// **The bound** is Paho's `maxBufferedMessages` (a count; the disk it takes is that
-/// count times one record, about 1 KB). When it is reached Paho refuses the new
-/// publish (`MQTTASYNC_MAX_BUFFERED_MESSAGES`) and `publish` throws
-/// `MQTTError.bufferFull`, which the owner counts: Paho reports no count of its own.
-/// Paho's other policy, `deleteOldestMessages`, is left off: it drops silently (no
-/// callback, so no count), and the upstream source frees the dropped command
-/// before it removes its file (`MQTTAsync_addCommand`), a use after free.
+/// count times one record, about 1 KB). When it is reached Paho drops the OLDEST
+/// waiting publish, file included, to take the new one (`deleteOldestMessages`: the
+/// newest reading is worth more than the oldest). Paho (1.3.12) does that silently,
+/// so the session counts it itself, exactly: every message it accepted was delivered
+/// (Paho's delivery callback, counted), is still waiting (`pendingMessages`), or was
+/// dropped (`droppedMessages`).
 ///
-/// Threads: Paho calls back on its own threads. The callbacks only hand an
-/// `MQTTEvent` to `events` (an `AsyncStream`, safe from any thread) for its one
-/// consumer, the owner of the session; this type keeps no mutable state of its own.
+/// Threads: Paho calls back on its own threads. The callbacks hand an `MQTTEvent`
+/// to `events` (an `AsyncStream`, safe from any thread) for its one consumer, the
+/// owner of the session, and count deliveries (an atomic, below).
 public final class MQTTSession: @unchecked Sendable {
-    // @unchecked: every stored property is immutable after `init`; `handle` is only
-    // passed to Paho's functions, which lock Paho's own state.
+    // @unchecked: every stored property but the two counters is immutable after `init`;
+    // `handle` is only passed to Paho's functions, which lock Paho's own state; the
+    // counters are atomics (`Counters`).
 
     /// How to reach the broker and what to keep.
     public struct Configuration: Sendable {
@@ -88,6 +90,8 @@ public final class MQTTSession: @unchecked Sendable {
         case connectFailed(String)
         /// The broker acknowledged a message: the buffer has room again.
         case delivered
+        /// A message on a topic the session subscribed to (`subscribe`).
+        case message(topic: String, payload: [UInt8])
     }
 
     /// Connection events, in the order Paho reported them. One consumer.
@@ -99,6 +103,9 @@ public final class MQTTSession: @unchecked Sendable {
     /// C strings Paho may keep pointers to; freed in `deinit`, after `MQTTAsync_destroy`.
     private let strings: [UnsafeMutablePointer<CChar>]
     private let configuration: Configuration
+    /// Messages accepted by `publish` (and restored from an earlier session's files), and
+    /// deliveries: the two sides of `droppedMessages`.
+    private let counters: Counters
 
     /// Creates the client and restores the messages Paho kept from an earlier session.
     /// Throws when Paho refuses the URI, the client id or the persistence directory.
@@ -110,7 +117,7 @@ public final class MQTTSession: @unchecked Sendable {
         options.sendWhileDisconnected = 1
         options.allowDisconnectedSendAtAnyTime = 1
         options.maxBufferedMessages = configuration.maxBufferedMessages
-        options.deleteOldestMessages = 0
+        options.deleteOldestMessages = 1
         options.restoreMessages = 1
         options.persistQoS0 = 0
         options.MQTTVersion = MQTTVERSION_3_1_1
@@ -123,21 +130,37 @@ public final class MQTTSession: @unchecked Sendable {
             throw MQTTError(code: rc, "cannot create the MQTT client for \(configuration.serverURI)")
         }
         self.handle = handle
-        context = Unmanaged.passRetained(CallbackTarget(continuation)).toOpaque()
+        let counters = Counters()
+        self.counters = counters
+        context = Unmanaged.passRetained(CallbackTarget(continuation, counters)).toOpaque()
         MQTTAsync_setCallbacks(handle, context, { context, _ in
             CallbackTarget.from(context).continuation.yield(.connectionLost("connection lost"))
-        }, { _, topic, _, message in
-            // The gateway subscribes to nothing; a message would be the broker's mistake.
+        }, { context, topic, topicLength, message in
+            // Copied out, then Paho's copies freed: the owner reads the message on its own task.
+            if let topic, let body = message?.pointee {
+                let name = topicLength > 0
+                    ? String(decoding: UnsafeRawBufferPointer(start: topic, count: Int(topicLength)), as: UTF8.self)
+                    : String(cString: topic)
+                let payload = body.payloadlen > 0 && body.payload != nil
+                    ? Array(UnsafeRawBufferPointer(start: body.payload, count: Int(body.payloadlen))) : []
+                CallbackTarget.from(context).continuation.yield(.message(topic: name, payload: payload))
+            }
             var topic = topic, message = message
             MQTTAsync_freeMessage(&message)
             MQTTAsync_free(topic)
             return 1
         }, { context, _ in
-            CallbackTarget.from(context).continuation.yield(.delivered)
+            // Called under Paho's lock, with the message taken off its in-flight list
+            // (`MQTTAsync_cycle`): `droppedMessages` relies on both happening together.
+            let target = CallbackTarget.from(context)
+            target.counters.delivered.add(1, ordering: .sequentiallyConsistent)
+            target.continuation.yield(.delivered)
         })
         MQTTAsync_setConnected(handle, context) { context, _ in
             CallbackTarget.from(context).continuation.yield(.connected)
         }
+        // Restored messages are waiting: counted as accepted, so their delivery is no drop.
+        counters.accepted.store(pendingMessages, ordering: .sequentiallyConsistent)
     }
 
     deinit {
@@ -194,8 +217,8 @@ public final class MQTTSession: @unchecked Sendable {
     }
 
     /// Publishes `payload` on `topic` with QoS 1, or buffers it while the broker is
-    /// away (on disk: kept across a crash). Throws `MQTTError` with `isBufferFull`
-    /// when `maxBufferedMessages` are waiting.
+    /// away (on disk: kept across a crash). When `maxBufferedMessages` are waiting, the
+    /// oldest of them is dropped to make room (counted in `droppedMessages`).
     public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
         var message = cpaho_message()
         message.qos = 1
@@ -207,6 +230,50 @@ public final class MQTTSession: @unchecked Sendable {
             return MQTTAsync_sendMessage(handle, topic, &message, &response)
         }
         guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(topic)") }
+        counters.accepted.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// Messages accepted and not yet acknowledged by the broker: waiting in Paho's
+    /// buffer, or sent and in flight (Paho's `MQTTAsync_getPendingTokens`).
+    public var pendingMessages: Int {
+        var tokens: UnsafeMutablePointer<MQTTAsync_token>?
+        guard MQTTAsync_getPendingTokens(handle, &tokens) == MQTTASYNC_SUCCESS, let tokens else { return 0 }
+        defer { MQTTAsync_free(tokens) }
+        var count = 0
+        while tokens[count] != -1 { count += 1 }
+        return count
+    }
+
+    /// Whether a publish now would be taken without dropping an older message: fewer
+    /// than `maxBufferedMessages` are pending (those in flight included, so this errs
+    /// on the side of waiting).
+    public var hasRoom: Bool { pendingMessages < Int(configuration.maxBufferedMessages) }
+
+    /// Messages Paho dropped, oldest first, because `maxBufferedMessages` were waiting,
+    /// since the session was created: accepted, and neither delivered nor pending.
+    /// Exact: the pending count and the delivery count are read with no delivery in
+    /// between (Paho takes a message off its lists and calls back under one lock),
+    /// and only `publish`, on the caller's task, drops.
+    public var droppedMessages: Int {
+        while true {
+            let before = counters.delivered.load(ordering: .sequentiallyConsistent)
+            let pending = pendingMessages
+            let after = counters.delivered.load(ordering: .sequentiallyConsistent)
+            if before == after {
+                return max(0, counters.accepted.load(ordering: .sequentiallyConsistent) - pending - after)
+            }
+        }
+    }
+
+    /// Subscribes to `filters` with QoS 1 (messages come as `Event.message`). Only while
+    /// connected: call it at each `connected` (the persistent session keeps subscriptions,
+    /// but the first connection has none).
+    public func subscribe(_ filters: [String]) throws(MQTTError) {
+        for filter in filters {
+            var response = cpaho_response_options()
+            let rc = MQTTAsync_subscribe(handle, filter, 1, &response)
+            guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot subscribe to \(filter)") }
+        }
     }
 
     /// Publishes the retained `offline` status, then disconnects, waiting up to
@@ -235,14 +302,26 @@ public final class MQTTSession: @unchecked Sendable {
     public var isConnected: Bool { MQTTAsync_isConnected(handle) != 0 }
 }
 
-/// The target of Paho's callbacks: only the stream's continuation, which may be
-/// used from any thread.
+/// The target of Paho's callbacks: the stream's continuation and the counters, both
+/// safe from any thread.
 private final class CallbackTarget: Sendable {
     let continuation: AsyncStream<MQTTSession.Event>.Continuation
-    init(_ continuation: AsyncStream<MQTTSession.Event>.Continuation) { self.continuation = continuation }
+    let counters: Counters
+    init(_ continuation: AsyncStream<MQTTSession.Event>.Continuation, _ counters: Counters) {
+        self.continuation = continuation
+        self.counters = counters
+    }
     static func from(_ context: UnsafeMutableRawPointer?) -> CallbackTarget {
         Unmanaged<CallbackTarget>.fromOpaque(context!).takeUnretainedValue()
     }
+}
+
+/// What `droppedMessages` is computed from. Atomics: `delivered` is written on Paho's
+/// thread and read on the owner's; `accepted` is written by `publish` (the owner, and
+/// `close`).
+private final class Counters: Sendable {
+    let accepted = Atomic<Int>(0)
+    let delivered = Atomic<Int>(0)
 }
 
 /// Resumes one waiting task once, from Paho's thread or the caller's.
@@ -274,9 +353,6 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
         self.code = code
         description = "\(what): \(Self.describe(code))"
     }
-
-    /// Whether Paho refused a publish because `maxBufferedMessages` are waiting.
-    public var isBufferFull: Bool { code == MQTTASYNC_MAX_BUFFERED_MESSAGES }
 
     static func describe(_ code: Int32) -> String {
         MQTTAsync_strerror(code).map { String(cString: $0) } ?? "error \(code)"

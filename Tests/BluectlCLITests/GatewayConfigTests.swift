@@ -55,6 +55,17 @@ struct GatewayConfigTests {
         ("{\"devices\": {\"nope\": {}}}", "devices.nope: \"nope\" is not a Bluetooth address"),
         ("{\"devices\": {\"00:AA:01:00:00:00\": {\"read\": [{\"characteristic\": \"2a19\"}]}}}", "devices.00:AA:01:00:00:00.read[0].every: missing"),
         ("{\"devices\": {\"00:AA:01:00:00:00\": {\"writable\": [\"zz\"]}}}", "devices.00:AA:01:00:00:00.writable[0]: "),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {}}}", "devices.00:AA:01:00:00:00: nothing to do (expected subscribe, read or writable)"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"subscribe\": [\"2a37\", \"heart_rate_measurement\"]}}}",
+         "devices.00:AA:01:00:00:00.subscribe[1]: 2a37 (Heart Rate Measurement) is listed twice"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"read\": [{\"characteristic\": \"2a19\", \"every\": 5}, {\"characteristic\": \"2a19\", \"every\": 9}]}}}",
+         "devices.00:AA:01:00:00:00.read[1].characteristic: 2a19 (Battery Level) is listed twice"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"read\": [{\"characteristic\": \"2a19\", \"every\": 0}]}}}",
+         "devices.00:AA:01:00:00:00.read[0].every: expected a positive number of seconds"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"read\": [{\"characteristic\": \"2a19\", \"every\": 5, \"once\": true}]}}}",
+         "devices.00:AA:01:00:00:00.read[0]: unknown key \"once\""),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"writable\": \"2a39\"}}}", "devices.00:AA:01:00:00:00.writable: expected an array"),
+        ("{\"devices\": {\"00:AA:01:00:00:00\": {\"notify\": [\"2a37\"]}}}", "devices.00:AA:01:00:00:00: unknown key \"notify\""),
         ("{", "not valid JSON"),
     ])
     func problems(_ text: String, _ expected: String) {
@@ -105,11 +116,50 @@ struct GatewayConfigTests {
         let timed = [limited.isNew(first, minInterval: 10, now: start), limited.isNew(second, minInterval: 10, now: start + .seconds(9)),
                      limited.isNew(second, minInterval: 10, now: start + .seconds(10))]
         #expect(timed == [true, false, true])
-        // a reading the full buffer refused is counted once: heard again, it is not a new reading
-        limited.dropped()
-        let pending = limited.unreportedDrops
-        limited.reported(pending)
-        let afterDrop = [pending, limited.unreportedDrops, limited.isNew(second, minInterval: 10, now: start + .seconds(30)) ? 1 : 0]
-        #expect(afterDrop == [1, 0, 0])
+        // drops: the session's running total; each report publishes only what is new since the last
+        let first3 = limited.unreportedDrops(of: 3)
+        limited.reported(first3)
+        #expect([first3, limited.unreportedDrops(of: 3), limited.unreportedDrops(of: 5)] == [3, 0, 2])
+    }
+
+    @Test("A write command's payload: hex as write takes it, or {value|utf8, id}; anything else refused with the reason", arguments: [
+        ("0102", [0x01, 0x02], nil),
+        (" 01 02\n", [0x01, 0x02], nil),
+        ("{\"value\": \"0x0a0b\", \"id\": \"r1\"}", [0x0a, 0x0b], "r1"),
+        ("{\"utf8\": \"Hi\"}", [0x48, 0x69], nil),
+    ] as [(String, [UInt8], String?)])
+    func writeCommand(_ payload: String, _ bytes: [UInt8], _ id: String?) {
+        #expect(GatewayWriteCommand.parse(Array(payload.utf8)) == .success(GatewayWriteCommand(bytes: bytes, id: id)))
+    }
+
+    @Test("Bad command payloads are refused, never sent", arguments: [
+        ("", "an empty payload"),
+        ("zz", "invalid value: "),
+        ("{\"value\": 12}", "value: expected a string of hex digits"),
+        ("{\"value\": \"01\", \"utf8\": \"a\"}", "expected exactly one of value (hex) and utf8"),
+        ("{\"hex\": \"01\"}", "unknown key \"hex\" (expected value, utf8, id)"),
+        ("{\"id\": 5, \"value\": \"01\"}", "id: expected a string"),
+        ("{\"value\": ", "not valid JSON"),
+        ("[1]", "invalid value: "),
+        ("{\"utf8\": \"\(String(repeating: "x", count: 513))\"}", "the value is over 512 bytes"),
+    ])
+    func badWriteCommand(_ payload: String, _ reason: String) {
+        guard case .failure(let refusal) = GatewayWriteCommand.parse(Array(payload.utf8)) else {
+            Issue.record("\(payload) was accepted")
+            return
+        }
+        #expect(refusal.text.hasPrefix(reason), "\(payload): \(refusal.text)")
+    }
+
+    @Test("Command topics: bluectl/ID/devices/MAC/gatt/UUID/write of this gateway only; the result next to it")
+    func commandTopics() {
+        let topics = GatewayTopics(gateway: "hall")
+        #expect(topics.gattCommands == "bluectl/hall/devices/+/gatt/+/write")
+        #expect(topics.command("bluectl/hall/devices/00:AA:01:00:00:00/gatt/2a39/write")! == ("00:AA:01:00:00:00", "2a39"))
+        #expect(topics.command("bluectl/kitchen/devices/00:AA:01:00:00:00/gatt/2a39/write") == nil)
+        #expect(topics.command("bluectl/hall/devices/00:AA:01:00:00:00/gatt/2a39") == nil)
+        #expect(topics.command("bluectl/hall/devices/00:AA:01:00:00:00/gatt/2a39/write/x") == nil)
+        #expect(topics.result("00:AA:01:00:00:00", "2a39") == "bluectl/hall/devices/00:AA:01:00:00:00/gatt/2a39/result")
+        #expect(topics.gatt("00:AA:01:00:00:00", "2a37") == "bluectl/hall/devices/00:AA:01:00:00:00/gatt/2a37")
     }
 }

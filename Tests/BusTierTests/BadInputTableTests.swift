@@ -188,14 +188,16 @@ private let rows: [BadInput] = [
              message: "bluectl: cannot read --ca /nonexistent/ca.pem: No such file or directory\n"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--username", "u", "--password-file", "/nonexistent/pw"], code: 64,
              message: "bluectl: cannot read the --password-file /nonexistent/pw: No such file or directory\n"),
-    // its config: unreadable (64, as serve's SPEC), invalid (65, naming the file, shortened when long, and the JSON path), or asking
-    // for what is not built yet (65: refused, not ignored)
+    // its config: unreadable (64, as serve's SPEC), invalid (65, naming the file, shortened when long, and the JSON path; the
+    // GATT work's parts too)
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", "/nonexistent/gateway.json"], code: 64,
              message: "bluectl: cannot read --config /nonexistent/gateway.json: No such file or directory\n"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", BusTier.fixture("gateway/bad-address.json")], code: 65,
              message: ": advertisements.addresses[1]: \"A4:C1:38\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)\n"),
-    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", BusTier.fixture("gateway/gatt-work.json")], code: 65,
-             message: ": devices: per-device GATT work is not supported yet\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", BusTier.fixture("gateway/gatt-twice.json")], code: 65,
+             message: ": devices.00:AA:01:00:00:00.writable[1]: 2a39 (Heart Rate Control Point) is listed twice\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--config", BusTier.fixture("gateway/gatt-every.json")], code: 65,
+             message: ": devices.00:AA:01:00:00:00.read[0].every: expected a positive number of seconds\n"),
     // values (64)
     BadInput(args: ["write", D, "2a39", "0x010"], code: 64, message: "odd number of hex digits"),
     BadInput(args: ["write", D, "2a39", "zz"], code: 64, message: "\"z\" at position 1 is not a hex digit"),

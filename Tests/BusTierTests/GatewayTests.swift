@@ -65,6 +65,22 @@ private func keptFiles(_ folder: String) -> Int {
     }.count
 }
 
+/// The sensor's service data at step `step` (20.0 °C + step × 0.1, `bthome`) as rendered in a record.
+private func serviceDataHex(_ step: Int) -> String {
+    let t = 2000 + step * 10
+    return "4002" + String(format: "%02x%02x", t & 0xff, t >> 8)
+}
+
+/// How many of Paho's files under `folder` hold the service data `hex` (a record's
+/// `service_data` value, as the gateway renders it).
+private func filesHolding(_ folder: String, _ hex: String) -> Int {
+    let files = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
+    return files.filter { path in
+        guard let data = FileManager.default.contents(atPath: folder + "/" + path) else { return false }
+        return String(decoding: data, as: UTF8.self).contains(hex)
+    }.count
+}
+
 @Suite("bluectl gateway publishes to a real mosquitto", .timeLimit(.minutes(3)))
 struct GatewayTests {
     @Test("A device's record is scan --json's plus gateway, retained on bluectl/ID/devices/MAC; status online, then offline on SIGTERM")
@@ -306,7 +322,7 @@ struct GatewayTests {
         }
     }
 
-    @Test("--max-buffered: past the bound the newest readings are dropped, counted, and the count published once connected")
+    @Test("--max-buffered: past the bound the OLDEST readings are dropped (their files too), counted, and the count published once connected, after the newest")
     func bufferBound() async throws {
         try await withScene(brokerUp: false) { bus, broker, reader, state in
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "full", "--max-buffered", "5"],
@@ -316,16 +332,20 @@ struct GatewayTests {
             // 2337c24 stepped before the scan had first seen the device: 20.1 came first, 6 dropped, not 7).
             #expect(try await bus.eventually(timeout: .seconds(20)) { keptFiles(state) >= 1 }, "\(gateway.stderr)")
             try await buffer(readings: 5, bus: bus, state: state)
+            #expect(filesHolding(state, serviceDataHex(0)) == 1, "20.0 on disk")
             for step in 5..<12 { try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2000 + step * 10)) }
-            // The gateway has heard them once scan (another client) reports the last.
-            let scan = try await bus.runBluectl(["scan", "--json", "--timeout", "1"])
-            #expect(scan.stdout.contains("40023e08"), "\(scan)")   // the last: 21.10 °C, 2110 = 0x083e
+            // The gateway took the last (21.10 °C, 2110 = 0x083e) once Paho's file of it exists; the
+            // first 7 (20.0 … 20.6) were pushed out, files and all: 5 files, the newest 5.
+            #expect(try await bus.eventually(timeout: .seconds(20)) { filesHolding(state, serviceDataHex(11)) == 1 }, "\(gateway.stderr)")
+            #expect((0..<12).map { filesHolding(state, serviceDataHex($0)) } == Array(repeating: 0, count: 7) + Array(repeating: 1, count: 5))
             try await broker.start()
             #expect(await reader.wait(timeout: .seconds(40)) { !$0.payloads("bluectl/full/events").isEmpty }, "\(reader.messages) \(gateway.stderr)")
             let event = try JSONValue.parse(try #require(reader.payloads("bluectl/full/events").first))
             #expect(event["event"] == .string("dropped"))
             #expect(event["count"] == .int(7), "\(event)")
-            #expect(temperatures(reader, gateway: "full") == (0..<5).map { 20.0 + Double($0) / 10 })
+            // The newest 5 arrived, in order.
+            #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "full").contains(21.1) }, "\(reader.messages)")
+            #expect(temperatures(reader, gateway: "full") == (7..<12).map { 20.0 + Double($0) / 10 })
             gateway.signal(SIGTERM)
             _ = await gateway.wait(timeout: .seconds(10))
         }

@@ -112,10 +112,11 @@ struct GatewayCommand: AsyncParsableCommand {
     func run() async throws {
         let address = try BrokerAddress(broker)
         let config = try configPath.map { try GatewayConfig.load($0) } ?? GatewayConfig()
-        if let configPath, !config.devices.isEmpty {
-            // Refused rather than ignored: nothing the user asked for is silently dropped.
-            throw CLIFailure(.dataError, "invalid --config \(TextSafety.escapedForMessage(configPath)): devices: per-device GATT work is not supported yet")
-        }
+        // The GATT devices connect with the device commands' defaults (--timeout 30 for each
+        // set-up, --retries 2, just-works pairing; docs/gateway.md).
+        let deviceOptions = try DeviceCommandOptions.parse([])
+        let gattSettings = GatewayGattSettings(options: deviceOptions, pairing: try deviceOptions.pairing(),
+                                               adapterGiven: adapterOptions.adapter != nil)
         let gateway = gatewayID()
         let topics = GatewayTopics(gateway: gateway, layout: GatewayTopics.Layout(rawValue: layout) ?? .bluectl)
         let persistence = try GatewayStateDirectory.mqttDirectory()
@@ -146,7 +147,8 @@ struct GatewayCommand: AsyncParsableCommand {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
-                                 homeAssistant: homeAssistant, config: config, scanSilence: scanSilence).run()
+                                 homeAssistant: homeAssistant, config: config, scanSilence: scanSilence,
+                                 gattSettings: gattSettings).run()
         }
     }
 }

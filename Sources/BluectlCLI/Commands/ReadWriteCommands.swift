@@ -235,8 +235,7 @@ struct WriteCommand: AsyncParsableCommand {
                 try await peripheral.writeValue(bytes, for: d)
                 record.descriptor = d.uuid
             } else {
-                let type = asked ?? (chr.properties.canWriteWithResponse || !chr.properties.canWriteWithoutResponse
-                    ? .withResponse : .withoutResponse)
+                let type = asked ?? WriteType.preferred(for: chr)
                 if !chr.supports(type), chr.properties.canWriteWithResponse || chr.properties.canWriteWithoutResponse {
                     session.say("note: \(chr.uuid.label) does not list write-\(type.name) (flags: \(chr.flags.joined(separator: ","))); trying anyway")
                 }

@@ -97,6 +97,10 @@ struct GatewayConfig: Sendable, Equatable {
                     return Periodic(characteristic: try characteristic(entry["characteristic"], at: at + ".characteristic"),
                                     every: try seconds(every, at: at + ".every"))
                 }
+                try once(work.subscribe, at: at + ".subscribe")
+                try once(work.read.map(\.characteristic), at: at + ".read", suffix: ".characteristic")
+                try once(work.writable, at: at + ".writable")
+                if work == DeviceWork() { throw Problem(path: at, message: "nothing to do (expected subscribe, read or writable)") }
                 config.devices[device] = work
             }
         }
@@ -125,6 +129,13 @@ struct GatewayConfig: Sendable, Equatable {
         var result: [T] = []
         for (i, entry) in try ServeSpec.array(value, at: path).enumerated() { result.append(try element(entry, "\(path)[\(i)]")) }
         return result
+    }
+
+    /// A characteristic named twice in one list is a slip (one subscription, one read each): refused by path.
+    private static func once(_ uuids: [BluetoothUUID], at path: String, suffix: String = "") throws(Problem) {
+        for (i, uuid) in uuids.enumerated() where uuids[..<i].contains(uuid) {
+            throw Problem(path: "\(path)[\(i)]\(suffix)", message: "\(uuid.label) is listed twice")
+        }
     }
 
     private static func address(_ value: Any, at path: String) throws(Problem) -> BluetoothAddress {

@@ -51,11 +51,10 @@ extension GatewayRun {
         scanner.recover(step, silent: silent)
     }
 
-    /// Calls `tick` often enough for the watchdog (a quarter of its silence, at most each second),
-    /// until cancelled; never without a watchdog.
-    static func watchdogTicks(_ silence: Duration?, tick: @Sendable () -> Void) async {
-        guard let silence else { return }
-        let every = min(.seconds(1), silence / 4)
+    /// Calls `tick` often enough for the watchdog (a quarter of its silence) and for the buffer's
+    /// report (`greetAndReport`): at least each second, until cancelled.
+    static func ticks(_ silence: Duration?, tick: @Sendable () -> Void) async {
+        let every = min(.seconds(1), (silence ?? .seconds(4)) / 4)
         while (try? await Task.sleep(for: every)) != nil { tick() }
     }
 }

@@ -20,28 +20,45 @@ enum GatewayInput: Sendable {
     case discovery(Discovery)
     case mqtt(MQTTSession.Event)
     case scan(GatewayScanEvent)
-    /// Time to look at the watchdog (`GatewayRun.watchdogTicks`).
+    /// Time to look at the watchdog and the buffer (`GatewayRun.ticks`).
     case tick
+    /// A GATT value, a GATT device's event or a command's outcome (GatewayGatt.swift).
+    case gatt(GatewayMessage)
 }
 
 /// What the gateway's owner task decides, a pure value: which frames are new
 /// (a repeat of a device's last frame, RSSI aside, is not published again), and
-/// how many readings Paho's full buffer refused since they were last reported.
+/// how many of the messages Paho's full buffer dropped are reported.
 struct GatewayLedger: Sendable {
     private var lastFrames: [BluetoothAddress: DeviceInfo] = [:]
-    /// Readings refused while the buffer was full, not yet published on the events topic.
-    private(set) var unreportedDrops = 0
+    /// Dropped messages already published on the events topic.
+    private(set) var reportedDrops = 0
     /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
     private(set) var accepted = 0
     /// Connections to the broker so far.
     var connections = 0
     /// When the connection was lost, until it is back.
     var lostAt: ContinuousClock.Instant?
-    /// Home Assistant config topics published by this run (they are retained: once is enough).
-    private var announced: Set<String> = []
+    /// What a connection has to publish once the buffer has room (into a full buffer it
+    /// would push the oldest reading out): `online`, and for how long the broker was away
+    /// (nil after the first connection).
+    var greeting: Greeting?
+    /// When `greetAndReport` last asked Paho for its pending messages (a walk of its whole
+    /// queue: not at each of a backlog's acknowledgements).
+    var bufferLookedAt: ContinuousClock.Instant?
+
+    /// The birth and `reconnected` event of one connection (`greeting`).
+    struct Greeting: Sendable {
+        let away: Duration?
+    }
+    /// Home Assistant configs published by this run (retained: once is enough, until Home
+    /// Assistant says it started again), by topic.
+    private(set) var announced: [String: [UInt8]] = [:]
 
     /// Whether `topic`'s config is still to be published (and notes it as published).
-    mutating func announces(_ topic: String) -> Bool { announced.insert(topic).inserted }
+    mutating func announces(_ topic: String, _ payload: [UInt8]) -> Bool {
+        announced.updateValue(payload, forKey: topic) == nil
+    }
 
     /// When each device's last reading was published (kept only with a minimum interval).
     private var lastPublished: [BluetoothAddress: ContinuousClock.Instant] = [:]
@@ -62,14 +79,11 @@ struct GatewayLedger: Sendable {
 
     mutating func accepted(_ count: Int = 1) { accepted += count }
 
-    /// A reading Paho refused (the buffer full): counted once. Its frame stays the device's
-    /// last, so hearing it again does not count the same reading twice.
-    mutating func dropped() {
-        unreportedDrops += 1
-    }
+    /// Of `total` messages dropped so far (the session's count), those not reported yet.
+    func unreportedDrops(of total: Int) -> Int { max(0, total - reportedDrops) }
 
-    /// `count` drops were reported (published on the events topic).
-    mutating func reported(_ count: Int) { unreportedDrops -= count }
+    /// `count` more drops were reported (published on the events topic).
+    mutating func reported(_ count: Int) { reportedDrops += count }
 }
 
 /// One gateway's run: scans `adapter`, publishes through `session`, until
@@ -83,10 +97,12 @@ struct GatewayRun {
     let adapter: AdapterInfo
     /// Publish Home Assistant's discovery configs for decoded readings.
     var homeAssistant = false
-    /// Which advertisements are published.
+    /// Which advertisements are published, and each device's GATT work.
     var config = GatewayConfig()
     /// The stalled-scan watchdog's silence (nil: off; `ScanWatchdog`).
     var scanSilence: Duration? = .seconds(120)
+    /// How the GATT devices connect (needed when the config has `devices`).
+    var gattSettings: GatewayGattSettings?
 
     func run() async throws {
         let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
@@ -105,12 +121,15 @@ struct GatewayRun {
         let helpers = [
             Task { for await event in session.events { feed.yield(.mqtt(event)) } },
             Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
-            Task { [scanSilence] in await Self.watchdogTicks(scanSilence) { feed.yield(.tick) } },
+            Task { [scanSilence] in await Self.ticks(scanSilence) { feed.yield(.tick) } },
         ]
         do {
             try session.start()
         } catch {
             Output.error("gateway: \(error); readings are kept until the broker can be reached")
+        }
+        let gatt = config.devices.isEmpty ? nil : gattSettings.map { settings in
+            GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { feed.yield(.gatt($0)) }
         }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
         var ledger = GatewayLedger()
@@ -121,8 +140,12 @@ struct GatewayRun {
             case .discovery(let discovery):
                 watchdog.heard(at: .now)
                 publish(discovery, ledger: &ledger)
+            case .mqtt(.message(let topic, let payload)):
+                received(topic, payload, gatt: gatt, ledger: &ledger)
             case .mqtt(let event):
                 handle(event, ledger: &ledger)
+            case .gatt(let message):
+                publish(message, ledger: &ledger)
             case .scan(.failed(let error)):
                 failure = error
                 break loop
@@ -130,10 +153,12 @@ struct GatewayRun {
                 handle(event, watchdog: &watchdog)
             case .tick:
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
+                greetAndReport(&ledger)
             }
         }
         helpers.forEach { $0.cancel() }
         ServiceNotifier.stopping(status: "stopping")
+        await gatt?.stop(hurry: SignalScope.interrupted)
         await scanner.stop()
         await session.close(timeout: .milliseconds(500))
         if let failure { throw failure }
@@ -143,7 +168,7 @@ struct GatewayRun {
         guard config.admits(discovery.device, sensor: discovery.sensor), ledger.isNew(discovery.device, minInterval: config.minInterval) else { return }
         if homeAssistant, let reading = try? discovery.sensor?.get() {
             for config in HomeAssistantDiscovery.configs(device: discovery.device, reading: reading, topics: topics)
-            where ledger.announces(config.topic) {
+            where ledger.announces(config.topic, config.payload) {
                 do { try session.publish(config.topic, config.payload, retained: true) } catch { Output.error("gateway: \(error)") }
             }
         }
@@ -160,23 +185,37 @@ struct GatewayRun {
             try session.publish(topics.device(discovery.device.address.description), payload, retained: true)
             ledger.accepted()
         } catch {
-            if error.isBufferFull {
-                ledger.dropped()
-            } else {
-                Output.error("gateway: \(error)")
-            }
+            Output.error("gateway: \(error)")
         }
     }
 
-    /// Publishes the count of readings the full buffer refused, once connected; a refusal
-    /// (the buffer still full) keeps the count for the next try, at the next delivery.
-    private func reportDrops(_ ledger: inout GatewayLedger) {
-        let drops = ledger.unreportedDrops
-        guard drops > 0, session.isConnected else { return }
+    /// Once connected and the buffer has room: the connection's greeting (`online`, and
+    /// `reconnected` after the readings buffered meanwhile: Paho sends in order), then the
+    /// count of the oldest messages the full buffer dropped since the last report. With no
+    /// room (the backlog not yet sent) both wait for a delivery: publishing them would push
+    /// out a reading, and the buffer would never be seen with room to report that drop.
+    /// Looks at most twice a second (`bufferLookedAt`) unless `now`; the ticks bring it back.
+    private func greetAndReport(_ ledger: inout GatewayLedger, now: Bool = false) {
+        let at = ContinuousClock.now
+        guard session.isConnected, now || ledger.bufferLookedAt.map({ at - $0 >= .milliseconds(500) }) ?? true else { return }
+        ledger.bufferLookedAt = at
+        guard session.hasRoom else { return }
+        if let greeting = ledger.greeting {
+            try? session.publish(topics.status, Array("online".utf8), retained: true)
+            if let away = greeting.away {
+                var line = JSONLine()
+                line.add("event", "reconnected")
+                line.add("away_s", away.tenthsOfSeconds)
+                try? session.publish(topics.events, line.renderedBytes(newline: false))
+            }
+            ledger.greeting = nil
+        }
+        let drops = ledger.unreportedDrops(of: session.droppedMessages)
+        guard drops > 0, session.hasRoom else { return }
         var line = JSONLine()
         line.add("event", "dropped")
         line.add("count", drops)
-        line.add("reason", "the buffer of readings waiting for the broker was full")
+        line.add("reason", "the buffer of messages waiting for the broker was full: the oldest were dropped")
         if (try? session.publish(topics.events, line.renderedBytes(newline: false))) != nil { ledger.reported(drops) }
     }
 
@@ -186,19 +225,12 @@ struct GatewayRun {
             ledger.connections += 1
             Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
-            try? session.publish(topics.status, Array("online".utf8), retained: true)
-            if let lostAt = ledger.lostAt {
-                // After the readings buffered meanwhile (Paho sends in order).
-                let away = ContinuousClock.now - lostAt
-                var line = JSONLine()
-                line.add("event", "reconnected")
-                line.add("away_s", away.tenthsOfSeconds)
-                try? session.publish(topics.events, line.renderedBytes(newline: false))
-                ledger.lostAt = nil
-            }
-            reportDrops(&ledger)
+            subscribe()
+            ledger.greeting = .init(away: ledger.lostAt.map { ContinuousClock.now - $0 })
+            ledger.lostAt = nil
+            greetAndReport(&ledger, now: true)
         case .delivered:
-            reportDrops(&ledger)
+            greetAndReport(&ledger)
         case .connectionLost(let reason):
             ledger.lostAt = ledger.lostAt ?? .now
             Output.error("gateway: \(reason) to \(broker); buffering")
@@ -206,6 +238,8 @@ struct GatewayRun {
         case .connectFailed(let reason):
             Output.error("gateway: cannot connect to \(broker): \(reason); retrying, buffering meanwhile")
             ServiceNotifier.status("broker \(broker) unreachable: buffering")
+        case .message:
+            break   // routed by `run` (`received`)
         }
     }
 }

@@ -12,7 +12,7 @@ import time
 from labcheck import lab
 from labcheck.faults import bluetoothd_segv, power_cycle
 from labcheck.jsonlines import check
-from labcheck.lab import CENTRAL, SERVER, SERVER_ADDR
+from labcheck.lab import BODY_LOC, CENTRAL, DEV, HR_CTRL, HR_MEAS, SERVER, SERVER_ADDR
 from labcheck.procs import read_text
 from labcheck.runner import lab_check
 from labcheck.serving import need_server, wait_out
@@ -39,6 +39,36 @@ def start_broker(c):
                 c.echo(read_text(c.path('mosquitto.log')) + read_text(c.path('mosquitto.log') + '.err'))
                 c.fail('mosquitto did not take connections on 127.0.0.1:%d' % PORT)
             time.sleep(0.2)
+
+
+def start_gateway(c, gateway, config, limit):
+    """mosquitto (start_broker), `mosquitto_sub -v -t bluectl/#` into mqtt.out, and `bluectl
+    gateway --id GATEWAY` on the central with CONFIG (a dict) as its --config and a state
+    folder of its own: (the gateway's process, its output file, mqtt.out)."""
+    start_broker(c)
+    mqtt = c.path('mqtt.out')
+    c.spawn(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'bluectl/#'], mqtt,
+            show='mosquitto_sub -v -t bluectl/#   (background)')
+    state = tempfile.mkdtemp(prefix='gw-state-', dir='/tmp')
+    path = c.path('gateway.json')
+    with open(path, 'w') as f:
+        json.dump(config, f)
+    gw_out = c.path('gateway.out')
+    args = ['gateway', '--broker', 'mqtt://127.0.0.1:%d' % PORT, '--id', gateway, '--adapter', CENTRAL, '--config', path]
+    gw = c.spawn(['env', 'STATE_DIRECTORY=' + state, lab.BLUECTL] + args, gw_out, limit=limit,
+                 show='STATE_DIRECTORY=%s bluectl %s   (background)' % (state, ' '.join(args)))
+    return gw, gw_out, mqtt
+
+
+def stop_gateway(c, gw, gw_out, mqtt, gateway):
+    """SIGTERM: exit 143 (its stderr into the log), and its status `offline` on the broker."""
+    gw.signal(signal.SIGTERM)
+    rc = gw.wait(30)
+    c.echo(read_text(gw_out + '.err'))
+    if rc != 143:
+        c.fail('the gateway exited %d on SIGTERM, expected 143' % rc)
+    if not wait_out(c, mqtt, r'^bluectl/%s/status offline' % gateway, 20):
+        c.fail('no offline status after SIGTERM')
 
 
 def received(path, gateway):
@@ -68,18 +98,7 @@ def _(c):
     a scan_interrupted / scan_resumed pair on the events topic, and the
     gateway's process lives through both (SIGTERM: 143, status offline)."""
     need_server(c)
-    start_broker(c)
-    mqtt = c.path('mqtt.out')
-    c.spawn(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'bluectl/#'], mqtt,
-            show='mosquitto_sub -v -t bluectl/#   (background)')
-    state = tempfile.mkdtemp(prefix='gw-state-', dir='/tmp')
-    config = c.path('gateway.json')
-    with open(config, 'w') as f:
-        json.dump({'advertisements': {'addresses': [SERVER_ADDR]}}, f)
-    gw_out = c.path('gateway.out')
-    args = ['gateway', '--broker', 'mqtt://127.0.0.1:%d' % PORT, '--id', 'lab', '--adapter', CENTRAL, '--config', config]
-    gw = c.spawn(['env', 'STATE_DIRECTORY=' + state, lab.BLUECTL] + args, gw_out, limit=900,
-                 show='STATE_DIRECTORY=%s bluectl %s   (background)' % (state, ' '.join(args)))
+    gw, gw_out, mqtt = start_gateway(c, 'lab', {'advertisements': {'addresses': [SERVER_ADDR]}}, 900)
     if not wait_out(c, gw_out + '.err', 'scanning %s actively' % CENTRAL, 60, gw) or \
             not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
         c.echo(read_text(gw_out + '.err'))
@@ -142,13 +161,80 @@ def _(c):
     gaps = [e.get('gap_s') for e in events if e.get('event') == 'scan_resumed']
     c.note('gaps (s): %r; watchdog recoveries: %d' % (gaps, sum(1 for e in events if e.get('event') == 'scan_recovery')))
     check(all(isinstance(g, (int, float)) and g > 0 for g in gaps), 'gaps %r' % gaps)
-    gw.signal(signal.SIGTERM)
-    rc = gw.wait(20)
-    c.echo(read_text(gw_out + '.err'))
-    if rc != 143:
-        c.fail('the gateway exited %d on SIGTERM, expected 143' % rc)
-    if not wait_out(c, mqtt, r'^bluectl/lab/status offline', 20):
-        c.fail('no offline status after SIGTERM')
+    stop_gateway(c, gw, gw_out, mqtt, 'lab')
     adv.signal(signal.SIGINT)
     adv.wait(20)
     adv.p.stdin.close()
+
+
+def gatt_messages(path, topic):
+    """The JSON payloads published on `topic`, in order of arrival (mosquitto_sub -v)."""
+    out = []
+    for line in read_text(path).splitlines():
+        t, _, payload = line.partition(' ')
+        if t == topic:
+            try:
+                out.append(json.loads(payload))
+            except ValueError:
+                out.append(payload)
+    return out
+
+
+@lab_check('gateway_gatt')
+def _(c):
+    """A gateway on hci1 with a config of GATT work for the lab's peripheral
+    (BlueZ's example-gatt-server on hci0): heart-rate notifications and the
+    body sensor location read every 2 s arrive on their topics as `subscribe
+    --json` records; commands to the allow-listed control point are answered
+    `done` (01, which the example takes) and `failed` (02, which it refuses),
+    one to a characteristic not allow-listed `refused`; SIGTERM: 143, the
+    status offline."""
+    gw, gw_out, mqtt = start_gateway(c, 'labgatt', {
+        'advertisements': {'addresses': [DEV]},
+        'devices': {DEV: {'subscribe': ['heart_rate_measurement'], 'read': [{'characteristic': '2a38', 'every': 2}],
+                          'writable': ['2a39']}}}, 600)
+    base = 'bluectl/labgatt/devices/%s/gatt/' % DEV
+    hrm, location, control = base + '2a37', base + '2a38', base + '2a39'
+    end = time.monotonic() + 120   # a limit only against a hang: find, connect, discover under TCG
+    while time.monotonic() < end and gw.alive() and \
+            (len(gatt_messages(mqtt, hrm)) < 3 or len(gatt_messages(mqtt, location)) < 2):
+        time.sleep(0.5)
+    notes, reads = gatt_messages(mqtt, hrm), gatt_messages(mqtt, location)
+    c.note('heart rate %r; location %r' % (notes[:3], reads[:2]))
+    if len(notes) < 3 or len(reads) < 2:
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('%d heart-rate values and %d location reads arrived, expected 3 and 2' % (len(notes), len(reads)))
+    for r in notes + reads:
+        check(isinstance(r, dict) and sorted(r) == ['characteristic', 'decoded', 'device', 'time', 'value'], 'record %r' % (r,))
+        check(r.get('device') == DEV, 'device %r' % r.get('device'))
+    check(all(r['characteristic'] == HR_MEAS for r in notes), 'heart rate records %r' % notes[:3])
+    for r in notes:
+        v = r['value']
+        check(len(v) >= 4 and int(v[:2], 16) & 0x06 == 0x06, 'value %r is not a heart rate measurement' % v)
+    check(all(r['characteristic'] == BODY_LOC and r['value'] == '01' for r in reads), 'location reads %r' % reads)
+    events = [e.get('event') for e in gatt_messages(mqtt, 'bluectl/labgatt/events') if isinstance(e, dict)]
+    check(events[:1] == ['device_connected'], 'events %r' % events)
+
+    def command(topic, payload, n):
+        """Publishes a command; returns the n-th result on its result topic."""
+        if c.run(['mosquitto_pub', '-h', '127.0.0.1', '-p', str(PORT), '-q', '1', '-t', topic + '/write', '-m', payload]) != 0:
+            c.fail('mosquitto_pub failed')
+        end = time.monotonic() + 60
+        while len(gatt_messages(mqtt, topic + '/result')) < n and time.monotonic() < end:
+            time.sleep(0.3)
+        results = gatt_messages(mqtt, topic + '/result')
+        if len(results) < n:
+            c.echo(read_text(gw_out + '.err'))
+            c.fail('no result on %s/result for %s' % (topic, payload))
+        c.note('%s %s -> %r' % (topic, payload, results[n - 1]))
+        return results[n - 1]
+
+    done = command(control, '{"value": "01", "id": "c1"}', 1)
+    check(done == {'result': 'done', 'id': 'c1', 'device': DEV, 'characteristic': HR_CTRL,
+                   'type': 'with-response', 'value': '01'}, 'result %r' % (done,))
+    failed = command(control, '02', 2)
+    check(failed.get('result') == 'failed' and 'reason' in failed, 'result %r' % (failed,))
+    refused = command(base + '2a38', '01', 1)
+    check(refused.get('result') == 'refused' and 'reason' in refused, 'result %r' % (refused,))
+    check(gw.alive(), 'the gateway exited: %s' % read_text(gw_out + '.err')[-600:])
+    stop_gateway(c, gw, gw_out, mqtt, 'labgatt')

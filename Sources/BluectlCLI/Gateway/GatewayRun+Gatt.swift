@@ -1,0 +1,48 @@
+// What the gateway's owner task does with GATT messages and with what MQTT sends it.
+
+import BluectlCore
+import BluectlGateway
+
+extension GatewayRun {
+    /// Home Assistant's own status topic: `online` when it (re)starts.
+    static let homeAssistantStatus = "homeassistant/status"
+
+    /// The topics to take messages from: the GATT command topics (when the config has
+    /// devices) and, with `--home-assistant`, Home Assistant's status. At each connection.
+    func subscribe() {
+        var filters: [String] = []
+        if gattSettings != nil, !config.devices.isEmpty { filters.append(topics.gattCommands) }
+        if homeAssistant { filters.append(Self.homeAssistantStatus) }
+        guard !filters.isEmpty else { return }
+        do { try session.subscribe(filters) } catch { Output.error("gateway: \(error)") }
+    }
+
+    /// A GATT value, device event or command outcome: published, counted as readings are.
+    func publish(_ message: GatewayMessage, ledger: inout GatewayLedger) {
+        do {
+            try session.publish(message.topic, message.payload)
+            ledger.accepted()
+        } catch {
+            Output.error("gateway: \(error)")
+        }
+    }
+
+    /// A message MQTT sent: a command for a GATT device, or Home Assistant saying it
+    /// started (its discovery configs are published again: it may have lost them).
+    func received(_ topic: String, _ payload: [UInt8], gatt: GatewayGatt?, ledger: inout GatewayLedger) {
+        if topic == Self.homeAssistantStatus {
+            guard homeAssistant, payload == Array("online".utf8) else { return }
+            for (topic, payload) in ledger.announced.sorted(by: { $0.key < $1.key }) {
+                do { try session.publish(topic, payload, retained: true) } catch { Output.error("gateway: \(error)") }
+            }
+            return
+        }
+        guard case let (device, characteristic)? = topics.command(topic) else { return }
+        guard let gatt else {
+            publish(GatewayCommandResult(outcome: .refused("this gateway has no GATT devices")).message(topics.result(device, characteristic)),
+                    ledger: &ledger)
+            return
+        }
+        gatt.command(device: device, characteristic: characteristic, payload: payload)
+    }
+}

@@ -1,0 +1,159 @@
+// End to end: the gateway's per-device GATT work (the config's `devices`) against the
+// stand-in's heart-rate peripheral (HeartRateGatt) and a real mosquitto: values on
+// per-characteristic topics, periodic reads, the device's drops and reconnects as
+// events, commands from MQTT through the allow-list with their results, and Home
+// Assistant's `online` re-publishing the discovery configs (docs/gateway.md).
+
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let gateway = "gw"
+private let deviceTopic = "bluectl/\(gateway)/devices/\(heartRateAddress)"
+private let events = "bluectl/\(gateway)/events"
+
+/// The device's GATT work: heart-rate notifications, the sensor location read every second,
+/// and only the control point writable from MQTT.
+private let config = """
+    {"devices": {"\(heartRateAddress)": {"subscribe": ["heart_rate_measurement"],
+                                        "read": [{"characteristic": "2a38", "every": 1}],
+                                        "writable": ["2a39"]}}}
+    """
+
+@Suite("bluectl gateway's GATT devices against the stand-in and a real mosquitto", .timeLimit(.minutes(3)))
+struct GatewayGattTests {
+    @Test("Notifications in order on their topic as subscribe --json's records; reads every second; a drop and a reconnect as events, then values again; StopNotify and Disconnect at the end")
+    func valuesAndReconnect() async throws {
+        try await withGattScene { bus, broker, reader, g, gatewayProcess in
+            let hrm = deviceTopic + "/gatt/2a37", location = deviceTopic + "/gatt/2a38"
+            for bpm in UInt8(0x40)...0x49 { _ = try await bus.emitNotification(g.hrm, [0x00, bpm]) }
+            let expected = (0x40...0x49).map { String(format: "00%02x", $0) }
+            #expect(await reader.wait(timeout: .seconds(20)) { values($0, hrm).count >= 10 }, "\(reader.messages) \(gatewayProcess.stderr)")
+            #expect(values(reader, hrm) == expected)
+            let record = try JSONValue.parse(try #require(reader.payloads(hrm).first))
+            guard case .object(let fields) = record else { Issue.record("not an object: \(record)"); return }
+            // subscribe --json's record: its time, the device, the characteristic's full UUID, the value, the decoding.
+            #expect(Set(fields.keys) == ["time", "device", "characteristic", "value", "decoded"], "\(record)")
+            #expect(record["device"] == .string(heartRateAddress))
+            #expect(record["characteristic"] == .string("00002a37-0000-1000-8000-00805f9b34fb"))
+            // The periodic read: 01, then the new value once the device has it.
+            #expect(await reader.wait(timeout: .seconds(10)) { values($0, location).count >= 2 }, "\(reader.messages)")
+            #expect(Set(values(reader, location)) == ["01"])
+            try await bus.setGattValue(g.location, [0x02])
+            #expect(await reader.wait(timeout: .seconds(10)) { values($0, location).last == "02" }, "\(reader.messages)")
+            // The link drops: an event, a reconnect (StartNotify again), values again.
+            try await bus.dropConnection(g.device)
+            #expect(await reader.wait(timeout: .seconds(30)) { eventNames($0).contains("device_reconnected") },
+                    "\(reader.messages) \(gatewayProcess.stderr)")
+            let names = eventNames(reader)
+            #expect(names.filter { $0 != "read_failed" } == ["device_connected", "device_disconnected", "device_reconnected"], "\(names)")
+            _ = try await bus.emitNotification(g.hrm, [0x00, 0x50])
+            #expect(await reader.wait(timeout: .seconds(20)) { values($0, hrm).last == "0050" }, "\(reader.messages) \(gatewayProcess.stderr)")
+            #expect(values(reader, hrm) == expected + ["0050"])
+            #expect(try await bus.callCount(g.hrm, "StartNotify") == 2)
+            gatewayProcess.signal(SIGTERM)
+            let result = await gatewayProcess.wait(timeout: .seconds(15))
+            #expect(result.exitCode == 143, "\(result)")
+            // Nothing left in bluetoothd: notifications stopped, the connection it made undone.
+            let calls = try await bus.calls(g.hrm)
+            #expect(calls.last == "StopNotify", "\(calls)")
+            #expect(try await bus.callCount(g.device, "Disconnect") >= 1)
+        }
+    }
+
+    @Test("Commands: an allow-listed write reaches the device and is answered done; others are refused on the result topic and never reach it; Home Assistant's online re-publishes the configs")
+    func commands() async throws {
+        try await withGattScene(homeAssistant: true) { bus, broker, reader, g, gatewayProcess in
+            let control = deviceTopic + "/gatt/2a39"
+            try await broker.publish(control + "/write", #"{"value": "0102", "id": "c1"}"#)
+            #expect(await reader.wait(timeout: .seconds(20)) { !$0.payloads(control + "/result").isEmpty }, "\(reader.messages) \(gatewayProcess.stderr)")
+            #expect(try JSONValue.parse(try #require(reader.payloads(control + "/result").first)) == .object([
+                "result": .string("done"), "id": .string("c1"), "device": .string(heartRateAddress),
+                "characteristic": .string("00002a39-0000-1000-8000-00805f9b34fb"), "type": .string("with-response"), "value": .string("0102"),
+            ]))
+            #expect(try await bus.gattWrites(g.control).map(\.hex) == ["0102"])
+            // Not allow-listed (though the device would take it), a bad payload, a device not in the config.
+            let custom = deviceTopic + "/gatt/\(HeartRateGatt.customUUID)"
+            let other = "bluectl/\(gateway)/devices/00:AA:01:00:00:77/gatt/2a39"
+            try await broker.publish(custom + "/write", "01")
+            try await broker.publish(control + "/write", "zz")
+            try await broker.publish(other + "/write", "01")
+            try await broker.publish(deviceTopic + "/gatt/heart_rate_measurement/write", "01")
+            let refusals = [(custom, "is not writable from MQTT"), (control, "invalid value: "),
+                            (other, "is not a device of this gateway's config"), (deviceTopic + "/gatt/heart_rate_measurement", "is not writable from MQTT")]
+            #expect(await reader.wait(timeout: .seconds(20)) { r in refusals.allSatisfy { !r.payloads($0.0 + "/result").isEmpty } },
+                    "\(reader.messages) \(gatewayProcess.stderr)")
+            for (topic, reason) in refusals {
+                let result = try JSONValue.parse(try #require(reader.payloads(topic + "/result").last))
+                #expect(result["result"] == .string("refused"), "\(topic): \(result)")
+                #expect(result["reason"]?.string?.contains(reason) == true, "\(topic): \(result)")
+            }
+            #expect(try await bus.callCount(g.custom, "WriteValue") == 0)
+            #expect(try await bus.gattWrites(g.control).map(\.hex) == ["0102"], "the bad payload reached nothing")
+            // Home Assistant says it started: every config published so far goes out again.
+            let config = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 1 }, "\(reader.messages)")
+            try await broker.publish("homeassistant/status", "offline")
+            try await broker.publish("homeassistant/status", "online")
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 2 }, "\(reader.messages)")
+            #expect(Set(reader.payloads(config)).count == 1, "the same config again")
+            gatewayProcess.signal(SIGTERM)
+            #expect(await gatewayProcess.wait(timeout: .seconds(15)).exitCode == 143)
+        }
+    }
+
+    /// The heart-rate peripheral (and with `homeAssistant` a BTHome sensor), a broker with a
+    /// reader, and a gateway with `config` once it has connected to the device.
+    private func withGattScene(homeAssistant: Bool = false,
+                               _ body: (PrivateBus, MosquittoBroker, MQTTReader, HeartRateGatt, ChildProcess) async throws -> Void) async throws {
+        try await withPrivateBus { bus in
+            let broker = try await MosquittoBroker()
+            try await broker.start()
+            let reader = try await broker.subscribe()
+            defer { reader.stop() }
+            let g = try await HeartRateGatt.install(bus)
+            if homeAssistant {
+                try await bus.addAdvertiser("hci0", "A4:C1:38:00:00:27", [.addressType("public"), .rssi(-60), .name("DIY-sensor"),
+                                                                         .serviceData(["fcd2": [0x40, 0x02, 0xd0, 0x07]])])
+            }
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-gw-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            try config.write(toFile: state + "/gateway.json", atomically: false, encoding: .utf8)
+            let gatewayProcess = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", gateway, "--config", state + "/gateway.json"]
+                                                      + (homeAssistant ? ["--home-assistant"] : []),
+                                                      environment: ["STATE_DIRECTORY": state])
+            #expect(await reader.wait(timeout: .seconds(30)) { eventNames($0).contains("device_connected") },
+                    "\(reader.messages) \(gatewayProcess.stderr)")
+            try await body(bus, broker, reader, g, gatewayProcess)
+            gatewayProcess.signal(SIGKILL)
+            await broker.stop()
+        }
+    }
+}
+
+/// The `value`s published on `topic`, in order of arrival.
+private func values(_ reader: MQTTReader, _ topic: String) -> [String] {
+    reader.payloads(topic).compactMap { (try? JSONValue.parse($0))?["value"]?.string }
+}
+
+/// The GATT device events, in order of arrival.
+private func eventNames(_ reader: MQTTReader) -> [String] {
+    reader.payloads(events).compactMap { payload in
+        guard let event = try? JSONValue.parse(payload), event["device"] == .string(heartRateAddress) else { return nil }
+        return event["event"]?.string
+    }
+}
+
+extension MosquittoBroker {
+    /// mosquitto_pub of `payload` on `topic` (QoS 1, `retained` or not), to its end.
+    func publish(_ topic: String, _ payload: String, retained: Bool = false) async throws {
+        let result = try await ChildProcess("/usr/bin/mosquitto_pub",
+                                            ["-h", "127.0.0.1", "-p", String(port), "-t", topic, "-m", payload, "-q", "1"] + (retained ? ["-r"] : []))
+            .wait(timeout: .seconds(10))
+        guard result.exitCode == 0 else { throw BusTierError("mosquitto_pub: \(result)") }
+    }
+}
