@@ -41,6 +41,8 @@ package final class ProxyServer: Sendable {
 
     private struct Client {
         let fd: Int32
+        /// Unique for the server's life (a closed socket's fd is reused): what `ProxyLinks` knows the client by.
+        let id: UInt64
         let peer: String
         var watch: LoopWatch?
         var transport: FrameTransport
@@ -53,6 +55,7 @@ package final class ProxyServer: Sendable {
         var listenFD: Int32 = -1
         var listenWatch: LoopWatch?
         var clients: [Int32: Client] = [:]
+        var nextID: UInt64 = 1
         var stopped = false
         /// Advertisements sent, all clients together (for the log).
         var forwarded = 0
@@ -63,6 +66,8 @@ package final class ProxyServer: Sendable {
     /// The Noise pre-shared key (nil: the plaintext API).
     private let psk: [UInt8]?
     private let state: LoopBound<State>
+    /// The connections to devices the clients asked for (GATT through the proxy).
+    private let links: ProxyLinks
     private let logger = Logger(label: "bluectl")
 
     /// `psk`: the 32-byte Noise key (`--key-file`); nil serves the plaintext API.
@@ -71,6 +76,7 @@ package final class ProxyServer: Sendable {
         self.identity = identity
         self.psk = psk
         state = central.loopBound(State())
+        links = ProxyLinks(central: central)
     }
 
     /// Opens the listening socket on `port` of every IPv4 address (0: a
@@ -105,6 +111,17 @@ package final class ProxyServer: Sendable {
         await central.onLoop { [self] in
             state.value.listenFD = fd
             state.value.listenWatch = central.watch(fd) { [self] in acceptClients() }
+            // The links answer a client by its id, and tell every subscribed client of the slots.
+            links.attach(send: { [weak self] id, frame in
+                guard let self, let fd = state.value.clients.first(where: { $0.value.id == id })?.key else { return }
+                perform([.send(frame)], fd)
+            }, changed: { [weak self] in
+                guard let self else { return }
+                let frame = ProxySessionMachine.frame(links.freeResponse())
+                for (fd, client) in state.value.clients where client.machine.connectionsFreeSubscribed {
+                    perform([.send(frame)], fd)
+                }
+            })
         }
         return UInt16(bigEndian: actual.sin_port)
     }
@@ -154,6 +171,7 @@ package final class ProxyServer: Sendable {
     /// again once they are back, the clients staying connected meanwhile.
     package func run(adapter: AdapterInfo, port: UInt16, listening: @Sendable (UInt16) -> Void) async throws {
         let bound = try await listen(port: port)
+        await central.onLoop { [self] in links.use(adapter) }
         var session: ScanSession
         do {
             session = try await startScan(adapter)
@@ -184,6 +202,7 @@ package final class ProxyServer: Sendable {
             }
         }
         await central.onLoop { [self] in stop() }
+        await links.closeAll()
         _ = try? await session.stop()
     }
 
@@ -236,7 +255,9 @@ package final class ProxyServer: Sendable {
             let transport: FrameTransport = psk.map {
                 .noise(NoiseTransport(psk: $0, name: identity.name, mac: identity.bluetoothAddress))
             } ?? .plain(FrameDecoder())
-            var client = Client(fd: fd, peer: name, transport: transport, machine: ProxySessionMachine(identity: identity))
+            var client = Client(fd: fd, id: state.value.nextID, peer: name, transport: transport,
+                                machine: ProxySessionMachine(identity: identity))
+            state.value.nextID += 1
             client.watch = central.watch(fd) { [self] in readable(fd) }
             state.value.clients[fd] = client
             logger.info("proxy: client \(name) connected (\(state.value.clients.count) now)")
@@ -275,6 +296,13 @@ package final class ProxyServer: Sendable {
                 write(fd)
             case .subscribeAdvertisements, .unsubscribeAdvertisements:
                 state.value.clients[fd]?.batch = []   // the machine's `subscribed` says which
+            case .device(let address, let request):
+                logger.debug("proxy: \(client.peer): \(request) \(ProxyLinks.describe(address))")
+                links.handle(request, address: address, client: client.id)
+            case .subscribeConnectionsFree:
+                perform([.send(ProxySessionMachine.frame(links.freeResponse()))], fd)
+            case .releaseConnections:
+                links.release(client: client.id)
             case .log(let line):
                 logger.debug("proxy: \(client.peer): \(line)")
             case .close(let reason):
@@ -315,6 +343,7 @@ package final class ProxyServer: Sendable {
     /// Closes a client: `reason` (a protocol error) is logged as a warning, `how` (the peer's own end) at info.
     private func drop(_ fd: Int32, reason: String?, how: String = "disconnected") {
         guard let client = state.value.clients.removeValue(forKey: fd) else { return }
+        links.release(client: client.id)   // its connections and notifications (none: nothing)
         if let watch = client.watch { central.unwatch(watch) }
         close(fd)
         if let reason {
