@@ -97,6 +97,26 @@ import Testing
         }
     }
 
+    @Test func pairUnpairAndClearCache() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port, g) = try await Self.proxyWithDevices(bus, others: [Self.others[0]])
+            let line = try #require(try await ProxyTests.runClient(bus, ["records", "127.0.0.1", port, heartRateAddress, Self.others[0]]).first)
+            #expect(line["pair"]?.array?.compactMap(\.int) == [0], "\(line)")
+            #expect(line["pair"]?[0]?.bool == true, "\(line)")
+            // Clearing the cache of a connected, bonded device: refused (ESP_GATT_WRONG_STATE, 130).
+            #expect(line["clear_connected"]?[0]?.bool == false && line["clear_connected"]?[1]?.int == 130, "\(line)")
+            // Unpairing and clearing the cache both remove BlueZ's record of the device.
+            #expect(line["unpair"]?[0]?.bool == true && line["unpair"]?[1]?.int == 0, "\(line)")
+            #expect(line["clear_other"]?[0]?.bool == true && line["clear_other"]?[1]?.int == 0, "\(line)")
+            let pairs = try await bus.pairLog()
+            #expect(pairs.map(\.device) == [g.device], "\(pairs)")
+            #expect(pairs.first?.capability == "NoInputNoOutput", "just works: nobody to show a passkey to")
+            let removed = try await bus.calls("/org/bluez/hci0").filter { $0 == "RemoveDevice" }
+            #expect(removed.count == 2, "\(removed)")
+            await Self.stop(proxy)
+        }
+    }
+
     @Test func droppedDeviceReportedKilledClientFreesItsSlot() async throws {
         try await withPrivateBus { bus in
             let (proxy, port, g) = try await Self.proxyWithDevices(bus)

@@ -38,6 +38,10 @@ failure is an exception (exit 1) with its message on stderr.
       {"connected": false, "error": N}.
   free HOST PORT
       subscribes to the connection slots: prints the first report.
+  records HOST PORT ADDRESS OTHER
+      BlueZ's records of a device: connect ADDRESS, pair, clear its cache
+      (refused: connected and bonded), disconnect, unpair; then clear the
+      cache of OTHER (neither connected nor bonded): one line with each answer.
 """
 import asyncio
 import json
@@ -261,6 +265,23 @@ async def free(host, port):
     print(json.dumps({"free": f, "limit": limit, "allocated": allocated}), flush=True)
 
 
+async def records(host, port, address, other):
+    api, flags = await connected_client(host, port)
+    addr = address_int(address)
+    connected, _, error = await connect_device(api, flags, address)
+    assert connected, f"not connected: error {error}"
+    paired = await api.bluetooth_device_pair(addr)
+    busy = await api.bluetooth_device_clear_cache(addr)
+    await api.bluetooth_device_disconnect(addr)
+    unpaired = await api.bluetooth_device_unpair(addr)
+    cleared = await api.bluetooth_device_clear_cache(address_int(other))
+    await api.disconnect()
+    print(json.dumps({
+        "pair": [paired.paired, paired.error], "clear_connected": [busy.success, busy.error],
+        "unpair": [unpaired.success, unpaired.error], "clear_other": [cleared.success, cleared.error],
+    }), flush=True)
+
+
 def main(argv):
     mode, args = argv[1], argv[2:]
     if mode == "info":
@@ -271,7 +292,7 @@ def main(argv):
         asyncio.run(adverts(*args))
     elif mode == "garbage":
         garbage(*args)
-    elif mode in ("gatt", "slots", "hold", "free"):
+    elif mode in ("gatt", "slots", "hold", "free", "records"):
         asyncio.run(globals()[mode](*args))
     else:
         raise SystemExit(f"unknown mode {mode}")
