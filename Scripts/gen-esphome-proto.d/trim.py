@@ -28,6 +28,8 @@ KEEP = [
     "BluetoothGATTReadDescriptorRequest", "BluetoothGATTWriteDescriptorRequest",
     "BluetoothGATTNotifyRequest", "BluetoothGATTNotifyResponse", "BluetoothGATTNotifyDataResponse",
     "BluetoothGATTErrorResponse",
+    # The scanner's state and mode (reported; BlueZ's discovery is always active).
+    "BluetoothScannerStateResponse", "BluetoothScannerSetModeRequest",
 ]
 
 FIELD = re.compile(r"^\s*(?:repeated\s+|optional\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s+[a-z_][A-Za-z0-9_]*\s*=\s*\d+")

@@ -58,7 +58,8 @@ package final class ProxyLinks: Sendable {
         var links: [UInt64: Link] = [:]
         var serial: UInt64 = 0
         var adapter: AdapterInfo?
-        var releases: [Task<Void, Never>] = []
+        /// The releases under way, by connection serial (`closeAll` waits for them).
+        var releases: [UInt64: Task<Void, Never>] = [:]
         /// Sends a frame to a client by id, if it is still connected (the server's).
         var send: @Sendable (UInt64, PlaintextFrame) -> Void = { _, _ in }
         /// The slots changed: the server sends `freeResponse()` to its subscribed clients.
@@ -139,7 +140,7 @@ package final class ProxyLinks: Sendable {
     package func closeAll() async {
         let releases = await central.onLoop { [self] in
             for address in Array(state.value.links.keys) { release(address, tellOwner: false) }
-            return state.value.releases
+            return Array(state.value.releases.values)
         }
         for release in releases { await release.value }
     }
@@ -253,6 +254,7 @@ package final class ProxyLinks: Sendable {
                 logger.warning("proxy: disconnecting \(Self.describe(address)): \(error)")
             }
             central.onLoopSoon { [self] in
+                state.value.releases[link.serial] = nil
                 guard state.value.links[address]?.serial == link.serial else { return }
                 state.value.links[address] = nil
                 logger.info("proxy: disconnected \(Self.describe(address)) (\(state.value.links.count) of \(Self.slots) slots in use)")
@@ -260,7 +262,7 @@ package final class ProxyLinks: Sendable {
                 changed()
             }
         }
-        state.value.releases.append(release)
+        state.value.releases[link.serial] = release
     }
 
     // MARK: - Pairing and BlueZ's records
@@ -339,8 +341,7 @@ package final class ProxyLinks: Sendable {
             sendGattError(client, address, 0, Self.notConnected)
             return
         }
-        let peripheral = link.peripheral
-        let database = peripheral.database
+        let database = link.peripheral.database
         // One response per service, then done, as ESPHome sends them.
         for service in database.services {
             var response = BluetoothGATTGetServicesResponse()
@@ -348,7 +349,7 @@ package final class ProxyLinks: Sendable {
             var entry = BluetoothGATTService()
             entry.uuid = Self.split(service.uuid)
             entry.handle = UInt32(service.handle ?? 0)
-            for characteristic in peripheral.discoverCharacteristics(for: service) {
+            for characteristic in database.characteristics(of: service) {
                 var c = BluetoothGATTCharacteristic()
                 c.uuid = Self.split(characteristic.uuid)
                 c.handle = UInt32(characteristic.handle ?? 0)

@@ -59,6 +59,8 @@ package final class ProxyServer: Sendable {
         var stopped = false
         /// Advertisements sent, all clients together (for the log).
         var forwarded = 0
+        /// The scan's state, as `BluetoothScannerStateResponse` tells the subscribed clients.
+        var scanner = BluetoothScannerState.starting
     }
 
     private let central: CentralManager
@@ -179,6 +181,7 @@ package final class ProxyServer: Sendable {
             await central.onLoop { [self] in stop() }
             throw error
         }
+        await central.onLoop { [self] in scanner(.running) }
         listening(bound)
         let flusher = Task { [self, central] in
             while !Task.isCancelled {
@@ -193,8 +196,10 @@ package final class ProxyServer: Sendable {
                 break   // cancelled (Ctrl-C, SIGTERM)
             } catch BluetoothError.bluetoothdNotRunning, BluetoothError.adapterNotFound {
                 logger.warning("proxy: bluetoothd or \(adapter.name) went away: scanning again once they are back")
+                await central.onLoop { [self] in scanner(.failed) }
                 guard let resumed = await resumeScan(adapter) else { break }
                 session = resumed
+                await central.onLoop { [self] in scanner(.running) }
                 logger.warning("proxy: scanning \(adapter.name) again")
             } catch {
                 await central.onLoop { [self] in stop() }
@@ -299,6 +304,13 @@ package final class ProxyServer: Sendable {
             case .device(let address, let request):
                 logger.debug("proxy: \(client.peer): \(request) \(ProxyLinks.describe(address))")
                 links.handle(request, address: address, client: client.id)
+            case .sendScannerState:
+                perform([.send(scannerState())], fd)
+            case .setScannerMode(let active):
+                // BlueZ's discovery has no passive LE scan (only advertisement
+                // monitors, experimental in 5.66): the mode stays active, and says so.
+                if !active { logger.info("proxy: \(client.peer) asked for a passive scan: BlueZ's discovery scans actively; the mode stays active") }
+                perform([.send(scannerState())], fd)
             case .subscribeConnectionsFree:
                 perform([.send(ProxySessionMachine.frame(links.freeResponse()))], fd)
             case .releaseConnections:
@@ -309,6 +321,21 @@ package final class ProxyServer: Sendable {
                 drop(fd, reason: reason)
             }
         }
+    }
+
+    /// The scan's state and mode: always active, configured and running alike (`setScannerMode`).
+    private func scannerState() -> PlaintextFrame {
+        var response = BluetoothScannerStateResponse()
+        response.state = state.value.scanner
+        (response.mode, response.configuredMode) = (.active, .active)
+        return ProxySessionMachine.frame(response)
+    }
+
+    /// A new state of the scan, told to the clients subscribed to advertisements (on the loop).
+    private func scanner(_ now: BluetoothScannerState) {
+        guard state.value.scanner != now else { return }
+        state.value.scanner = now
+        for (fd, client) in state.value.clients where client.machine.subscribed { perform([.sendScannerState], fd) }
     }
 
     private func sendBatch(_ fd: Int32) {

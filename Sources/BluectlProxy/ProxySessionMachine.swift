@@ -39,9 +39,9 @@ package struct ProxySessionMachine: Sendable {
     package static let apiVersion = (major: UInt32(1), minor: UInt32(14))
     /// `bluetooth_proxy_feature_flags`: passive scan (bit 0), active
     /// connections (1), remote caching (2: the V3 connects, services sent
-    /// only when asked), pairing (3), cache clearing (4) and raw
-    /// advertisements (5); no scanner state and mode (6) yet.
-    package static let featureFlags: UInt32 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 5
+    /// only when asked), pairing (3), cache clearing (4), raw
+    /// advertisements (5) and the scanner's state and mode (6).
+    package static let featureFlags: UInt32 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 5 | 1 << 6
     /// `legacy_bluetooth_proxy_version` for clients before API 1.9: 5, the
     /// version with connections, caching, pairing and cache clearing.
     package static let legacyProxyVersion: UInt32 = 5
@@ -94,6 +94,11 @@ package struct ProxySessionMachine: Sendable {
         case subscribeAdvertisements
         /// Stop forwarding them.
         case unsubscribeAdvertisements
+        /// Send the scanner's state and mode (`BluetoothScannerStateResponse`),
+        /// as ESPHome does to a client subscribing to advertisements.
+        case sendScannerState
+        /// The client asks for an active (true) or passive scan.
+        case setScannerMode(active: Bool)
         /// Carry out a request about the device at `address`.
         case device(address: UInt64, DeviceRequest)
         /// Send the connection slots now and whenever they change.
@@ -204,7 +209,10 @@ package struct ProxySessionMachine: Sendable {
             }
             guard !subscribed else { return [.log("SubscribeBluetoothLEAdvertisementsRequest: already subscribed")] }
             subscribed = true
-            return [.log("SubscribeBluetoothLEAdvertisementsRequest (raw): forwarding advertisements"), .subscribeAdvertisements]
+            return [.log("SubscribeBluetoothLEAdvertisementsRequest (raw): forwarding advertisements"), .subscribeAdvertisements,
+                    .sendScannerState]
+        case let request as BluetoothScannerSetModeRequest:
+            return [.log("BluetoothScannerSetModeRequest: \(request.mode)"), .setScannerMode(active: request.mode == .active)]
         case is UnsubscribeBluetoothLEAdvertisementsRequest:
             guard subscribed else { return [.log("UnsubscribeBluetoothLEAdvertisementsRequest: not subscribed")] }
             subscribed = false

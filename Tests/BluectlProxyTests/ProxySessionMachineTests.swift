@@ -52,8 +52,8 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
         let info = try #require(try sent(machine.handle(frame(DeviceInfoRequest())), as: DeviceInfoResponse.self).first)
         #expect(info.name == "kitchen")
         #expect(info.macAddress == "00:AA:01:00:00:23" && info.bluetoothMacAddress == "00:AA:01:00:00:23")
-        #expect(info.bluetoothProxyFeatureFlags == 0b11_1111,
-                "passive scan, connections, remote caching, pairing, cache clearing, raw advertisements")
+        #expect(info.bluetoothProxyFeatureFlags == 0b111_1111,
+                "passive scan, connections, remote caching, pairing, cache clearing, raw advertisements, scanner state and mode")
         #expect(info.legacyBluetoothProxyVersion == 5)
         #expect(!info.usesPassword)
     }
@@ -140,7 +140,9 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
         var machine = helloed()
         var raw = SubscribeBluetoothLEAdvertisementsRequest()
         raw.flags = 1
-        #expect(machine.handle(frame(raw)).contains(.subscribeAdvertisements))
+        let subscribing = machine.handle(frame(raw))
+        #expect(subscribing.contains(.subscribeAdvertisements))
+        #expect(subscribing.contains(.sendScannerState), "ESPHome tells a subscriber the scanner's state")
         #expect(machine.subscribed)
         #expect(!machine.handle(frame(raw)).contains(.subscribeAdvertisements), "subscribed once")
         #expect(machine.handle(frame(UnsubscribeBluetoothLEAdvertisementsRequest())).contains(.unsubscribeAdvertisements))
@@ -148,6 +150,15 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
         // Without the raw flag (the legacy parsed form): not built, nothing subscribed.
         #expect(!machine.handle(frame(SubscribeBluetoothLEAdvertisementsRequest())).contains(.subscribeAdvertisements))
         #expect(!machine.subscribed)
+    }
+
+    @Test func scannerModeHandedToTheServer() {
+        var machine = helloed()
+        var request = BluetoothScannerSetModeRequest()
+        request.mode = .passive
+        #expect(machine.handle(frame(request)).contains(.setScannerMode(active: false)))
+        request.mode = .active
+        #expect(machine.handle(frame(request)).contains(.setScannerMode(active: true)))
     }
 
     @Test func disconnectRequestAnsweredThenClosed() throws {

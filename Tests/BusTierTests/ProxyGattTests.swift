@@ -117,6 +117,17 @@ import Testing
         }
     }
 
+    @Test func scannerStateAndMode() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port) = try await ProxyTests.startProxy(bus)
+            let line = try #require(try await ProxyTests.runClient(bus, ["scanner", "127.0.0.1", port]).first)
+            // Running, active (BlueZ's discovery), configured active; asked for passive, it stays active and says so.
+            #expect(line["states"]?.array?.map { $0.array?.compactMap(\.int) ?? [] } == [[2, 1, 1], [2, 1, 1]], "\(line)")
+            #expect(await proxy.waitForStderr(timeout: .seconds(10)) { $0.contains("asked for a passive scan: BlueZ's discovery scans actively") })
+            await Self.stop(proxy)
+        }
+    }
+
     @Test func droppedDeviceReportedKilledClientFreesItsSlot() async throws {
         try await withPrivateBus { bus in
             let (proxy, port, g) = try await Self.proxyWithDevices(bus)

@@ -42,6 +42,10 @@ failure is an exception (exit 1) with its message on stderr.
       BlueZ's records of a device: connect ADDRESS, pair, clear its cache
       (refused: connected and bonded), disconnect, unpair; then clear the
       cache of OTHER (neither connected nor bonded): one line with each answer.
+  scanner HOST PORT
+      the scanner's state as Home Assistant follows it: subscribes to it and
+      to raw advertisements, asks for a passive scan; one line with the
+      states heard ([state, mode, configured_mode] each).
 """
 import asyncio
 import json
@@ -50,6 +54,7 @@ import sys
 
 from aioesphomeapi import APIClient
 from aioesphomeapi.core import BluetoothGATTAPIError
+from aioesphomeapi.model import BluetoothScannerMode
 from bluetooth_data_tools import int_to_bluetooth_address, parse_advertisement_data_tuple
 
 
@@ -282,6 +287,24 @@ async def records(host, port, address, other):
     }), flush=True)
 
 
+async def scanner(host, port):
+    api = client(host, port)
+    await api.connect(login=False)
+    states = []
+    api.subscribe_bluetooth_scanner_state(
+        lambda s: states.append([int(s.state), int(s.mode), int(s.configured_mode)]))
+    api.subscribe_bluetooth_le_raw_advertisements(lambda response: None)
+    for wanted in (1, 2):
+        for _ in range(100):
+            if len(states) >= wanted:
+                break
+            await asyncio.sleep(0.1)
+        if wanted == 1:
+            api.bluetooth_scanner_set_mode(BluetoothScannerMode.PASSIVE)
+    await api.disconnect()
+    print(json.dumps({"states": states}), flush=True)
+
+
 def main(argv):
     mode, args = argv[1], argv[2:]
     if mode == "info":
@@ -292,7 +315,7 @@ def main(argv):
         asyncio.run(adverts(*args))
     elif mode == "garbage":
         garbage(*args)
-    elif mode in ("gatt", "slots", "hold", "free", "records"):
+    elif mode in ("gatt", "slots", "hold", "free", "records", "scanner"):
         asyncio.run(globals()[mode](*args))
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -162,6 +162,90 @@ public nonisolated enum BluetoothDeviceRequestType: SwiftProtobuf.Enum, Swift.Ca
 
 }
 
+public nonisolated enum BluetoothScannerState: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case idle // = 0
+  case starting // = 1
+  case running // = 2
+  case failed // = 3
+  case stopping // = 4
+  case stopped // = 5
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .idle
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .idle
+    case 1: self = .starting
+    case 2: self = .running
+    case 3: self = .failed
+    case 4: self = .stopping
+    case 5: self = .stopped
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .idle: return 0
+    case .starting: return 1
+    case .running: return 2
+    case .failed: return 3
+    case .stopping: return 4
+    case .stopped: return 5
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [BluetoothScannerState] = [
+    .idle,
+    .starting,
+    .running,
+    .failed,
+    .stopping,
+    .stopped,
+  ]
+
+}
+
+public nonisolated enum BluetoothScannerMode: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case passive // = 0
+  case active // = 1
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .passive
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .passive
+    case 1: self = .active
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .passive: return 0
+    case .active: return 1
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [BluetoothScannerMode] = [
+    .passive,
+    .active,
+  ]
+
+}
+
 /// Message sent at the beginning of each connection
 /// Can only be sent by the client and only at the beginning of the connection
 public nonisolated struct HelloRequest: Sendable {
@@ -985,6 +1069,34 @@ public nonisolated struct BluetoothDeviceClearCacheResponse: Sendable {
   public init() {}
 }
 
+public nonisolated struct BluetoothScannerStateResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var state: BluetoothScannerState = .idle
+
+  public var mode: BluetoothScannerMode = .passive
+
+  public var configuredMode: BluetoothScannerMode = .passive
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothScannerSetModeRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var mode: BluetoothScannerMode = .passive
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 nonisolated extension DisconnectReason: SwiftProtobuf._ProtoNameProviding {
@@ -997,6 +1109,14 @@ nonisolated extension SerialProxyPortType: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension BluetoothDeviceRequestType: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BLUETOOTH_DEVICE_REQUEST_TYPE_CONNECT\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_DISCONNECT\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_PAIR\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_UNPAIR\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_CONNECT_V3_WITH_CACHE\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_CONNECT_V3_WITHOUT_CACHE\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_CLEAR_CACHE\0")
+}
+
+nonisolated extension BluetoothScannerState: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BLUETOOTH_SCANNER_STATE_IDLE\0\u{1}BLUETOOTH_SCANNER_STATE_STARTING\0\u{1}BLUETOOTH_SCANNER_STATE_RUNNING\0\u{1}BLUETOOTH_SCANNER_STATE_FAILED\0\u{1}BLUETOOTH_SCANNER_STATE_STOPPING\0\u{1}BLUETOOTH_SCANNER_STATE_STOPPED\0")
+}
+
+nonisolated extension BluetoothScannerMode: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BLUETOOTH_SCANNER_MODE_PASSIVE\0\u{1}BLUETOOTH_SCANNER_MODE_ACTIVE\0")
 }
 
 nonisolated extension HelloRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -2646,6 +2766,76 @@ nonisolated extension BluetoothDeviceClearCacheResponse: SwiftProtobuf.Message, 
     if lhs.address != rhs.address {return false}
     if lhs.success != rhs.success {return false}
     if lhs.error != rhs.error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothScannerStateResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothScannerStateResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}state\0\u{1}mode\0\u{3}configured_mode\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.state) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.mode) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.configuredMode) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.state != .idle {
+      try visitor.visitSingularEnumField(value: self.state, fieldNumber: 1)
+    }
+    if self.mode != .passive {
+      try visitor.visitSingularEnumField(value: self.mode, fieldNumber: 2)
+    }
+    if self.configuredMode != .passive {
+      try visitor.visitSingularEnumField(value: self.configuredMode, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothScannerStateResponse, rhs: BluetoothScannerStateResponse) -> Bool {
+    if lhs.state != rhs.state {return false}
+    if lhs.mode != rhs.mode {return false}
+    if lhs.configuredMode != rhs.configuredMode {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothScannerSetModeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothScannerSetModeRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.mode) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.mode != .passive {
+      try visitor.visitSingularEnumField(value: self.mode, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothScannerSetModeRequest, rhs: BluetoothScannerSetModeRequest) -> Bool {
+    if lhs.mode != rhs.mode {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

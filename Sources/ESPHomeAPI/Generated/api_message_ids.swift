@@ -247,6 +247,20 @@ extension BluetoothDeviceClearCacheResponse: APIMessage {
     public static let source: APIMessageSource = .server
 }
 
+extension BluetoothScannerStateResponse: APIMessage {
+    /// `(id) = 126` in api.proto.
+    public static let messageID: UInt32 = 126
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothScannerSetModeRequest: APIMessage {
+    /// `(id) = 127` in api.proto.
+    public static let messageID: UInt32 = 127
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
 /// The message types generated (those the proxy uses), by id.
 public let apiMessageTypes: [UInt32: any APIMessage.Type] = [
     1: HelloRequest.self,
@@ -284,6 +298,8 @@ public let apiMessageTypes: [UInt32: any APIMessage.Type] = [
     86: BluetoothDeviceUnpairingResponse.self,
     87: UnsubscribeBluetoothLEAdvertisementsRequest.self,
     88: BluetoothDeviceClearCacheResponse.self,
+    126: BluetoothScannerStateResponse.self,
+    127: BluetoothScannerSetModeRequest.self,
 ]
 
 /// The other messages of api.proto (no Swift generated for them): name and sender, by id.
@@ -351,8 +367,6 @@ public let apiOtherMessages: [UInt32: (name: String, source: APIMessageSource)] 
     64: ("MediaPlayerStateResponse", .server),
     65: ("MediaPlayerCommandRequest", .client),
     67: ("BluetoothLEAdvertisementResponse", .server),
-    126: ("BluetoothScannerStateResponse", .server),
-    127: ("BluetoothScannerSetModeRequest", .client),
     89: ("SubscribeVoiceAssistantRequest", .client),
     90: ("VoiceAssistantRequest", .server),
     91: ("VoiceAssistantResponse", .client),
