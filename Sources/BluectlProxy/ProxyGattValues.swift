@@ -62,3 +62,23 @@ extension ProxyLinks {
         }
     }
 }
+
+extension ProxySessionMachine.DeviceRequest: CustomStringConvertible {
+    /// For the debug log: what is asked, values by their length only.
+    package var description: String {
+        switch self {
+        case .connect(let cached): "connect (\(cached ? "with" : "without") cache)"
+        case .disconnect: "disconnect"
+        case .pair: "pair"
+        case .unpair: "unpair"
+        case .clearCache: "clear cache"
+        case .services: "services"
+        case .read(let handle): "read handle \(handle)"
+        case .write(let handle, let data, let response):
+            "write handle \(handle) (\(data.count) bytes, \(response ? "with" : "without") response)"
+        case .readDescriptor(let handle): "read descriptor \(handle)"
+        case .writeDescriptor(let handle, let data): "write descriptor \(handle) (\(data.count) bytes)"
+        case .notify(let handle, let enable): "notify handle \(handle) \(enable ? "on" : "off")"
+        }
+    }
+}

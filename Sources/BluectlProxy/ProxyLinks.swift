@@ -199,7 +199,7 @@ package final class ProxyLinks: Sendable {
         if peripheral.info?.connected == true {
             for await event in events {
                 if case .disconnected(let reason) = event {
-                    central.onLoopSoon { [self] in ended(serial, address, error: Self.linkLost, "the link went down (\(reason))") }
+                    central.onLoopSoon { [self] in ended(serial, address, error: Self.linkLost, reason) }
                     return
                 }
             }

@@ -302,7 +302,7 @@ package final class ProxyServer: Sendable {
             case .subscribeAdvertisements, .unsubscribeAdvertisements:
                 state.value.clients[fd]?.batch = []   // the machine's `subscribed` says which
             case .device(let address, let request):
-                logger.debug("proxy: \(client.peer): \(request) \(ProxyLinks.describe(address))")
+                logger.debug("proxy: \(client.peer): \(ProxyLinks.describe(address)): \(request)")
                 links.handle(request, address: address, client: client.id)
             case .sendScannerState:
                 perform([.send(scannerState())], fd)
