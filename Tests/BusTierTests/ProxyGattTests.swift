@@ -128,6 +128,22 @@ import Testing
         }
     }
 
+    @Test func scannerStateFollowsBluetoothd() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port) = try await ProxyTests.startProxy(bus)
+            let follower = try bus.spawn(try ProxyTests.python(), [ProxyTests.client, "scanner-follow", "127.0.0.1", port, "3"])
+            #expect(await follower.waitForStdoutLines(1, timeout: .seconds(30)), "\(proxy.stderr)")
+            await bus.stopStandIn()
+            #expect(await follower.waitForStdoutLines(2, timeout: .seconds(30)), "\(proxy.stderr)")
+            try await bus.startStandIn(adapters: [.hci0])
+            let result = await follower.wait(timeout: .seconds(40))
+            #expect(result.termination == .exited(0), "\(result) \(proxy.stderr)")
+            // Running, failed while bluetoothd is gone, running again once the scan is back; active throughout.
+            #expect(try result.jsonLines().map { [$0["state"]?.int, $0["mode"]?.int] } == [[2, 1], [3, 1], [2, 1]], "\(result)")
+            await Self.stop(proxy)
+        }
+    }
+
     @Test func droppedDeviceReportedKilledClientFreesItsSlot() async throws {
         try await withPrivateBus { bus in
             let (proxy, port, g) = try await Self.proxyWithDevices(bus)

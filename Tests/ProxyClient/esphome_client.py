@@ -46,6 +46,9 @@ failure is an exception (exit 1) with its message on stderr.
       the scanner's state as Home Assistant follows it: subscribes to it and
       to raw advertisements, asks for a passive scan; one line with the
       states heard ([state, mode, configured_mode] each).
+  scanner-follow HOST PORT COUNT
+      subscribes to the scanner's state and to raw advertisements; prints
+      each state heard as a line, and ends after COUNT (60 s at most).
 """
 import asyncio
 import json
@@ -305,6 +308,18 @@ async def scanner(host, port):
     print(json.dumps({"states": states}), flush=True)
 
 
+async def scanner_follow(host, port, count):
+    api = client(host, port)
+    await api.connect(login=False)
+    heard = asyncio.Queue()
+    api.subscribe_bluetooth_scanner_state(lambda s: heard.put_nowait(s))
+    api.subscribe_bluetooth_le_raw_advertisements(lambda response: None)
+    for _ in range(int(count)):
+        s = await asyncio.wait_for(heard.get(), 60)
+        print(json.dumps({"state": int(s.state), "mode": int(s.mode)}), flush=True)
+    await api.disconnect()
+
+
 def main(argv):
     mode, args = argv[1], argv[2:]
     if mode == "info":
@@ -317,6 +332,8 @@ def main(argv):
         garbage(*args)
     elif mode in ("gatt", "slots", "hold", "free", "records", "scanner"):
         asyncio.run(globals()[mode](*args))
+    elif mode == "scanner-follow":
+        asyncio.run(scanner_follow(*args))
     else:
         raise SystemExit(f"unknown mode {mode}")
 
