@@ -193,19 +193,43 @@ package final class ProxyLinks: Sendable {
             central.onLoopSoon { [self] in ended(serial, address, error: Self.connectFailed, "connect failed: \(error)") }
             return
         }
-        // The stream starts from the link as it is now, so nothing falls between the look and the wait.
-        let events = peripheral.connectionEvents()
         central.onLoopSoon { [self] in established(serial, address, mtu: UInt32(mtu)) }
-        if peripheral.info?.connected == true {
-            for await event in events {
-                if case .disconnected(let reason) = event {
-                    central.onLoopSoon { [self] in ended(serial, address, error: Self.linkLost, reason) }
-                    return
+        let reason = await linkDown(peripheral)
+        if Task.isCancelled { return }   // released: the release answers
+        central.onLoopSoon { [self] in ended(serial, address, error: Self.linkLost, reason) }
+    }
+
+    /// How often a connection's link is asked of bluetoothd: 5.66 does not
+    /// always signal `Connected` (true after a connect, false after a loss:
+    /// docs/bluez-pitfalls.md, 24), so the signals alone can miss a drop, or
+    /// a mirror still saying false right after the connect would look like one.
+    static let linkPollInterval = Duration.seconds(2)
+
+    /// Waits until the link is down (BlueZ's signal, or bluetoothd asked
+    /// every `linkPollInterval` saying so) or the task is cancelled; the reason.
+    private func linkDown(_ peripheral: Peripheral) async -> String {
+        await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                for await event in peripheral.connectionEvents() {
+                    if case .disconnected(let reason) = event { return reason }
                 }
+                return nil   // cancelled, or the bus connection lost (the poll decides)
             }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.linkPollInterval)
+                    if !Task.isCancelled, !(await peripheral.isConnected()) { return "bluetoothd says it is not connected" }
+                }
+                return nil
+            }
+            var reason: String?
+            for await result in group {
+                if let result { reason = result; break }
+                if Task.isCancelled { break }
+            }
+            group.cancelAll()
+            return reason ?? "released"
         }
-        if Task.isCancelled { return }
-        central.onLoopSoon { [self] in ended(serial, address, error: Self.linkLost, "the link went down") }
     }
 
     private func established(_ serial: UInt64, _ address: UInt64, mtu: UInt32) {
