@@ -19,6 +19,17 @@ KEEP = [
     "SubscribeBluetoothLEAdvertisementsRequest", "UnsubscribeBluetoothLEAdvertisementsRequest",
     "BluetoothLERawAdvertisementsResponse", "SubscribeBluetoothConnectionsFreeRequest",
     "BluetoothConnectionsFreeResponse",
+    # GATT through the proxy (ProxyLinks): connect/disconnect/pair/unpair/clear cache,
+    # services, reads, writes, notifications, and their answers.
+    "BluetoothDeviceRequest", "BluetoothDeviceConnectionResponse", "BluetoothDevicePairingResponse",
+    "BluetoothDeviceUnpairingResponse", "BluetoothDeviceClearCacheResponse",
+    "BluetoothGATTGetServicesRequest", "BluetoothGATTGetServicesResponse", "BluetoothGATTGetServicesDoneResponse",
+    "BluetoothGATTReadRequest", "BluetoothGATTReadResponse", "BluetoothGATTWriteRequest", "BluetoothGATTWriteResponse",
+    "BluetoothGATTReadDescriptorRequest", "BluetoothGATTWriteDescriptorRequest",
+    "BluetoothGATTNotifyRequest", "BluetoothGATTNotifyResponse", "BluetoothGATTNotifyDataResponse",
+    "BluetoothGATTErrorResponse",
+    # The scanner's state and mode (reported; BlueZ's discovery is always active).
+    "BluetoothScannerStateResponse", "BluetoothScannerSetModeRequest",
 ]
 
 FIELD = re.compile(r"^\s*(?:repeated\s+|optional\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s+[a-z_][A-Za-z0-9_]*\s*=\s*\d+")

@@ -41,6 +41,8 @@ package final class ProxyServer: Sendable {
 
     private struct Client {
         let fd: Int32
+        /// Unique for the server's life (a closed socket's fd is reused): what `ProxyLinks` knows the client by.
+        let id: UInt64
         let peer: String
         var watch: LoopWatch?
         var transport: FrameTransport
@@ -53,9 +55,12 @@ package final class ProxyServer: Sendable {
         var listenFD: Int32 = -1
         var listenWatch: LoopWatch?
         var clients: [Int32: Client] = [:]
+        var nextID: UInt64 = 1
         var stopped = false
         /// Advertisements sent, all clients together (for the log).
         var forwarded = 0
+        /// The scan's state, as `BluetoothScannerStateResponse` tells the subscribed clients.
+        var scanner = BluetoothScannerState.starting
     }
 
     private let central: CentralManager
@@ -63,6 +68,8 @@ package final class ProxyServer: Sendable {
     /// The Noise pre-shared key (nil: the plaintext API).
     private let psk: [UInt8]?
     private let state: LoopBound<State>
+    /// The connections to devices the clients asked for (GATT through the proxy).
+    private let links: ProxyLinks
     private let logger = Logger(label: "bluectl")
 
     /// `psk`: the 32-byte Noise key (`--key-file`); nil serves the plaintext API.
@@ -71,6 +78,7 @@ package final class ProxyServer: Sendable {
         self.identity = identity
         self.psk = psk
         state = central.loopBound(State())
+        links = ProxyLinks(central: central)
     }
 
     /// Opens the listening socket on `port` of every IPv4 address (0: a
@@ -105,6 +113,17 @@ package final class ProxyServer: Sendable {
         await central.onLoop { [self] in
             state.value.listenFD = fd
             state.value.listenWatch = central.watch(fd) { [self] in acceptClients() }
+            // The links answer a client by its id, and tell every subscribed client of the slots.
+            links.attach(send: { [weak self] id, frame in
+                guard let self, let fd = state.value.clients.first(where: { $0.value.id == id })?.key else { return }
+                perform([.send(frame)], fd)
+            }, changed: { [weak self] in
+                guard let self else { return }
+                let frame = ProxySessionMachine.frame(links.freeResponse())
+                for (fd, client) in state.value.clients where client.machine.connectionsFreeSubscribed {
+                    perform([.send(frame)], fd)
+                }
+            })
         }
         return UInt16(bigEndian: actual.sin_port)
     }
@@ -154,6 +173,7 @@ package final class ProxyServer: Sendable {
     /// again once they are back, the clients staying connected meanwhile.
     package func run(adapter: AdapterInfo, port: UInt16, listening: @Sendable (UInt16) -> Void) async throws {
         let bound = try await listen(port: port)
+        await central.onLoop { [self] in links.use(adapter) }
         var session: ScanSession
         do {
             session = try await startScan(adapter)
@@ -161,6 +181,7 @@ package final class ProxyServer: Sendable {
             await central.onLoop { [self] in stop() }
             throw error
         }
+        await central.onLoop { [self] in scanner(.running) }
         listening(bound)
         let flusher = Task { [self, central] in
             while !Task.isCancelled {
@@ -175,8 +196,10 @@ package final class ProxyServer: Sendable {
                 break   // cancelled (Ctrl-C, SIGTERM)
             } catch BluetoothError.bluetoothdNotRunning, BluetoothError.adapterNotFound {
                 logger.warning("proxy: bluetoothd or \(adapter.name) went away: scanning again once they are back")
+                await central.onLoop { [self] in scanner(.failed) }
                 guard let resumed = await resumeScan(adapter) else { break }
                 session = resumed
+                await central.onLoop { [self] in scanner(.running) }
                 logger.warning("proxy: scanning \(adapter.name) again")
             } catch {
                 await central.onLoop { [self] in stop() }
@@ -184,6 +207,7 @@ package final class ProxyServer: Sendable {
             }
         }
         await central.onLoop { [self] in stop() }
+        await links.closeAll()
         _ = try? await session.stop()
     }
 
@@ -236,7 +260,9 @@ package final class ProxyServer: Sendable {
             let transport: FrameTransport = psk.map {
                 .noise(NoiseTransport(psk: $0, name: identity.name, mac: identity.bluetoothAddress))
             } ?? .plain(FrameDecoder())
-            var client = Client(fd: fd, peer: name, transport: transport, machine: ProxySessionMachine(identity: identity))
+            var client = Client(fd: fd, id: state.value.nextID, peer: name, transport: transport,
+                                machine: ProxySessionMachine(identity: identity))
+            state.value.nextID += 1
             client.watch = central.watch(fd) { [self] in readable(fd) }
             state.value.clients[fd] = client
             logger.info("proxy: client \(name) connected (\(state.value.clients.count) now)")
@@ -275,12 +301,41 @@ package final class ProxyServer: Sendable {
                 write(fd)
             case .subscribeAdvertisements, .unsubscribeAdvertisements:
                 state.value.clients[fd]?.batch = []   // the machine's `subscribed` says which
+            case .device(let address, let request):
+                logger.debug("proxy: \(client.peer): \(ProxyLinks.describe(address)): \(request)")
+                links.handle(request, address: address, client: client.id)
+            case .sendScannerState:
+                perform([.send(scannerState())], fd)
+            case .setScannerMode(let active):
+                // BlueZ's discovery has no passive LE scan (only advertisement
+                // monitors, experimental in 5.66): the mode stays active, and says so.
+                if !active { logger.info("proxy: \(client.peer) asked for a passive scan: BlueZ's discovery scans actively; the mode stays active") }
+                perform([.send(scannerState())], fd)
+            case .subscribeConnectionsFree:
+                perform([.send(ProxySessionMachine.frame(links.freeResponse()))], fd)
+            case .releaseConnections:
+                links.release(client: client.id)
             case .log(let line):
                 logger.debug("proxy: \(client.peer): \(line)")
             case .close(let reason):
                 drop(fd, reason: reason)
             }
         }
+    }
+
+    /// The scan's state and mode: always active, configured and running alike (`setScannerMode`).
+    private func scannerState() -> PlaintextFrame {
+        var response = BluetoothScannerStateResponse()
+        response.state = state.value.scanner
+        (response.mode, response.configuredMode) = (.active, .active)
+        return ProxySessionMachine.frame(response)
+    }
+
+    /// A new state of the scan, told to the clients subscribed to advertisements (on the loop).
+    private func scanner(_ now: BluetoothScannerState) {
+        guard state.value.scanner != now else { return }
+        state.value.scanner = now
+        for (fd, client) in state.value.clients where client.machine.subscribed { perform([.sendScannerState], fd) }
     }
 
     private func sendBatch(_ fd: Int32) {
@@ -315,6 +370,7 @@ package final class ProxyServer: Sendable {
     /// Closes a client: `reason` (a protocol error) is logged as a warning, `how` (the peer's own end) at info.
     private func drop(_ fd: Int32, reason: String?, how: String = "disconnected") {
         guard let client = state.value.clients.removeValue(forKey: fd) else { return }
+        links.release(client: client.id)   // its connections and notifications (none: nothing)
         if let watch = client.watch { central.unwatch(watch) }
         close(fd)
         if let reason {

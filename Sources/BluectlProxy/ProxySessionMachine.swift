@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import ESPHomeAPI
 import SwiftProtobuf
 
@@ -32,12 +37,14 @@ package struct ProxySessionMachine: Sendable {
     /// From 1.15 on a client asks `DeviceCapabilitiesRequest` for the proxy's
     /// features, which is not built.
     package static let apiVersion = (major: UInt32(1), minor: UInt32(14))
-    /// `bluetooth_proxy_feature_flags`: passive scan (bit 0) and raw
-    /// advertisements (bit 5), what is built; no connections, caching,
-    /// pairing, or scanner state and mode yet.
-    package static let featureFlags: UInt32 = 1 << 0 | 1 << 5
-    /// `legacy_bluetooth_proxy_version` for clients before API 1.9: 1, passive only.
-    package static let legacyProxyVersion: UInt32 = 1
+    /// `bluetooth_proxy_feature_flags`: passive scan (bit 0), active
+    /// connections (1), remote caching (2: the V3 connects, services sent
+    /// only when asked), pairing (3), cache clearing (4), raw
+    /// advertisements (5) and the scanner's state and mode (6).
+    package static let featureFlags: UInt32 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 5 | 1 << 6
+    /// `legacy_bluetooth_proxy_version` for clients before API 1.9: 5, the
+    /// version with connections, caching, pairing and cache clearing.
+    package static let legacyProxyVersion: UInt32 = 5
     /// `SubscribeBluetoothLEAdvertisementsRequest.flags`: raw advertisements.
     package static let rawAdvertisementsFlag: UInt32 = 1 << 0
 
@@ -51,6 +58,34 @@ package struct ProxySessionMachine: Sendable {
         case closed
     }
 
+    /// What a client asks of one device (by its 48-bit address) through the
+    /// proxy: the server's `ProxyLinks` carries it out and answers.
+    package enum DeviceRequest: Equatable, Sendable {
+        /// Connect (V3): `cached` when the client has the services already
+        /// (BlueZ resolves them either way; see docs/proxy.md).
+        case connect(cached: Bool)
+        /// Disconnect (answered by a connection response, connected=false).
+        case disconnect
+        /// Pair (`BluetoothDevicePairingResponse`).
+        case pair
+        /// Unpair (`BluetoothDeviceUnpairingResponse`).
+        case unpair
+        /// Forget the device's GATT cache (`BluetoothDeviceClearCacheResponse`).
+        case clearCache
+        /// Send its services (`BluetoothGATTGetServicesResponse`s, then done).
+        case services
+        /// Read a characteristic.
+        case read(handle: UInt32)
+        /// Write a characteristic (`response`: a Write Request, answered).
+        case write(handle: UInt32, data: [UInt8], response: Bool)
+        /// Read a descriptor.
+        case readDescriptor(handle: UInt32)
+        /// Write a descriptor (always answered, as ESPHome does).
+        case writeDescriptor(handle: UInt32, data: [UInt8])
+        /// Notifications of a characteristic on or off.
+        case notify(handle: UInt32, enable: Bool)
+    }
+
     /// What the server does.
     package enum Action: Equatable, Sendable {
         /// Send this frame to the client.
@@ -59,6 +94,17 @@ package struct ProxySessionMachine: Sendable {
         case subscribeAdvertisements
         /// Stop forwarding them.
         case unsubscribeAdvertisements
+        /// Send the scanner's state and mode (`BluetoothScannerStateResponse`),
+        /// as ESPHome does to a client subscribing to advertisements.
+        case sendScannerState
+        /// The client asks for an active (true) or passive scan.
+        case setScannerMode(active: Bool)
+        /// Carry out a request about the device at `address`.
+        case device(address: UInt64, DeviceRequest)
+        /// Send the connection slots now and whenever they change.
+        case subscribeConnectionsFree
+        /// The client is gone: free its connections and notifications.
+        case releaseConnections
         /// Log a line at debug level (a request and its outcome).
         case log(String)
         /// Close the connection; `reason` is the one log line (nil: an orderly end).
@@ -69,6 +115,8 @@ package struct ProxySessionMachine: Sendable {
     /// The client's `client_info` from its hello.
     package private(set) var clientInfo = ""
     package private(set) var subscribed = false
+    /// Whether the client asked for the connection slots (and each change of them).
+    package private(set) var connectionsFreeSubscribed = false
     private let identity: ProxyIdentity
 
     package init(identity: ProxyIdentity) {
@@ -131,7 +179,7 @@ package struct ProxySessionMachine: Sendable {
     package mutating func ended() -> [Action] {
         guard phase != .closed else { return [] }
         phase = .closed
-        return subscribed ? [.unsubscribeAdvertisements] : []
+        return (subscribed ? [.unsubscribeAdvertisements] : []) + [.releaseConnections]
     }
 
     private mutating func handleOpen(_ message: any APIMessage) -> [Action] {
@@ -161,18 +209,58 @@ package struct ProxySessionMachine: Sendable {
             }
             guard !subscribed else { return [.log("SubscribeBluetoothLEAdvertisementsRequest: already subscribed")] }
             subscribed = true
-            return [.log("SubscribeBluetoothLEAdvertisementsRequest (raw): forwarding advertisements"), .subscribeAdvertisements]
+            return [.log("SubscribeBluetoothLEAdvertisementsRequest (raw): forwarding advertisements"), .subscribeAdvertisements,
+                    .sendScannerState]
+        case let request as BluetoothScannerSetModeRequest:
+            return [.log("BluetoothScannerSetModeRequest: \(request.mode)"), .setScannerMode(active: request.mode == .active)]
         case is UnsubscribeBluetoothLEAdvertisementsRequest:
             guard subscribed else { return [.log("UnsubscribeBluetoothLEAdvertisementsRequest: not subscribed")] }
             subscribed = false
             return [.log("UnsubscribeBluetoothLEAdvertisementsRequest: stopped forwarding"), .unsubscribeAdvertisements]
         case is SubscribeBluetoothConnectionsFreeRequest:
-            // No connection slots are offered (feature flags say so): 0 of 0.
-            return [.log("SubscribeBluetoothConnectionsFreeRequest: 0 of 0 slots (connections not built)"),
-                    send(BluetoothConnectionsFreeResponse())]
+            connectionsFreeSubscribed = true
+            return [.log("SubscribeBluetoothConnectionsFreeRequest: sending the free slots"), .subscribeConnectionsFree]
+        case let request as BluetoothDeviceRequest:
+            return deviceRequest(request)
+        case is BluetoothGATTGetServicesRequest, is BluetoothGATTReadRequest, is BluetoothGATTWriteRequest,
+             is BluetoothGATTReadDescriptorRequest, is BluetoothGATTWriteDescriptorRequest, is BluetoothGATTNotifyRequest:
+            return gattRequest(message)
         default:
             // A generated message a client may send that needs no answer.
             return [.log("\(type(of: message).protoMessageName): ignored")]
+        }
+    }
+
+    private func deviceRequest(_ request: BluetoothDeviceRequest) -> [Action] {
+        let kind: DeviceRequest
+        switch request.requestType {
+        case .connectV3WithCache: kind = .connect(cached: true)
+        case .connectV3WithoutCache: kind = .connect(cached: false)
+        case .disconnect: kind = .disconnect
+        case .pair: kind = .pair
+        case .unpair: kind = .unpair
+        case .clearCache: kind = .clearCache
+        case .connect, .UNRECOGNIZED:
+            // V1 connects are gone from ESPHome (aioesphomeapi no longer
+            // sends them): refused as a device without them, connected=false.
+            var response = BluetoothDeviceConnectionResponse()
+            response.address = request.address
+            return [.log("BluetoothDeviceRequest \(request.requestType): not a V3 request, refused"), send(response)]
+        }
+        return [.device(address: request.address, kind)]
+    }
+
+    private func gattRequest(_ message: any APIMessage) -> [Action] {
+        switch message {
+        case let m as BluetoothGATTGetServicesRequest: [.device(address: m.address, .services)]
+        case let m as BluetoothGATTReadRequest: [.device(address: m.address, .read(handle: m.handle))]
+        case let m as BluetoothGATTWriteRequest:
+            [.device(address: m.address, .write(handle: m.handle, data: Array(m.data), response: m.response))]
+        case let m as BluetoothGATTReadDescriptorRequest: [.device(address: m.address, .readDescriptor(handle: m.handle))]
+        case let m as BluetoothGATTWriteDescriptorRequest:
+            [.device(address: m.address, .writeDescriptor(handle: m.handle, data: Array(m.data)))]
+        case let m as BluetoothGATTNotifyRequest: [.device(address: m.address, .notify(handle: m.handle, enable: m.enable))]
+        default: []
         }
     }
 

@@ -1,7 +1,9 @@
 // One API client's conversation, frame by frame, without a socket: what Home
-// Assistant reads (HelloResponse, DeviceInfoResponse), the subscription, and
-// garbage ending the conversation.
+// Assistant reads (HelloResponse, DeviceInfoResponse), the subscription, the
+// device and GATT requests handed to the server, and garbage ending the
+// conversation.
 import ESPHomeAPI
+import Foundation
 import SwiftProtobuf
 import Testing
 @testable import BluectlProxy
@@ -50,8 +52,9 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
         let info = try #require(try sent(machine.handle(frame(DeviceInfoRequest())), as: DeviceInfoResponse.self).first)
         #expect(info.name == "kitchen")
         #expect(info.macAddress == "00:AA:01:00:00:23" && info.bluetoothMacAddress == "00:AA:01:00:00:23")
-        #expect(info.bluetoothProxyFeatureFlags == 0b10_0001, "passive scan and raw advertisements only")
-        #expect(info.legacyBluetoothProxyVersion == 1)
+        #expect(info.bluetoothProxyFeatureFlags == 0b111_1111,
+                "passive scan, connections, remote caching, pairing, cache clearing, raw advertisements, scanner state and mode")
+        #expect(info.legacyBluetoothProxyVersion == 5)
         #expect(!info.usesPassword)
     }
 
@@ -59,17 +62,87 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
         var machine = helloed()
         #expect(try sent(machine.handle(frame(PingRequest())), as: PingResponse.self).count == 1)
         #expect(try sent(machine.handle(frame(ListEntitiesRequest())), as: ListEntitiesDoneResponse.self).count == 1)
-        let free = try #require(try sent(machine.handle(frame(SubscribeBluetoothConnectionsFreeRequest())),
-                                         as: BluetoothConnectionsFreeResponse.self).first)
-        #expect(free.free == 0 && free.limit == 0)
+        #expect(!machine.connectionsFreeSubscribed)
+        // The slots are the server's (all clients share them): it answers, and again at each change.
+        #expect(machine.handle(frame(SubscribeBluetoothConnectionsFreeRequest())).contains(.subscribeConnectionsFree))
+        #expect(machine.connectionsFreeSubscribed)
         #expect(machine.phase == .open)
+    }
+
+    @Test func deviceRequestsHandedToTheServer() throws {
+        var machine = helloed()
+        let address: UInt64 = 0xAABB_CCDD_EEFF
+        let kinds: [(BluetoothDeviceRequestType, ProxySessionMachine.DeviceRequest)] = [
+            (.connectV3WithCache, .connect(cached: true)), (.connectV3WithoutCache, .connect(cached: false)),
+            (.disconnect, .disconnect), (.pair, .pair), (.unpair, .unpair), (.clearCache, .clearCache),
+        ]
+        for (type, kind) in kinds {
+            var request = BluetoothDeviceRequest()
+            (request.address, request.requestType, request.hasAddressType_p, request.addressType) = (address, type, true, 1)
+            #expect(machine.handle(frame(request)) == [.device(address: address, kind)], "\(type)")
+        }
+        // The V1 connect ESPHome removed: answered connected=false at once, nothing carried out.
+        var v1 = BluetoothDeviceRequest()
+        (v1.address, v1.requestType) = (address, .connect)
+        let actions = machine.handle(frame(v1))
+        #expect(!actions.contains { if case .device = $0 { true } else { false } })
+        let refused = try #require(try sent(actions, as: BluetoothDeviceConnectionResponse.self).first)
+        #expect(refused.address == address && !refused.connected)
+        #expect(machine.phase == .open)
+    }
+
+    @Test func gattRequestsHandedToTheServer() {
+        var machine = helloed()
+        let address: UInt64 = 0x1122_3344_5566
+        var services = BluetoothGATTGetServicesRequest()
+        services.address = address
+        #expect(machine.handle(frame(services)) == [.device(address: address, .services)])
+        var read = BluetoothGATTReadRequest()
+        (read.address, read.handle) = (address, 11)
+        #expect(machine.handle(frame(read)) == [.device(address: address, .read(handle: 11))])
+        var write = BluetoothGATTWriteRequest()
+        (write.address, write.handle, write.response, write.data) = (address, 14, true, Data([1, 2]))
+        #expect(machine.handle(frame(write)) == [.device(address: address, .write(handle: 14, data: [1, 2], response: true))])
+        write.response = false
+        #expect(machine.handle(frame(write)) == [.device(address: address, .write(handle: 14, data: [1, 2], response: false))])
+        var readDescriptor = BluetoothGATTReadDescriptorRequest()
+        (readDescriptor.address, readDescriptor.handle) = (address, 12)
+        #expect(machine.handle(frame(readDescriptor)) == [.device(address: address, .readDescriptor(handle: 12))])
+        var writeDescriptor = BluetoothGATTWriteDescriptorRequest()
+        (writeDescriptor.address, writeDescriptor.handle, writeDescriptor.data) = (address, 12, Data([1, 0]))
+        #expect(machine.handle(frame(writeDescriptor)) == [.device(address: address, .writeDescriptor(handle: 12, data: [1, 0]))])
+        var notify = BluetoothGATTNotifyRequest()
+        (notify.address, notify.handle, notify.enable) = (address, 11, true)
+        #expect(machine.handle(frame(notify)) == [.device(address: address, .notify(handle: 11, enable: true))])
+        notify.enable = false
+        #expect(machine.handle(frame(notify)) == [.device(address: address, .notify(handle: 11, enable: false))])
+    }
+
+    @Test func theEndReleasesTheClientsConnections() {
+        var machine = helloed()
+        // However it ends (the client's disconnect, garbage, the socket closing), once.
+        #expect(machine.handle(frame(DisconnectRequest())).contains(.releaseConnections))
+        #expect(machine.ended().isEmpty)
+        var dropped = helloed()
+        #expect(dropped.ended() == [.releaseConnections])
+        var garbage = helloed()
+        #expect(garbage.handle(PlaintextFrame(type: 1011, payload: [])).contains(.releaseConnections))
+    }
+
+    @Test func gattResponsesFromAClientEndIt() {
+        // What only a server sends (a read's answer, a notification) ends a client that sends it.
+        var machine = helloed()
+        let actions = machine.handle(frame(BluetoothGATTNotifyDataResponse()))
+        #expect((closeReason(actions) ?? nil)?.hasPrefix("BluetoothGATTNotifyDataResponse (79) is sent by servers") == true)
     }
 
     @Test func subscribeAndUnsubscribe() {
         var machine = helloed()
         var raw = SubscribeBluetoothLEAdvertisementsRequest()
         raw.flags = 1
-        #expect(machine.handle(frame(raw)).contains(.subscribeAdvertisements))
+        let subscribing = machine.handle(frame(raw))
+        #expect(subscribing.contains(.subscribeAdvertisements))
+        #expect(subscribing.contains(.sendScannerState), "ESPHome tells a subscriber the scanner's state")
         #expect(machine.subscribed)
         #expect(!machine.handle(frame(raw)).contains(.subscribeAdvertisements), "subscribed once")
         #expect(machine.handle(frame(UnsubscribeBluetoothLEAdvertisementsRequest())).contains(.unsubscribeAdvertisements))
@@ -77,6 +150,15 @@ private func closeReason(_ actions: [ProxySessionMachine.Action]) -> String?? {
         // Without the raw flag (the legacy parsed form): not built, nothing subscribed.
         #expect(!machine.handle(frame(SubscribeBluetoothLEAdvertisementsRequest())).contains(.subscribeAdvertisements))
         #expect(!machine.subscribed)
+    }
+
+    @Test func scannerModeHandedToTheServer() {
+        var machine = helloed()
+        var request = BluetoothScannerSetModeRequest()
+        request.mode = .passive
+        #expect(machine.handle(frame(request)).contains(.setScannerMode(active: false)))
+        request.mode = .active
+        #expect(machine.handle(frame(request)).contains(.setScannerMode(active: true)))
     }
 
     @Test func disconnectRequestAnsweredThenClosed() throws {

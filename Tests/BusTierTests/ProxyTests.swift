@@ -82,9 +82,10 @@ import Testing
             #expect(info["name"]?.string == "kitchen-proxy")
             #expect(info["mac_address"]?.string == AdapterSpec.hci0.address)
             #expect(info["bluetooth_mac_address"]?.string == AdapterSpec.hci0.address)
-            #expect(info["bluetooth_proxy_feature_flags"]?.int == 33, "passive scan (1) + raw advertisements (32)")
-            #expect(info["feature_flags_compat"]?.int == 33)
-            #expect(info["legacy_bluetooth_proxy_version"]?.int == 1)
+            #expect(info["bluetooth_proxy_feature_flags"]?.int == 127,
+                    "passive scan (1), connections (2), remote caching (4), pairing (8), cache clearing (16), raw advertisements (32), scanner state and mode (64)")
+            #expect(info["feature_flags_compat"]?.int == 127)
+            #expect(info["legacy_bluetooth_proxy_version"]?.int == 5)
             #expect(info["api_version"]?.array?.compactMap(\.int) == [1, 14])
             proxy.signal(SIGINT)
             let end = await proxy.wait(timeout: .seconds(15))
@@ -155,7 +156,7 @@ import Testing
             let info = try #require(try await Self.runClient(bus, ["info", "127.0.0.1", port, Self.key]).first)
             #expect(info["name"]?.string == "noise-proxy")
             #expect(info["bluetooth_mac_address"]?.string == AdapterSpec.hci0.address)
-            #expect(info["bluetooth_proxy_feature_flags"]?.int == 33)
+            #expect(info["bluetooth_proxy_feature_flags"]?.int == 127)
             // Another key: aioesphomeapi reports it as such, the proxy logs one line.
             let wrong = try #require(try await Self.runClient(bus, ["refused", "127.0.0.1", port, Self.otherKey]).first)
             #expect(wrong["error"]?.string == "InvalidEncryptionKeyAPIError", "\(wrong)")

@@ -15,9 +15,10 @@ struct ProxyCommand: AsyncParsableCommand {
         discussion: """
             Runs until Ctrl-C or SIGTERM. Scans the adapter and forwards every advertisement to the API clients \
             that subscribed to raw advertisements (Home Assistant's ESPHome integration, aioesphomeapi). Built so \
-            far: the API (hello, device info, ping, list entities, disconnect) and advertisements, plaintext or, \
-            with --key-file, encrypted as ESPHome's (Noise, its base64 key), announced over mDNS through avahi-daemon \
-            (_esphomelib._tcp, as ESPHome nodes; --no-mdns: not announced); not yet: GATT connections through the proxy. \
+            far: the API (hello, device info, ping, list entities, disconnect), advertisements, the scanner's state, \
+            and GATT connections through the proxy (3 slots: connect, services, read, write, notify, pair), \
+            plaintext or, with --key-file, encrypted as ESPHome's (Noise, its base64 key), announced over mDNS \
+            through avahi-daemon (_esphomelib._tcp, as ESPHome nodes; --no-mdns: not announced). \
             Clients connecting and leaving are logged at info level, a client disconnected for garbage at warning \
             level (BLUECTL_LOG_LEVEL=info shows the port it listens on); see docs/proxy.md.
 

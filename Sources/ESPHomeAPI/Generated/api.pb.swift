@@ -104,6 +104,148 @@ public nonisolated enum SerialProxyPortType: SwiftProtobuf.Enum, Swift.CaseItera
 
 }
 
+public nonisolated enum BluetoothDeviceRequestType: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// V1 removed, use V3 variants
+  ///
+  /// NOTE: This enum value was marked as deprecated in the .proto file
+  case connect // = 0
+  case disconnect // = 1
+  case pair // = 2
+  case unpair // = 3
+  case connectV3WithCache // = 4
+  case connectV3WithoutCache // = 5
+  case clearCache // = 6
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .connect
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .connect
+    case 1: self = .disconnect
+    case 2: self = .pair
+    case 3: self = .unpair
+    case 4: self = .connectV3WithCache
+    case 5: self = .connectV3WithoutCache
+    case 6: self = .clearCache
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .connect: return 0
+    case .disconnect: return 1
+    case .pair: return 2
+    case .unpair: return 3
+    case .connectV3WithCache: return 4
+    case .connectV3WithoutCache: return 5
+    case .clearCache: return 6
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [BluetoothDeviceRequestType] = [
+    .connect,
+    .disconnect,
+    .pair,
+    .unpair,
+    .connectV3WithCache,
+    .connectV3WithoutCache,
+    .clearCache,
+  ]
+
+}
+
+public nonisolated enum BluetoothScannerState: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case idle // = 0
+  case starting // = 1
+  case running // = 2
+  case failed // = 3
+  case stopping // = 4
+  case stopped // = 5
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .idle
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .idle
+    case 1: self = .starting
+    case 2: self = .running
+    case 3: self = .failed
+    case 4: self = .stopping
+    case 5: self = .stopped
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .idle: return 0
+    case .starting: return 1
+    case .running: return 2
+    case .failed: return 3
+    case .stopping: return 4
+    case .stopped: return 5
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [BluetoothScannerState] = [
+    .idle,
+    .starting,
+    .running,
+    .failed,
+    .stopping,
+    .stopped,
+  ]
+
+}
+
+public nonisolated enum BluetoothScannerMode: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case passive // = 0
+  case active // = 1
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .passive
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .passive
+    case 1: self = .active
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .passive: return 0
+    case .active: return 1
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [BluetoothScannerMode] = [
+    .passive,
+    .active,
+  ]
+
+}
+
 /// Message sent at the beginning of each connection
 /// Can only be sent by the client and only at the beginning of the connection
 public nonisolated struct HelloRequest: Sendable {
@@ -548,6 +690,257 @@ public nonisolated struct BluetoothLERawAdvertisementsResponse: Sendable {
   public init() {}
 }
 
+public nonisolated struct BluetoothDeviceRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var requestType: BluetoothDeviceRequestType = .connect
+
+  /// Deprecated, should be removed in 2027.8 - https://github.com/esphome/esphome/pull/10318
+  public var hasAddressType_p: Bool = false
+
+  public var addressType: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothDeviceConnectionResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var connected: Bool = false
+
+  public var mtu: UInt32 = 0
+
+  public var error: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTGetServicesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTDescriptor: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuid: [UInt64] = []
+
+  public var handle: UInt32 = 0
+
+  /// New field for efficient UUID (v1.12+)
+  /// Only one of uuid or short_uuid will be set.
+  /// short_uuid is used for both 16-bit and 32-bit UUIDs with v1.12+ clients.
+  /// 128-bit UUIDs always use the uuid field for backwards compatibility.
+  public var shortUuid: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTCharacteristic: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuid: [UInt64] = []
+
+  public var handle: UInt32 = 0
+
+  public var properties: UInt32 = 0
+
+  public var descriptors: [BluetoothGATTDescriptor] = []
+
+  /// New field for efficient UUID (v1.12+)
+  /// Only one of uuid or short_uuid will be set.
+  /// short_uuid is used for both 16-bit and 32-bit UUIDs with v1.12+ clients.
+  /// 128-bit UUIDs always use the uuid field for backwards compatibility.
+  public var shortUuid: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTService: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var uuid: [UInt64] = []
+
+  public var handle: UInt32 = 0
+
+  public var characteristics: [BluetoothGATTCharacteristic] = []
+
+  /// New field for efficient UUID (v1.12+)
+  /// Only one of uuid or short_uuid will be set.
+  /// short_uuid is used for both 16-bit and 32-bit UUIDs with v1.12+ clients.
+  /// 128-bit UUIDs always use the uuid field for backwards compatibility.
+  public var shortUuid: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTGetServicesResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var services: [BluetoothGATTService] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTGetServicesDoneResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTReadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTReadResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var data: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTWriteRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var response: Bool = false
+
+  public var data: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTReadDescriptorRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTWriteDescriptorRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var data: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTNotifyRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var enable: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTNotifyDataResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var data: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct SubscribeBluetoothConnectionsFreeRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -574,10 +967,130 @@ public nonisolated struct BluetoothConnectionsFreeResponse: Sendable {
   public init() {}
 }
 
+public nonisolated struct BluetoothGATTErrorResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var error: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTWriteResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothGATTNotifyResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var handle: UInt32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothDevicePairingResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var paired: Bool = false
+
+  public var error: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothDeviceUnpairingResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var success: Bool = false
+
+  public var error: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct UnsubscribeBluetoothLEAdvertisementsRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothDeviceClearCacheResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var address: UInt64 = 0
+
+  public var success: Bool = false
+
+  public var error: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothScannerStateResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var state: BluetoothScannerState = .idle
+
+  public var mode: BluetoothScannerMode = .passive
+
+  public var configuredMode: BluetoothScannerMode = .passive
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct BluetoothScannerSetModeRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var mode: BluetoothScannerMode = .passive
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -592,6 +1105,18 @@ nonisolated extension DisconnectReason: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension SerialProxyPortType: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SERIAL_PROXY_PORT_TYPE_TTL\0\u{1}SERIAL_PROXY_PORT_TYPE_RS232\0\u{1}SERIAL_PROXY_PORT_TYPE_RS485\0")
+}
+
+nonisolated extension BluetoothDeviceRequestType: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BLUETOOTH_DEVICE_REQUEST_TYPE_CONNECT\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_DISCONNECT\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_PAIR\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_UNPAIR\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_CONNECT_V3_WITH_CACHE\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_CONNECT_V3_WITHOUT_CACHE\0\u{1}BLUETOOTH_DEVICE_REQUEST_TYPE_CLEAR_CACHE\0")
+}
+
+nonisolated extension BluetoothScannerState: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BLUETOOTH_SCANNER_STATE_IDLE\0\u{1}BLUETOOTH_SCANNER_STATE_STARTING\0\u{1}BLUETOOTH_SCANNER_STATE_RUNNING\0\u{1}BLUETOOTH_SCANNER_STATE_FAILED\0\u{1}BLUETOOTH_SCANNER_STATE_STOPPING\0\u{1}BLUETOOTH_SCANNER_STATE_STOPPED\0")
+}
+
+nonisolated extension BluetoothScannerMode: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BLUETOOTH_SCANNER_MODE_PASSIVE\0\u{1}BLUETOOTH_SCANNER_MODE_ACTIVE\0")
 }
 
 nonisolated extension HelloRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1343,6 +1868,601 @@ nonisolated extension BluetoothLERawAdvertisementsResponse: SwiftProtobuf.Messag
   }
 }
 
+nonisolated extension BluetoothDeviceRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothDeviceRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{3}request_type\0\u{3}has_address_type\0\u{3}address_type\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.requestType) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.hasAddressType_p) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.addressType) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.requestType != .connect {
+      try visitor.visitSingularEnumField(value: self.requestType, fieldNumber: 2)
+    }
+    if self.hasAddressType_p != false {
+      try visitor.visitSingularBoolField(value: self.hasAddressType_p, fieldNumber: 3)
+    }
+    if self.addressType != 0 {
+      try visitor.visitSingularUInt32Field(value: self.addressType, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothDeviceRequest, rhs: BluetoothDeviceRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.requestType != rhs.requestType {return false}
+    if lhs.hasAddressType_p != rhs.hasAddressType_p {return false}
+    if lhs.addressType != rhs.addressType {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothDeviceConnectionResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothDeviceConnectionResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}connected\0\u{1}mtu\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.connected) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.mtu) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self.error) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.connected != false {
+      try visitor.visitSingularBoolField(value: self.connected, fieldNumber: 2)
+    }
+    if self.mtu != 0 {
+      try visitor.visitSingularUInt32Field(value: self.mtu, fieldNumber: 3)
+    }
+    if self.error != 0 {
+      try visitor.visitSingularInt32Field(value: self.error, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothDeviceConnectionResponse, rhs: BluetoothDeviceConnectionResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.connected != rhs.connected {return false}
+    if lhs.mtu != rhs.mtu {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTGetServicesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTGetServicesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTGetServicesRequest, rhs: BluetoothGATTGetServicesRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTDescriptor: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTDescriptor"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}handle\0\u{3}short_uuid\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt64Field(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.shortUuid) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.uuid.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.uuid, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if self.shortUuid != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shortUuid, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTDescriptor, rhs: BluetoothGATTDescriptor) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.shortUuid != rhs.shortUuid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTCharacteristic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTCharacteristic"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}handle\0\u{1}properties\0\u{1}descriptors\0\u{3}short_uuid\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt64Field(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.properties) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.descriptors) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.shortUuid) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.uuid.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.uuid, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if self.properties != 0 {
+      try visitor.visitSingularUInt32Field(value: self.properties, fieldNumber: 3)
+    }
+    if !self.descriptors.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.descriptors, fieldNumber: 4)
+    }
+    if self.shortUuid != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shortUuid, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTCharacteristic, rhs: BluetoothGATTCharacteristic) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.properties != rhs.properties {return false}
+    if lhs.descriptors != rhs.descriptors {return false}
+    if lhs.shortUuid != rhs.shortUuid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTService: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTService"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}uuid\0\u{1}handle\0\u{1}characteristics\0\u{3}short_uuid\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt64Field(value: &self.uuid) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.characteristics) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.shortUuid) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.uuid.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.uuid, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if !self.characteristics.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.characteristics, fieldNumber: 3)
+    }
+    if self.shortUuid != 0 {
+      try visitor.visitSingularUInt32Field(value: self.shortUuid, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTService, rhs: BluetoothGATTService) -> Bool {
+    if lhs.uuid != rhs.uuid {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.characteristics != rhs.characteristics {return false}
+    if lhs.shortUuid != rhs.shortUuid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTGetServicesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTGetServicesResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}services\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.services) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if !self.services.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.services, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTGetServicesResponse, rhs: BluetoothGATTGetServicesResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.services != rhs.services {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTGetServicesDoneResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTGetServicesDoneResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTGetServicesDoneResponse, rhs: BluetoothGATTGetServicesDoneResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTReadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTReadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTReadRequest, rhs: BluetoothGATTReadRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTReadResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTReadResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0\u{1}data\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTReadResponse, rhs: BluetoothGATTReadResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.data != rhs.data {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTWriteRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTWriteRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0\u{1}response\0\u{1}data\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.response) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if self.response != false {
+      try visitor.visitSingularBoolField(value: self.response, fieldNumber: 3)
+    }
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTWriteRequest, rhs: BluetoothGATTWriteRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.response != rhs.response {return false}
+    if lhs.data != rhs.data {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTReadDescriptorRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTReadDescriptorRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTReadDescriptorRequest, rhs: BluetoothGATTReadDescriptorRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTWriteDescriptorRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTWriteDescriptorRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0\u{1}data\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTWriteDescriptorRequest, rhs: BluetoothGATTWriteDescriptorRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.data != rhs.data {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTNotifyRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTNotifyRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0\u{1}enable\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.enable) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if self.enable != false {
+      try visitor.visitSingularBoolField(value: self.enable, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTNotifyRequest, rhs: BluetoothGATTNotifyRequest) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.enable != rhs.enable {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTNotifyDataResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTNotifyDataResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0\u{1}data\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.data) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if !self.data.isEmpty {
+      try visitor.visitSingularBytesField(value: self.data, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTNotifyDataResponse, rhs: BluetoothGATTNotifyDataResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.data != rhs.data {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension SubscribeBluetoothConnectionsFreeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = "SubscribeBluetoothConnectionsFreeRequest"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
@@ -1402,6 +2522,196 @@ nonisolated extension BluetoothConnectionsFreeResponse: SwiftProtobuf.Message, S
   }
 }
 
+nonisolated extension BluetoothGATTErrorResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTErrorResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.error) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    if self.error != 0 {
+      try visitor.visitSingularInt32Field(value: self.error, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTErrorResponse, rhs: BluetoothGATTErrorResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTWriteResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTWriteResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTWriteResponse, rhs: BluetoothGATTWriteResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothGATTNotifyResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothGATTNotifyResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}handle\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.handle) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.handle != 0 {
+      try visitor.visitSingularUInt32Field(value: self.handle, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothGATTNotifyResponse, rhs: BluetoothGATTNotifyResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.handle != rhs.handle {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothDevicePairingResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothDevicePairingResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}paired\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.paired) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.error) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.paired != false {
+      try visitor.visitSingularBoolField(value: self.paired, fieldNumber: 2)
+    }
+    if self.error != 0 {
+      try visitor.visitSingularInt32Field(value: self.error, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothDevicePairingResponse, rhs: BluetoothDevicePairingResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.paired != rhs.paired {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothDeviceUnpairingResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothDeviceUnpairingResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}success\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.success) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.error) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.success != false {
+      try visitor.visitSingularBoolField(value: self.success, fieldNumber: 2)
+    }
+    if self.error != 0 {
+      try visitor.visitSingularInt32Field(value: self.error, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothDeviceUnpairingResponse, rhs: BluetoothDeviceUnpairingResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.success != rhs.success {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension UnsubscribeBluetoothLEAdvertisementsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = "UnsubscribeBluetoothLEAdvertisementsRequest"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
@@ -1416,6 +2726,116 @@ nonisolated extension UnsubscribeBluetoothLEAdvertisementsRequest: SwiftProtobuf
   }
 
   public static func ==(lhs: UnsubscribeBluetoothLEAdvertisementsRequest, rhs: UnsubscribeBluetoothLEAdvertisementsRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothDeviceClearCacheResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothDeviceClearCacheResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}address\0\u{1}success\0\u{1}error\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.address) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.success) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.error) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.address != 0 {
+      try visitor.visitSingularUInt64Field(value: self.address, fieldNumber: 1)
+    }
+    if self.success != false {
+      try visitor.visitSingularBoolField(value: self.success, fieldNumber: 2)
+    }
+    if self.error != 0 {
+      try visitor.visitSingularInt32Field(value: self.error, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothDeviceClearCacheResponse, rhs: BluetoothDeviceClearCacheResponse) -> Bool {
+    if lhs.address != rhs.address {return false}
+    if lhs.success != rhs.success {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothScannerStateResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothScannerStateResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}state\0\u{1}mode\0\u{3}configured_mode\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.state) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.mode) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.configuredMode) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.state != .idle {
+      try visitor.visitSingularEnumField(value: self.state, fieldNumber: 1)
+    }
+    if self.mode != .passive {
+      try visitor.visitSingularEnumField(value: self.mode, fieldNumber: 2)
+    }
+    if self.configuredMode != .passive {
+      try visitor.visitSingularEnumField(value: self.configuredMode, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothScannerStateResponse, rhs: BluetoothScannerStateResponse) -> Bool {
+    if lhs.state != rhs.state {return false}
+    if lhs.mode != rhs.mode {return false}
+    if lhs.configuredMode != rhs.configuredMode {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension BluetoothScannerSetModeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = "BluetoothScannerSetModeRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}mode\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.mode) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.mode != .passive {
+      try visitor.visitSingularEnumField(value: self.mode, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: BluetoothScannerSetModeRequest, rhs: BluetoothScannerSetModeRequest) -> Bool {
+    if lhs.mode != rhs.mode {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -100,6 +100,90 @@ extension BluetoothLERawAdvertisementsResponse: APIMessage {
     public static let source: APIMessageSource = .server
 }
 
+extension BluetoothDeviceRequest: APIMessage {
+    /// `(id) = 68` in api.proto.
+    public static let messageID: UInt32 = 68
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothDeviceConnectionResponse: APIMessage {
+    /// `(id) = 69` in api.proto.
+    public static let messageID: UInt32 = 69
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothGATTGetServicesRequest: APIMessage {
+    /// `(id) = 70` in api.proto.
+    public static let messageID: UInt32 = 70
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothGATTGetServicesResponse: APIMessage {
+    /// `(id) = 71` in api.proto.
+    public static let messageID: UInt32 = 71
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothGATTGetServicesDoneResponse: APIMessage {
+    /// `(id) = 72` in api.proto.
+    public static let messageID: UInt32 = 72
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothGATTReadRequest: APIMessage {
+    /// `(id) = 73` in api.proto.
+    public static let messageID: UInt32 = 73
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothGATTReadResponse: APIMessage {
+    /// `(id) = 74` in api.proto.
+    public static let messageID: UInt32 = 74
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothGATTWriteRequest: APIMessage {
+    /// `(id) = 75` in api.proto.
+    public static let messageID: UInt32 = 75
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothGATTReadDescriptorRequest: APIMessage {
+    /// `(id) = 76` in api.proto.
+    public static let messageID: UInt32 = 76
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothGATTWriteDescriptorRequest: APIMessage {
+    /// `(id) = 77` in api.proto.
+    public static let messageID: UInt32 = 77
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothGATTNotifyRequest: APIMessage {
+    /// `(id) = 78` in api.proto.
+    public static let messageID: UInt32 = 78
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothGATTNotifyDataResponse: APIMessage {
+    /// `(id) = 79` in api.proto.
+    public static let messageID: UInt32 = 79
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
 extension SubscribeBluetoothConnectionsFreeRequest: APIMessage {
     /// `(id) = 80` in api.proto.
     public static let messageID: UInt32 = 80
@@ -114,9 +198,65 @@ extension BluetoothConnectionsFreeResponse: APIMessage {
     public static let source: APIMessageSource = .server
 }
 
+extension BluetoothGATTErrorResponse: APIMessage {
+    /// `(id) = 82` in api.proto.
+    public static let messageID: UInt32 = 82
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothGATTWriteResponse: APIMessage {
+    /// `(id) = 83` in api.proto.
+    public static let messageID: UInt32 = 83
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothGATTNotifyResponse: APIMessage {
+    /// `(id) = 84` in api.proto.
+    public static let messageID: UInt32 = 84
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothDevicePairingResponse: APIMessage {
+    /// `(id) = 85` in api.proto.
+    public static let messageID: UInt32 = 85
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothDeviceUnpairingResponse: APIMessage {
+    /// `(id) = 86` in api.proto.
+    public static let messageID: UInt32 = 86
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
 extension UnsubscribeBluetoothLEAdvertisementsRequest: APIMessage {
     /// `(id) = 87` in api.proto.
     public static let messageID: UInt32 = 87
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .client
+}
+
+extension BluetoothDeviceClearCacheResponse: APIMessage {
+    /// `(id) = 88` in api.proto.
+    public static let messageID: UInt32 = 88
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothScannerStateResponse: APIMessage {
+    /// `(id) = 126` in api.proto.
+    public static let messageID: UInt32 = 126
+    /// `(source)` in api.proto.
+    public static let source: APIMessageSource = .server
+}
+
+extension BluetoothScannerSetModeRequest: APIMessage {
+    /// `(id) = 127` in api.proto.
+    public static let messageID: UInt32 = 127
     /// `(source)` in api.proto.
     public static let source: APIMessageSource = .client
 }
@@ -137,9 +277,29 @@ public let apiMessageTypes: [UInt32: any APIMessage.Type] = [
     19: ListEntitiesDoneResponse.self,
     66: SubscribeBluetoothLEAdvertisementsRequest.self,
     93: BluetoothLERawAdvertisementsResponse.self,
+    68: BluetoothDeviceRequest.self,
+    69: BluetoothDeviceConnectionResponse.self,
+    70: BluetoothGATTGetServicesRequest.self,
+    71: BluetoothGATTGetServicesResponse.self,
+    72: BluetoothGATTGetServicesDoneResponse.self,
+    73: BluetoothGATTReadRequest.self,
+    74: BluetoothGATTReadResponse.self,
+    75: BluetoothGATTWriteRequest.self,
+    76: BluetoothGATTReadDescriptorRequest.self,
+    77: BluetoothGATTWriteDescriptorRequest.self,
+    78: BluetoothGATTNotifyRequest.self,
+    79: BluetoothGATTNotifyDataResponse.self,
     80: SubscribeBluetoothConnectionsFreeRequest.self,
     81: BluetoothConnectionsFreeResponse.self,
+    82: BluetoothGATTErrorResponse.self,
+    83: BluetoothGATTWriteResponse.self,
+    84: BluetoothGATTNotifyResponse.self,
+    85: BluetoothDevicePairingResponse.self,
+    86: BluetoothDeviceUnpairingResponse.self,
     87: UnsubscribeBluetoothLEAdvertisementsRequest.self,
+    88: BluetoothDeviceClearCacheResponse.self,
+    126: BluetoothScannerStateResponse.self,
+    127: BluetoothScannerSetModeRequest.self,
 ]
 
 /// The other messages of api.proto (no Swift generated for them): name and sender, by id.
@@ -207,26 +367,6 @@ public let apiOtherMessages: [UInt32: (name: String, source: APIMessageSource)] 
     64: ("MediaPlayerStateResponse", .server),
     65: ("MediaPlayerCommandRequest", .client),
     67: ("BluetoothLEAdvertisementResponse", .server),
-    68: ("BluetoothDeviceRequest", .client),
-    69: ("BluetoothDeviceConnectionResponse", .server),
-    70: ("BluetoothGATTGetServicesRequest", .client),
-    71: ("BluetoothGATTGetServicesResponse", .server),
-    72: ("BluetoothGATTGetServicesDoneResponse", .server),
-    73: ("BluetoothGATTReadRequest", .client),
-    74: ("BluetoothGATTReadResponse", .server),
-    75: ("BluetoothGATTWriteRequest", .client),
-    76: ("BluetoothGATTReadDescriptorRequest", .client),
-    77: ("BluetoothGATTWriteDescriptorRequest", .client),
-    78: ("BluetoothGATTNotifyRequest", .client),
-    79: ("BluetoothGATTNotifyDataResponse", .server),
-    82: ("BluetoothGATTErrorResponse", .server),
-    83: ("BluetoothGATTWriteResponse", .server),
-    84: ("BluetoothGATTNotifyResponse", .server),
-    85: ("BluetoothDevicePairingResponse", .server),
-    86: ("BluetoothDeviceUnpairingResponse", .server),
-    88: ("BluetoothDeviceClearCacheResponse", .server),
-    126: ("BluetoothScannerStateResponse", .server),
-    127: ("BluetoothScannerSetModeRequest", .client),
     89: ("SubscribeVoiceAssistantRequest", .client),
     90: ("VoiceAssistantRequest", .server),
     91: ("VoiceAssistantResponse", .client),

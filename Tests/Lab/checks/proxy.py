@@ -1,0 +1,70 @@
+"""`bluectl proxy` (issue 28) on the central (hci1), driven by Home
+Assistant's ESPHome client (aioesphomeapi, from the repository's test
+virtualenv, seen through the guest's root) over the guest's loopback: GATT
+through the proxy on the lab peripheral, against the real bluetoothd."""
+import json
+import os
+
+from labcheck import lab
+from labcheck.jsonlines import check
+from labcheck.lab import BATT_LVL, CENTRAL, DEV, HR_MEAS, REPO
+from labcheck.procs import read_text
+from labcheck.runner import lab_check
+from labcheck.serving import wait_out
+from checks.central import wait_device
+
+PORT = 6053
+PYTHON = os.path.join(REPO, '.venv', 'bin', 'python')
+CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'esphome_client.py')
+
+
+@lab_check('extra_proxy_gatt')
+def _(c):
+    """The proxy on hci1; aioesphomeapi's `gatt` run (esphome_client.py) on the
+    peripheral: connected with bluetoothd's MTU, the services with handles, the
+    battery level read, the test characteristic written and read back, the
+    heart-rate CCCD read, the two error codes, a heart-rate notification after
+    start_notify and the CCCD write, the disconnect, the slots back to 3; then
+    the proxy stops on SIGTERM (143) leaving the device disconnected."""
+    if not os.access(PYTHON, os.X_OK):
+        c.skip('no test virtualenv at %s (Scripts/deps makes it)' % PYTHON)
+    if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
+        c.fail('cannot bring the loopback interface up')
+    out = c.path('proxy.out')
+    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL, 'proxy', '--adapter', CENTRAL, '--port', str(PORT),
+                     '--name', 'lab-proxy', '--no-mdns'], out, limit=600,
+                    show='BLUECTL_LOG_LEVEL=info bluectl proxy --adapter %s --port %d --name lab-proxy --no-mdns   (background)'
+                    % (CENTRAL, PORT))
+    if not wait_out(c, out + '.err', 'listening on port %d' % PORT, 60, proxy):
+        c.echo(read_text(out + '.err'))
+        c.fail('the proxy did not listen')
+    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
+    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
+    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
+    gatt = c.path('gatt.out')
+    client = c.spawn([PYTHON, CLIENT, 'gatt', '127.0.0.1', str(PORT), DEV], gatt, limit=180,
+                     show='esphome_client.py gatt 127.0.0.1 %d %s' % (PORT, DEV))
+    if not wait_out(c, gatt, r'"mtu"', 180, client):
+        c.echo(read_text(gatt + '.err') + read_text(out + '.err')[-3000:])
+        c.fail('the gatt client did not finish')
+    line = json.loads(read_text(gatt).splitlines()[-1])
+    c.note('aioesphomeapi read: %s' % json.dumps(line)[:1500])
+    chars = {ch['uuid']: ch for s in line['services'] for ch in s['characteristics']}
+    check(line['connected'] and line['mtu'] >= 23, 'connected with an MTU: %r' % line['mtu'])
+    check(HR_MEAS in chars and BATT_LVL in chars, 'the services lack heart rate or battery: %r' % sorted(chars))
+    handles = [ch['handle'] for ch in chars.values()] + [d['handle'] for ch in chars.values() for d in ch['descriptors']]
+    check(all(h > 0 for h in handles) and len(set(handles)) == len(handles), 'handles not unique and set: %r' % handles)
+    check(len(bytes.fromhex(line['battery'])) == 1, 'battery level %r' % line['battery'])
+    check(line['written'] == '627965', 'read back %r after writing "bye"' % line['written'])
+    check(len(bytes.fromhex(line['cccd_before'])) == 2, 'CCCD %r' % line['cccd_before'])
+    check(line['unknown_handle_error'] == 1 and line['read_only_error'] == 3,
+          'errors %r %r' % (line['unknown_handle_error'], line['read_only_error']))
+    check(line['notified']['handle'] == chars[HR_MEAS]['handle'] and line['notified']['data'],
+          'notification %r' % line['notified'])
+    check(line['free'][0][:2] == [3, 3] and line['free'][-1][:2] == [3, 3] and [2, 3] in [f[:2] for f in line['free']],
+          'slots %r' % line['free'])
+    proxy.signal(15)
+    rc = proxy.wait(30)
+    c.echo(read_text(out + '.err')[-3000:])
+    check(rc == 143, 'the proxy exited %r after SIGTERM' % rc)
+    wait_device(c, 'Connected', False, 10, 'bluetoothd still shows %s connected after the proxy' % DEV)
