@@ -18,7 +18,7 @@ PYTHON = os.path.join(REPO, '.venv', 'bin', 'python')
 CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'esphome_client.py')
 
 
-@lab_check('extra_proxy_gatt')
+@lab_check('proxy_gatt')
 def _(c):
     """The proxy on hci1; aioesphomeapi's `gatt` run (esphome_client.py) on the
     peripheral: connected with bluetoothd's MTU, the services with handles, the
