@@ -107,6 +107,20 @@ import Testing
         #expect(m.handle(.stop) == [.free(group)], "the group is freed all the same")
     }
 
+    @Test func runningSaidTwiceChangesNothing() {
+        // The daemon just started: its StateChanged(RUNNING) signal came before GetState's answer.
+        var m = M(name: "attic")
+        #expect(m.handle(.start(daemonRunning: true)) == [.getServerState(epoch: 1)])
+        #expect(m.handle(.serverStateChanged(running)) == [.newGroup(epoch: 1)])
+        #expect(m.handle(.serverStateRead(running, epoch: 1)) == [], "the group is being made")
+        #expect(m.state == .creatingGroup && m.epoch == 1)
+        #expect(m.handle(.groupCreated(group, epoch: 1)) == [.addService(group: group, name: "attic", reset: false, epoch: 1)],
+                "the answer is still awaited, not dropped as stale")
+        var done = established()
+        #expect(done.handle(.serverStateChanged(running)) == [])
+        #expect(done.state == .committed && done.epoch == 1)
+    }
+
     @Test func theServerReRegisteringItsHostNameAddsTheServiceAgain() {
         var m = established()
         #expect(m.handle(.serverStateChanged(registering)) == [])

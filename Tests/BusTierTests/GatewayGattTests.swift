@@ -105,9 +105,26 @@ struct GatewayGattTests {
         }
     }
 
+    @Test("A set-up that fails after a subscription stops that subscription: the device's work ends with device_failed and nothing is left notifying")
+    func failedSetUpStopsItsSubscriptions() async throws {
+        // 2a37 is subscribed first; 2a38 cannot notify, so the set-up fails after it, for good.
+        let failing = """
+            {"devices": {"\(heartRateAddress)": {"subscribe": ["heart_rate_measurement", "2a38"]}}}
+            """
+        try await withGattScene(config: failing, ready: "device_failed") { bus, _, reader, g, gatewayProcess in
+            let calls = try await bus.calls(g.hrm)
+            #expect(calls.filter { $0 == "StartNotify" }.count == 1, "\(calls)")
+            #expect(calls.filter { $0 == "StopNotify" }.count == 1, "\(calls) \(gatewayProcess.stderr)")
+            #expect(eventNames(reader) == ["device_failed"])
+            gatewayProcess.signal(SIGTERM)
+            #expect(await gatewayProcess.wait(timeout: .seconds(15)).exitCode == 143)
+            #expect(try await bus.callCount(g.hrm, "StopNotify") == 1, "stopped once")
+        }
+    }
+
     /// The heart-rate peripheral (and with `homeAssistant` a BTHome sensor), a broker with a
-    /// reader, and a gateway with `config` once it has connected to the device.
-    private func withGattScene(homeAssistant: Bool = false,
+    /// reader, and a gateway with `config` once its device has given the event `ready`.
+    private func withGattScene(homeAssistant: Bool = false, config: String = config, ready: String = "device_connected",
                                _ body: (PrivateBus, MosquittoBroker, MQTTReader, HeartRateGatt, ChildProcess) async throws -> Void) async throws {
         try await withPrivateBus { bus in
             let broker = try await MosquittoBroker()
@@ -126,7 +143,7 @@ struct GatewayGattTests {
             let gatewayProcess = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", gateway, "--config", state + "/gateway.json"]
                                                       + (homeAssistant ? ["--home-assistant"] : []),
                                                       environment: ["STATE_DIRECTORY": state])
-            #expect(await reader.wait(timeout: .seconds(30)) { eventNames($0).contains("device_connected") },
+            #expect(await reader.wait(timeout: .seconds(30)) { eventNames($0).contains(ready) },
                     "\(reader.messages) \(gatewayProcess.stderr)")
             try await body(bus, broker, reader, g, gatewayProcess)
             gatewayProcess.signal(SIGKILL)

@@ -31,9 +31,6 @@ struct GatewayGatt: Sendable {
         self.send = send
     }
 
-    /// The topics to subscribe to: the command topics, when there are devices.
-    var subscriptions: [String] { devices.isEmpty ? [] : [topics.gattCommands] }
-
     /// Stops every device's work, then undoes what each set up (StopNotify, disconnect
     /// what the gateway connected, the agent): nothing stays registered in bluetoothd.
     /// Bounded as the device commands' clean-up is (`runDevicesCommand`).

@@ -76,6 +76,9 @@ final class GatewayGattDevice: Sendable {
                 reason = await serve(characteristics, sessions: sessions, peripheral: peripheral)
             } catch {
                 if Task.isCancelled { break }
+                // What this attempt subscribed before it failed: stopped, not left
+                // notifying beside the next attempt's sessions.
+                for old in await session.forgetSessions() { await old.stop() }
                 let failure = cliFailure(error, what: "GATT set-up")
                 guard Self.policy.isRecoverable(error, afterSuccess: everUp) else {
                     session.say("gateway: \(TextSafety.oneLine(failure.message)); this device's GATT work stops")

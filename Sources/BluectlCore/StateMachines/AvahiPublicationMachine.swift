@@ -194,7 +194,11 @@ package struct AvahiPublicationMachine: StateMachine, Equatable {
             if let group { return add(to: group) }
             state = .creatingGroup
             return [.newGroup(epoch: epoch)]
-        case .creatingGroup, .adding, .committing, .committed, .renaming where server != ServerState.running:
+        case .creatingGroup, .adding, .committing, .committed, .renaming:
+            // (A `where` after these patterns would bind to `.renaming` alone.)
+            // RUNNING again changes nothing: the StateChanged signal and
+            // GetState's answer both say it when the daemon has just started.
+            guard server != ServerState.running else { return [] }
             // The host name is being registered again: the service goes
             // (reset with the next add) and comes back once the server runs.
             epoch &+= 1
