@@ -2,7 +2,6 @@
 
 import BluectlCore
 import BluectlGateway
-import Synchronization
 
 /// A message for the broker, made off the owner task (a GATT value on the central's
 /// loop, a device's event, a command's outcome) and published by the owner task in
@@ -26,8 +25,8 @@ struct GatewayGattSettings: Sendable {
 /// (`ReconnectPolicy`'s waits, as `subscribe --reconnect`) until the gateway stops.
 /// Values, events and command outcomes go to the owner task as `GatewayMessage`s.
 ///
-/// Its run sets `link`, the characteristics of the connection now up, and the
-/// commands from MQTT (other tasks) read it: the one piece of state they share.
+/// A command from MQTT (another task) shares no state with the run: it asks the
+/// library, which holds the device on the central's loop, whether the link is up.
 final class GatewayGattDevice: Sendable {
     let address: BluetoothAddress
     let work: GatewayConfig.DeviceWork
@@ -35,9 +34,6 @@ final class GatewayGattDevice: Sendable {
     private let topics: GatewayTopics
     private let options: DeviceCommandOptions
     private let send: @Sendable (GatewayMessage) -> Void
-    /// The characteristics of the connection now up (nil while down). A mutex: set by the
-    /// device's task, read by each command's.
-    private let link = Mutex<[BluetoothUUID: (Peripheral, GattCharacteristic)]?>(nil)
 
     /// The waits between set-up attempts, and which failures are worth waiting out.
     static let policy = ReconnectPolicy()
@@ -64,7 +60,6 @@ final class GatewayGattDevice: Sendable {
             let reason: String
             do {
                 let (characteristics, sessions, peripheral) = try await setUp()
-                link.withLock { $0 = characteristics }
                 attempt = 1
                 everUp = true
                 if let lostAt {
@@ -91,21 +86,20 @@ final class GatewayGattDevice: Sendable {
                 try? await Task.sleep(for: delay)
                 continue
             }
-            link.withLock { $0 = nil }
             for old in await session.forgetSessions() { await old.stop() }
             if Task.isCancelled { break }
             session.say("gateway: \(reason); reconnecting")
             event("device_disconnected", ("reason", .string(reason)))
             lostAt = lostAt ?? .now
         }
-        link.withLock { $0 = nil }
     }
 
     /// Writes `bytes` to `characteristic` (allow-listed: the caller checked), the way
     /// `write` does (with response unless the characteristic only takes it without);
     /// the outcome for the result topic.
     func write(_ bytes: [UInt8], to characteristic: BluetoothUUID) async -> Result<WriteType, CLIFailure> {
-        guard case let (peripheral, chr)? = link.withLock({ $0?[characteristic] }) else {
+        guard let peripheral = try? await session.known(address.description), await peripheral.isConnected(),
+              let chr = try? peripheral.characteristic(.uuid(characteristic)) else {
             return .failure(CLIFailure(.unavailable, "\(address) is not connected now (the gateway is connecting to it)"))
         }
         let type = WriteType.preferred(for: chr)
