@@ -3,6 +3,7 @@
 import csv, json, os, re, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 import throughput  # Scripts/bench.d/throughput.py: issue 29's table and targets
+from procfs import cpu_s as _cpu, peak_rss_kib
 
 BIN = sys.argv[1]  # empty: the lab part lets Scripts/lab build bluectl
 WHAT = " ".join(sys.argv[2:]).split()
@@ -71,14 +72,6 @@ class PrivateBus:
             p.kill()
             p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def peak_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
 
 
 SCAN_RUNS = 5
@@ -321,12 +314,6 @@ def notify_code(bus, work, bin_copy, address, service, flags):
 def _lines(path):
     with open(path, "rb") as f:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-
-
-def _cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------ micro

@@ -45,6 +45,8 @@ import sys
 import threading
 import time
 
+from procfs import cpu_s, peak_rss_kib
+
 ENV = os.environ
 BLUECTL, CENTRAL = ENV.get("BLUECTL", ""), ENV.get("CENTRAL", "hci1")
 SERVER, SERVER_ADDR = ENV.get("SERVER", ""), ENV.get("SERVER_ADDR", "")
@@ -100,21 +102,6 @@ def stop(p, sig=signal.SIGTERM, timeout=20):
             p.kill()
             p.wait()
     return p.returncode if p.returncode >= 0 else 128 - p.returncode   # as a shell says a signal's
-
-
-def cpu_s(pid):
-    """utime + stime of a process and its waited-for children, in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def peak_rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return None
 
 
 class Broker:

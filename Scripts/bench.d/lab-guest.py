@@ -40,6 +40,7 @@ import tempfile
 import time
 
 import dbus
+from procfs import cpu_s as proc_cpu  # throughput.py calls it as the harness's proc_cpu
 
 BLUEZ = "org.bluez"
 PROPS = "org.freedesktop.DBus.Properties"
@@ -157,15 +158,6 @@ def ensure_connected(first=False):
 
 def sh(argv, timeout=60):
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def proc_cpu(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError):
-        return None
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x01|\x02|\r")

@@ -27,6 +27,7 @@ import threading
 import time
 
 import dbus
+from procfs import cpu_s as proc_cpu
 
 ENV = os.environ
 BLUECTL, CENTRAL, SERVER, SRV = ENV["BLUECTL"], ENV.get("CENTRAL", "hci1"), ENV["SERVER"], ENV["SERVER_ADDR"]
@@ -40,7 +41,6 @@ PY = "/usr/bin/python3"
 READ_ONLY = "b1ec7200-0000-4000-8000-000000000001"
 NOTIFY = "b1ec7200-0000-4000-8000-000000000004"
 BODY_LOC = "00002a38-0000-1000-8000-00805f9b34fb"
-TICK = os.sysconf("SC_CLK_TCK")
 T0 = time.monotonic()
 
 
@@ -53,15 +53,6 @@ N, REPS, READS = opt("--n", 2000), opt("--reps", 3), opt("--reads", 200)
 
 def log(*a):
     print("[%6.1fs]" % (time.monotonic() - T0), *a, flush=True)
-
-
-def proc_cpu(pid):
-    """user + system seconds of a running process (and its waited-for children)."""
-    try:
-        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-        return (int(f[11]) + int(f[12])) / TICK
-    except (OSError, IndexError):
-        return None
 
 
 def wait(cond, limit, step=0.1):
