@@ -119,6 +119,8 @@ def _(c):
           'found %r through %r' % (line['address'], line['source']))
     check(line['name'] == ADV_NAME and HR_SVC in line['service_uuids'], 'advertisement %r %r'
           % (line['name'], line['service_uuids']))
+    # btvirt's reports carry no RSSI (127, "not available"): forwarded as the weakest reading.
+    check(line['rssi'] == -127, 'RSSI %r' % line['rssi'])
     check(line['backend'] == 'ESPHomeClient' and line['mtu'] >= 23, 'backend %r, MTU %r' % (line['backend'], line['mtu']))
     check(HR_MEAS in chars and BATT_LVL in chars and TEST_CHR in chars, 'services lack some: %r' % sorted(chars))
     check(len(bytes.fromhex(line['battery'])) == 1, 'battery level %r' % line['battery'])
