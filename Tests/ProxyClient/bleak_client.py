@@ -49,7 +49,8 @@ class Manager(habluetooth.BluetoothManager):
 async def register_proxy(host, port):
     """The proxy as Home Assistant's ESPHome integration registers it
     (bleak_esphome.APIConnectionManager._on_connect, which has port 6053
-    fixed): returns the API client and the scanner's unregister calls."""
+    fixed): returns the manager, the API client, bleak-esphome's client data
+    and the calls that unregister the scanner."""
     manager = Manager()
     habluetooth.set_manager(manager)
     await manager.async_setup()
