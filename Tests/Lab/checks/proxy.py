@@ -20,21 +20,23 @@ CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'esphome_client.py')
 BLEAK_CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'bleak_client.py')
 
 
-def start_proxy(c):
-    """`bluectl proxy` on the central in the background, once it listens; its
-    output file."""
+def start_proxy(c, extra=()):
+    """`bluectl proxy` on hci1 in the background, once it listens and its
+    scan has found the peripheral: (the process, its output file)."""
     if not os.access(PYTHON, os.X_OK):
         c.skip('no test virtualenv at %s (Scripts/deps makes it)' % PYTHON)
     if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
         c.fail('cannot bring the loopback interface up')
     out = c.path('proxy.out')
-    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL, 'proxy', '--adapter', CENTRAL, '--port', str(PORT),
-                     '--name', 'lab-proxy', '--no-mdns'], out, limit=600,
-                    show='BLUECTL_LOG_LEVEL=info bluectl proxy --adapter %s --port %d --name lab-proxy --no-mdns   (background)'
-                    % (CENTRAL, PORT))
+    args = ['proxy', '--adapter', CENTRAL, '--port', str(PORT), '--name', 'lab-proxy', '--no-mdns'] + list(extra)
+    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL] + args, out, limit=600,
+                    show='BLUECTL_LOG_LEVEL=info bluectl %s   (background)' % ' '.join(args))
     if not wait_out(c, out + '.err', 'listening on port %d' % PORT, 60, proxy):
         c.echo(read_text(out + '.err'))
         c.fail('the proxy did not listen')
+    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
+    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
+    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
     return proxy, out
 
 
@@ -72,9 +74,6 @@ def _(c):
     start_notify and the CCCD write, the disconnect, the slots back to 3; then
     the proxy stops on SIGTERM (143) leaving the device disconnected."""
     proxy, out = start_proxy(c)
-    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
-    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
-    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
     client, gatt = start_client(c, CLIENT, ['gatt', '127.0.0.1', str(PORT), DEV], 'gatt.out', 180)
     wait_client(c, client, gatt, r'"mtu"', 180, out, 'the gatt client did not finish')
     line = json.loads(read_text(gatt).splitlines()[-1])
