@@ -34,6 +34,10 @@ package final class ProxyServer: Sendable {
     /// Advertisements per `BluetoothLERawAdvertisementsResponse` (ESPHome's
     /// `BLUETOOTH_PROXY_ADVERTISEMENT_BATCH_SIZE`).
     package static let batchSize = 16
+    /// The RSSI sent for a report whose strength the controller did not
+    /// measure: `NO_RSSI_VALUE` of bleak-retry-connector (habluetooth's), the weakest, so Home Assistant
+    /// never prefers this proxy for a device on a reading it does not have.
+    package static let noRSSI: Int32 = -127
     /// How often batches are sent when not full (ESPHome: 100 ms).
     package static let flushInterval = Duration.milliseconds(100)
     /// Unsent bytes after which a client that does not read is dropped.
@@ -131,11 +135,12 @@ package final class ProxyServer: Sendable {
     /// Hands one scan result to the subscribed clients: on the loop (the scan's sink).
     package func forward(_ discovery: Discovery) {
         let device = discovery.device
-        guard let rssi = device.rssi else { return }   // no advertisement seen in this scan
+        // No RSSI: no advertisement seen in this scan, unless the controller reported one without its strength.
+        guard let rssi = device.rssi.map(Int32.init) ?? (device.rssiUnavailable ? Self.noRSSI : nil) else { return }
         var advertisement = BluetoothLERawAdvertisement()
         advertisement.address = device.address.uint64Value
         advertisement.addressType = RawAdvertisement.addressType(device.addressType)
-        advertisement.rssi = Int32(rssi)
+        advertisement.rssi = rssi
         advertisement.data = Data(RawAdvertisement.data(for: device))
         for fd in state.value.clients.keys where state.value.clients[fd]?.machine.subscribed == true {
             state.value.clients[fd]?.batch.append(advertisement)

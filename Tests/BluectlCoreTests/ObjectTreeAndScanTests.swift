@@ -119,6 +119,9 @@ enum Fixture {
         #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: 127)).rssi == nil)
         #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: 126)).rssi == 126)
         #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: -127)).rssi == -127)
+        // A report without its strength, told apart from no report (the proxy forwards the first only).
+        #expect(DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: 127)).rssiUnavailable)
+        #expect(!DeviceInfo(path: Fixture.device(), properties: Fixture.deviceProperties(rssi: -127)).rssiUnavailable)
     }
 }
 

@@ -94,6 +94,10 @@ public struct DeviceInfo: Sendable, Equatable {
     public var alias: String?
     /// dBm; nil when BlueZ reports none, or 127, HCI's "RSSI is not available".
     public var rssi: Int?
+    /// BlueZ's RSSI is 127: an advertising report came, from a controller
+    /// that does not measure its strength (the lab's emulated ones), which
+    /// `rssi` (nil) cannot tell from no report at all.
+    package var rssiUnavailable = false
     /// The transmit power it advertises, in dBm.
     public var txPower: Int?
     /// The services it advertises (or has, once resolved).
@@ -141,7 +145,9 @@ public struct DeviceInfo: Sendable, Equatable {
             case .addressType: addressType = value.string.flatMap(AddressType.init(rawValue:))
             case .name: name = value.string
             case .alias: alias = value.string
-            case .rssi: rssi = value.integer.flatMap { $0 == Self.rssiNotAvailable ? nil : $0 }
+            case .rssi:
+                rssiUnavailable = value.integer == Self.rssiNotAvailable
+                rssi = rssiUnavailable ? nil : value.integer
             case .txPower: txPower = value.integer
             case .uuids: serviceUUIDs = (value.stringArray ?? []).compactMap { try? BluetoothUUID($0) }
             case .manufacturerData:

@@ -1,13 +1,14 @@
 """`bluectl proxy` (issue 28) on the central (hci1), driven by Home
-Assistant's ESPHome client (aioesphomeapi, from the repository's test
-virtualenv, seen through the guest's root) over the guest's loopback: GATT
-through the proxy on the lab peripheral, against the real bluetoothd."""
+Assistant's ESPHome client (aioesphomeapi) and by a plain Bleak program over
+bleak-esphome (both from the repository's test virtualenv, seen through the
+guest's root) over the guest's loopback: GATT through the proxy on the lab
+peripheral, against the real bluetoothd."""
 import json
 import os
 
-from labcheck import lab
+from labcheck import bluez, lab
 from labcheck.jsonlines import check
-from labcheck.lab import BATT_LVL, CENTRAL, DEV, HR_MEAS, REPO
+from labcheck.lab import ADV_NAME, BATT_LVL, CENTRAL, CENTRAL_ADDR, DEV, HR_MEAS, HR_SVC, REPO, TEST_CHR
 from labcheck.procs import read_text
 from labcheck.runner import lab_check
 from labcheck.serving import wait_out
@@ -16,6 +17,52 @@ from checks.central import wait_device
 PORT = 6053
 PYTHON = os.path.join(REPO, '.venv', 'bin', 'python')
 CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'esphome_client.py')
+BLEAK_CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'bleak_client.py')
+
+
+def start_proxy(c, extra=()):
+    """`bluectl proxy` on hci1 in the background, once it listens and its
+    scan has found the peripheral: (the process, its output file)."""
+    if not os.access(PYTHON, os.X_OK):
+        c.skip('no test virtualenv at %s (Scripts/deps makes it)' % PYTHON)
+    if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
+        c.fail('cannot bring the loopback interface up')
+    out = c.path('proxy.out')
+    args = ['proxy', '--adapter', CENTRAL, '--port', str(PORT), '--name', 'lab-proxy', '--no-mdns'] + list(extra)
+    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL] + args, out, limit=600,
+                    show='BLUECTL_LOG_LEVEL=info bluectl %s   (background)' % ' '.join(args))
+    if not wait_out(c, out + '.err', 'listening on port %d' % PORT, 60, proxy):
+        c.echo(read_text(out + '.err'))
+        c.fail('the proxy did not listen')
+    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
+    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
+    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
+    return proxy, out
+
+
+def stop_proxy(c, proxy, out):
+    """SIGTERM: the proxy exits 143 leaving the device disconnected."""
+    proxy.signal(15)
+    rc = proxy.wait(30)
+    c.echo(read_text(out + '.err')[-3000:])
+    check(rc == 143, 'the proxy exited %r after SIGTERM' % rc)
+    wait_device(c, 'Connected', False, 10, 'bluetoothd still shows %s connected after the proxy' % DEV)
+
+
+def start_client(c, script, args, name, limit):
+    """SCRIPT run by the test virtualenv's python in the background: its
+    process and output file."""
+    path = c.path(name)
+    return c.spawn([PYTHON, script] + args, path, limit=limit,
+                   show='%s %s' % (os.path.basename(script), ' '.join(args))), path
+
+
+def wait_client(c, client, path, regex, secs, out, why):
+    """The client's output has REGEX within SECS, else its stderr and the
+    proxy's end are shown and the check fails with WHY."""
+    if not wait_out(c, path, regex, secs, client):
+        c.echo(read_text(path + '.err') + read_text(out + '.err')[-3000:])
+        c.fail(why)
 
 
 @lab_check('proxy_gatt')
@@ -26,27 +73,9 @@ def _(c):
     heart-rate CCCD read, the two error codes, a heart-rate notification after
     start_notify and the CCCD write, the disconnect, the slots back to 3; then
     the proxy stops on SIGTERM (143) leaving the device disconnected."""
-    if not os.access(PYTHON, os.X_OK):
-        c.skip('no test virtualenv at %s (Scripts/deps makes it)' % PYTHON)
-    if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
-        c.fail('cannot bring the loopback interface up')
-    out = c.path('proxy.out')
-    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL, 'proxy', '--adapter', CENTRAL, '--port', str(PORT),
-                     '--name', 'lab-proxy', '--no-mdns'], out, limit=600,
-                    show='BLUECTL_LOG_LEVEL=info bluectl proxy --adapter %s --port %d --name lab-proxy --no-mdns   (background)'
-                    % (CENTRAL, PORT))
-    if not wait_out(c, out + '.err', 'listening on port %d' % PORT, 60, proxy):
-        c.echo(read_text(out + '.err'))
-        c.fail('the proxy did not listen')
-    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
-    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
-    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
-    gatt = c.path('gatt.out')
-    client = c.spawn([PYTHON, CLIENT, 'gatt', '127.0.0.1', str(PORT), DEV], gatt, limit=180,
-                     show='esphome_client.py gatt 127.0.0.1 %d %s' % (PORT, DEV))
-    if not wait_out(c, gatt, r'"mtu"', 180, client):
-        c.echo(read_text(gatt + '.err') + read_text(out + '.err')[-3000:])
-        c.fail('the gatt client did not finish')
+    proxy, out = start_proxy(c)
+    client, gatt = start_client(c, CLIENT, ['gatt', '127.0.0.1', str(PORT), DEV], 'gatt.out', 180)
+    wait_client(c, client, gatt, r'"mtu"', 180, out, 'the gatt client did not finish')
     line = json.loads(read_text(gatt).splitlines()[-1])
     c.note('aioesphomeapi read: %s' % json.dumps(line)[:1500])
     chars = {ch['uuid']: ch for s in line['services'] for ch in s['characteristics']}
@@ -63,8 +92,38 @@ def _(c):
           'notification %r' % line['notified'])
     check(line['free'][0][:2] == [3, 3] and line['free'][-1][:2] == [3, 3] and [2, 3] in [f[:2] for f in line['free']],
           'slots %r' % line['free'])
-    proxy.signal(15)
-    rc = proxy.wait(30)
-    c.echo(read_text(out + '.err')[-3000:])
-    check(rc == 143, 'the proxy exited %r after SIGTERM' % rc)
-    wait_device(c, 'Connected', False, 10, 'bluetoothd still shows %s connected after the proxy' % DEV)
+    stop_proxy(c, proxy, out)
+
+
+@lab_check('proxy_bleak')
+def _(c):
+    """The proxy on hci1; a plain Bleak program through it as Home Assistant
+    sets one up (bleak_client.py: habluetooth's manager, bleak-esphome's
+    remote scanner registered): bleak.BleakScanner finds the peripheral with
+    its advertisement, bleak.BleakClient (bleak-esphome's backend) connects,
+    lists the services, reads the battery level, writes the test
+    characteristic and reads it back, gets a heart-rate notification and
+    disconnects; SIGTERM ends the proxy (143) with the device disconnected."""
+    proxy, out = start_proxy(c)
+    client, run = start_client(c, BLEAK_CLIENT, ['run', '127.0.0.1', str(PORT), DEV], 'bleak.out', 300)
+    wait_client(c, client, run, r'"subscribed": true', 180, out, 'bleak_client.py did not register the proxy\'s scanner')
+    # The proxy forwards what bluetoothd signals after a client subscribed, and the lab's advertisement never
+    # changes: bluetoothd forgets the device, so its next advertisement (every ~1.5 s) is news again.
+    bluez.remove(DEV)
+    wait_client(c, client, run, r'"backend"', 240, out, 'bleak_client.py did not finish')
+    line = json.loads(read_text(run).splitlines()[-1])
+    c.note('bleak read: %s' % json.dumps(line)[:1500])
+    chars = {ch['uuid']: ch for s in line['services'] for ch in s['characteristics']}
+    check(line['address'] == DEV and line['source'] == CENTRAL_ADDR,
+          'found %r through %r' % (line['address'], line['source']))
+    check(line['name'] == ADV_NAME and HR_SVC in line['service_uuids'], 'advertisement %r %r'
+          % (line['name'], line['service_uuids']))
+    # btvirt's reports carry no RSSI (127, "not available"): forwarded as the weakest reading.
+    check(line['rssi'] == -127, 'RSSI %r' % line['rssi'])
+    check(line['backend'] == 'ESPHomeClient' and line['mtu'] >= 23, 'backend %r, MTU %r' % (line['backend'], line['mtu']))
+    check(HR_MEAS in chars and BATT_LVL in chars and TEST_CHR in chars, 'services lack some: %r' % sorted(chars))
+    check(len(bytes.fromhex(line['battery'])) == 1, 'battery level %r' % line['battery'])
+    check(line['written'] == '627965', 'read back %r after writing "bye"' % line['written'])
+    check(line['notified']['uuid'] == HR_MEAS and line['notified']['data'], 'notification %r' % line['notified'])
+    check(client.wait(30) == 0, 'bleak_client.py did not exit 0')
+    stop_proxy(c, proxy, out)
