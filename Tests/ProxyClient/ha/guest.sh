@@ -1,37 +1,28 @@
 #!/bin/bash
 # The lab half of Tests/ProxyClient/ha_try.sh (a manual check, not CI): in the
-# guest, a real Home Assistant (HA_VENV on the host, seen over 9p) adds
+# guest, a real Home Assistant (its virtualenv on the host, seen over 9p) adds
 # `bluectl proxy` on the central (hci1) through its ESPHome integration (host,
 # port, the Noise key) and hears `bluectl advertise --bthome` on the server
 # adapter (hci3) through it. Everything goes to LAB_OUT/ha-try/.
+#   guest.sh [HA_VENV]
 set -u
 HA_VENV=${1:-/work/ha-venv}   # the host's path: the guest sees the host's / read-only
 HERE=$REPO/Tests/ProxyClient/ha
 W=/tmp/ha-try
 OUT=$LAB_OUT/ha-try
-mkdir -p "$W/config" "$OUT"
+mkdir -p "$W" "$OUT"
+. "$HERE/common.sh"
+trap stop_all EXIT
 ip link set lo up || { echo "cannot bring lo up"; exit 1; }
 # Home Assistant's zeroconf (the ESPHome config flow asks for it) joins mDNS's multicast group: without
 # a route for it (the guest has only loopback) that fails, ENODEV, and the flow with it
 ip route add 224.0.0.0/4 dev lo || { echo "cannot add a multicast route"; exit 1; }
-cp "$HERE/configuration.yaml" "$W/config/"
-(umask 077; head -c 32 /dev/urandom | base64 > "$W/api.key")
-KEY=$(cat "$W/api.key")
-pids=()
-cleanup() { for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null; done; wait; }
-trap cleanup EXIT
 
-# the BTHome sensor: a new temperature every 3 s (btvirt reports an advertisement when it changes)
-mkfifo "$W/adv.in"
-"$BLUECTL" advertise --adapter "$SERVER" --bthome temperature=21.5 --bthome humidity=40 --json --duration 1400 \
-  < "$W/adv.in" > "$OUT/advertise.out" 2> "$OUT/advertise.err" & pids+=($!)
-( i=0; while sleep 3; do i=$((i + 1)); printf '{"temperature": %s}\n' "$(awk -v i=$i 'BEGIN { printf "%.1f", 21.5 + (i % 20) / 10 }')"; done ) \
-  > "$W/adv.in" & pids+=($!)
-
-BLUECTL_LOG_LEVEL=info "$BLUECTL" proxy --adapter "$CENTRAL" --name lab-proxy --no-mdns --key-file "$W/api.key" \
-  > "$OUT/proxy.out" 2> "$OUT/proxy.err" & pids+=($!)
-for _ in $(seq 60); do grep -q 'listening on port' "$OUT/proxy.err" && break; sleep 1; done
+start_bthome "$SERVER"
+start_proxy "$CENTRAL" 6053 lab-proxy || exit 1
 cat "$OUT/proxy.err"
+ha_config 8123
+KEY=$(cat "$W/api.key")
 
 # Home Assistant on another machine would see no local adapter: it gets no system bus here either
 # (its Bluetooth integration would otherwise take the lab's adapters). Its Python is pyenv's under

@@ -11,10 +11,9 @@ REPO=$(cd "$(dirname "$0")/../../.." && pwd)
 HERE=$REPO/Tests/ProxyClient/ha
 W=$(mktemp -d /tmp/ha-try.XXXXXX)
 PORT=16053 HA_PORT=18123
-mkdir -p "$W/config" "$OUT"
-pids=()
-cleanup() { for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null; done; wait; rm -rf "$W"; }
-trap cleanup EXIT
+mkdir -p "$OUT"
+. "$HERE/common.sh"
+trap 'stop_all; rm -rf "$W"' EXIT
 
 dbus-daemon --config-file="$REPO/Tests/BusTierTests/Fixtures/bus.conf" --nofork --nopidfile \
   --address="unix:path=$W/bus" --print-address=1 > "$W/bus.addr" & pids+=($!)
@@ -31,18 +30,11 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 
-(umask 077; head -c 32 /dev/urandom | base64 > "$W/api.key")
-BLUECTL_LOG_LEVEL=${PROXY_LOG_LEVEL:-info} "$BLUECTL" proxy --adapter hci0 --port $PORT --name host-proxy --no-mdns \
-  --key-file "$W/api.key" > "$OUT/proxy.out" 2> "$OUT/proxy.err" & pids+=($!)
-mkfifo "$W/adv.in"
-"$BLUECTL" advertise --adapter hci1 --bthome temperature=21.5 --bthome humidity=40 --json \
-  < "$W/adv.in" > "$OUT/advertise.out" 2> "$OUT/advertise.err" & pids+=($!)
-( i=0; while sleep 3; do i=$((i + 1)); printf '{"temperature": %s}\n' "$(awk -v i=$i 'BEGIN { printf "%.1f", 21.5 + (i % 20) / 10 }')"; done ) \
-  > "$W/adv.in" & pids+=($!)
+start_proxy hci0 $PORT host-proxy || exit 1
+start_bthome hci1
+ha_config $HA_PORT
 
 # Home Assistant on another machine: no system bus for it (its Bluetooth integration takes none of the adapters)
-cp "$HERE/configuration.yaml" "$W/config/"
-sed -i "s/server_port: 8123/server_port: $HA_PORT/" "$W/config/configuration.yaml"
 DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent "$HA_VENV/bin/hass" -c "$W/config" --skip-pip > "$OUT/ha.out" 2>&1 & pids+=($!)
 "$HA_VENV/bin/python" "$HERE/ha_drive.py" http://127.0.0.1:$HA_PORT 127.0.0.1 $PORT "$(cat "$W/api.key")" \
   --bthome 00:AA:01:00:00:24 > "$OUT/drive.out" 2> "$OUT/drive.err"
