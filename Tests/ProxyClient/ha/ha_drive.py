@@ -141,8 +141,15 @@ async def main():
             summary['esphome_entry'] = {k: entries[0][k] for k in ('title', 'source', 'state')} if entries else None
             if not entries or entries[0]['state'] != 'loaded':
                 failed.append('the ESPHome entry is not loaded')
-            devices = await ws.call('config/device_registry/list')
-            mine = [d for d in devices if entry_id in d['config_entries']]
+            # the entry is loaded before its device is registered: that waits for the integration's first
+            # connection (under the lab's TCG, seconds later)
+            mine, deadline = [], time.monotonic() + 120
+            while time.monotonic() < deadline and not mine:
+                mine = [d for d in await ws.call('config/device_registry/list') if entry_id in d['config_entries']]
+                if not mine:
+                    await asyncio.sleep(3)
+            if not mine:
+                failed.append('no device registered for the ESPHome entry')
             show('device registry (ESPHome)', mine)
             summary['esphome_device'] = [{k: d[k] for k in ('name', 'manufacturer', 'model', 'sw_version', 'connections')}
                                          for d in mine]
