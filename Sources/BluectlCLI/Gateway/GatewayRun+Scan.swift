@@ -1,15 +1,91 @@
+import ArgumentParser
 import BluectlCore
+
+/// How the gateway scans (`--scan`): passively through an advertisement monitor when
+/// bluetoothd offers one and nothing else is asked, else actively (docs/gateway.md, "The scan").
+enum GatewayScanMode: String, ExpressibleByArgument, Sendable, CaseIterable {
+    /// Passive when the adapter offers advertisement monitors, else active.
+    case auto
+    /// StartDiscovery (active scanning: scan requests, so scan responses and names).
+    case active
+    /// An advertisement monitor only (fails when the adapter offers none).
+    case passive
+}
+
+/// The scan the gateway starts: its patterns (nil: active) and the reason, said at start.
+struct GatewayScanPlan: Sendable, Equatable {
+    /// The monitor's patterns; nil for an active scan.
+    let patterns: [AdvertisementPattern]?
+    /// Why this scan, and what a passive one misses.
+    let reason: String
+
+    /// The patterns that let through every advertisement `config` admits, and what they cover:
+    /// its services' data and first listed UUID, else its sensor formats', else every format the
+    /// gateway decodes (a passive scan cannot ask for every advertisement).
+    static func patterns(for config: GatewayConfig) -> (patterns: [AdvertisementPattern], covering: String) {
+        if !config.services.isEmpty {
+            var patterns = config.services.map(AdvertisementPattern.serviceData)
+            for uuid in config.services {
+                // the UUID first in an incomplete or complete list of its size
+                let (incomplete, complete): (UInt8, UInt8) = uuid.uint16Value != nil ? (0x02, 0x03) : uuid.uint32Value != nil ? (0x04, 0x05) : (0x06, 0x07)
+                let bytes = AdvertisementPattern.serviceData(uuid).bytes
+                patterns += [incomplete, complete].compactMap { try? AdvertisementPattern(adType: $0, bytes: bytes) }
+            }
+            return (patterns, "the services' data, or the services first in their lists")
+        }
+        let formats = config.sensorFormats.isEmpty ? SensorFormat.allCases : SensorFormat.allCases.filter(config.sensorFormats.contains)
+        var seen = Set<AdvertisementPattern>()
+        let patterns = formats.flatMap(\.advertisementPatterns).filter { seen.insert($0).inserted }
+        let names = formats.map(\.rawValue).joined(separator: ", ")
+        return (patterns, config.sensorFormats.isEmpty ? "the sensor formats the gateway decodes (\(names)): other advertisements are not heard"
+                                                        : "the sensor formats \(names)")
+    }
+
+    /// The plan for `mode` on an adapter that offers monitors unless `unavailable` says why not.
+    static func choose(_ mode: GatewayScanMode, config: GatewayConfig, unavailable: String?) -> GatewayScanPlan {
+        if mode == .active { return GatewayScanPlan(patterns: nil, reason: "--scan active") }
+        if let unavailable, mode == .auto { return GatewayScanPlan(patterns: nil, reason: unavailable) }
+        let (patterns, covering) = Self.patterns(for: config)
+        if patterns.count > AdvertisementMonitor.maxPatterns, mode == .auto {
+            return GatewayScanPlan(patterns: nil, reason: "the config needs \(patterns.count) advertisement patterns, "
+                + "more than a monitor takes (\(AdvertisementMonitor.maxPatterns))")
+        }
+        return GatewayScanPlan(patterns: patterns, reason: "\(patterns.count) patterns: \(covering); "
+            + "no scan requests, so no scan responses (names sent only there are not heard)")
+    }
+}
 
 /// The gateway's scan as its events say it: how it scans, its losses and
 /// resumptions, and the watchdog's recoveries (docs/gateway.md, "The scan").
 extension GatewayRun {
+    /// Starts the scan as `scanMode` and the adapter allow; with `auto`, a monitor bluetoothd
+    /// refuses (a kernel without the management interface's monitor commands) falls back to an
+    /// active scan, and the plan says why.
+    func startScanning(_ base: ScanOptions, onDiscovery: @escaping ScanSession.DiscoverySink,
+                       report: @escaping @Sendable (GatewayScanEvent) -> Void) async throws -> (GatewayScanner, GatewayScanPlan) {
+        var plan = GatewayScanPlan.choose(scanMode, config: config, unavailable: central.advertisementMonitorUnavailability(adapter: adapter))
+        var options = base
+        options.passive = plan.patterns
+        var refusal: BluetoothError?
+        do {
+            let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,
+                                                         onDiscovery: onDiscovery, report: report)
+            return (scanner, plan)
+        } catch {
+            guard plan.patterns != nil, scanMode == .auto else { throw error }
+            refusal = error
+        }
+        plan = GatewayScanPlan(patterns: nil, reason: "the advertisement monitor was refused: \(refusal.map { "\($0)" } ?? "")")
+        options.passive = nil
+        let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,
+                                                     onDiscovery: onDiscovery, report: report)
+        return (scanner, plan)
+    }
+
     /// Says at start how the gateway scans, and why.
-    func announceScanning() {
-        // Passive scanning (AdvertisementMonitor1) is not built: bluetoothd 5.66 offers it only
-        // with --experimental, and a passive scan gets no scan responses (no names).
-        Output.error("gateway: scanning \(adapter.name) actively (StartDiscovery, duplicates on): passive scanning "
-            + "through AdvertisementMonitor1 is not built (bluetoothd 5.66 offers it only with --experimental, "
-            + "and a passive scan hears no scan responses)"
+    func announceScanning(_ plan: GatewayScanPlan) {
+        let how = plan.patterns == nil ? "actively (StartDiscovery, duplicates on)" : "passively (AdvertisementMonitor1)"
+        Output.error("gateway: scanning \(adapter.name) \(how): \(plan.reason)"
             + (scanSilence.map { "; the scan is restarted after \($0.tenthsOfSeconds) s without an advertisement" } ?? ""))
     }
 

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from labcheck import lab
+from labcheck import bluez, lab
 from labcheck.faults import bluetoothd_segv, power_cycle
 from labcheck.jsonlines import check
 from labcheck.lab import BODY_LOC, CENTRAL, DEV, HR_CTRL, HR_MEAS, SERVER, SERVER_ADDR
@@ -89,6 +89,18 @@ def received(path, gateway):
     return temps, events
 
 
+def start_bthome(c, duration):
+    """`bluectl advertise --bthome temperature=0` on the server adapter, fed on stdin; once advertising."""
+    adv_out = c.path('advertise.out')
+    adv_args = ['advertise', '--adapter', SERVER, '--bthome', 'temperature=0', '--json', '--duration', str(duration)]
+    adv = c.spawn([lab.BLUECTL] + adv_args, adv_out, stdin=subprocess.PIPE,
+                  show='bluectl %s   (background; stdin: a pipe)' % ' '.join(adv_args))
+    if not wait_out(c, adv_out, r'"event": ?"advertising"', 60, adv):
+        c.echo(read_text(adv.err))
+        c.fail('advertise --bthome printed no advertising line')
+    return adv
+
+
 @lab_check('gateway_faults')
 def _(c):
     """A gateway on hci1 hearing `bluectl advertise --bthome` on hci3 change its
@@ -104,13 +116,8 @@ def _(c):
         c.echo(read_text(gw_out + '.err'))
         c.fail('the gateway did not start scanning and connect')
     # the scan runs before the advertiser starts: btvirt reports an advertisement when its set is enabled
+    adv = start_bthome(c, 800)
     adv_out = c.path('advertise.out')
-    adv_args = ['advertise', '--adapter', SERVER, '--bthome', 'temperature=0', '--json', '--duration', '800']
-    adv = c.spawn([lab.BLUECTL] + adv_args, adv_out, stdin=subprocess.PIPE,
-                  show='bluectl %s   (background; stdin: a pipe)' % ' '.join(adv_args))
-    if not wait_out(c, adv_out, r'"event": ?"advertising"', 60, adv):
-        c.echo(read_text(adv.err))
-        c.fail('advertise --bthome printed no advertising line')
 
     def feed(first, last):
         """Temperatures first..last, one a second; then until the last arrived (a limit only against a hang)."""
@@ -165,6 +172,52 @@ def _(c):
     adv.signal(signal.SIGINT)
     adv.wait(20)
     adv.p.stdin.close()
+
+
+@lab_check('extra_gateway_passive')
+def _(c):
+    """Needs bluetoothd -E (a boot of its own: Scripts/lab test --bluetoothd-opts -E
+    extra_gateway_passive; Scripts/test does so). The gateway on hci1, which offers
+    AdvertisementMonitorManager1, says it scans passively and why; it hears `bluectl
+    advertise --bthome` on hci3 through its monitor alone (hci1's Discovering stays
+    false: the readings come as Device1 changes bluetoothd makes for monitored
+    devices), publishes temperatures 0..8 in order, and at SIGTERM unregisters the
+    monitor (bluetoothd's log says the application's path was removed)."""
+    need_server(c)
+    central = '/org/bluez/' + CENTRAL
+    if 'org.bluez.AdvertisementMonitorManager1' not in bluez.managed().get(central, {}):
+        c.fail('%s has no AdvertisementMonitorManager1: this check needs bluetoothd -E (--bluetoothd-opts -E)' % CENTRAL)
+    log_start = len(read_text(lab.BTD_LOG))
+    gw, gw_out, mqtt = start_gateway(c, 'passive', {'advertisements': {'addresses': [SERVER_ADDR]}}, 600)
+    if not wait_out(c, gw_out + '.err', r'scanning %s passively \(AdvertisementMonitor1\)' % CENTRAL, 60, gw) or \
+            not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not start scanning passively and connect')
+    adv = start_bthome(c, 600)
+    if not wait_out(c, mqtt, r'"temperature_c": ?0', 60):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway published no record of %s' % SERVER_ADDR)
+    for t in range(1, 9):
+        adv.p.stdin.write(b'{"temperature": %d}\n' % t)
+        adv.p.stdin.flush()
+        time.sleep(1)
+        check(not bluez.prop(central, 'org.bluez.Adapter1', 'Discovering'), '%s is discovering: the scan is not passive' % CENTRAL)
+    end = time.monotonic() + 60
+    while 8.0 not in received(mqtt, 'passive')[0] and time.monotonic() < end:
+        time.sleep(0.5)
+    temps = received(mqtt, 'passive')[0]
+    c.note('received: %r' % temps)
+    check(temps == [float(t) for t in range(0, 9)], 'temperatures %r, expected 0..8 in order' % temps)
+    stop_gateway(c, gw, gw_out, mqtt, 'passive')
+    adv.signal(signal.SIGINT)
+    adv.wait(20)
+    adv.p.stdin.close()
+    log = read_text(lab.BTD_LOG)[log_start:]
+    monitor_lines = [l for l in log.splitlines() if 'Adv Monitor' in l or 'adv_monitor' in l]
+    c.note('bluetoothd about the monitor:\n' + '\n'.join(monitor_lines[-12:]))
+    check(any('reserved for Adv Monitor app' in l for l in monitor_lines), 'bluetoothd did not log the registration')
+    check(any('removed along with Adv Monitor app' in l for l in monitor_lines),
+          'bluetoothd did not log the application removed (UnregisterMonitor)')
 
 
 def gatt_messages(path, topic):
