@@ -138,6 +138,22 @@ struct PassiveScanTests {
         }
     }
 
+    @Test("gateway --scan passive without --experimental: exit 77, the reason on one line, nothing registered")
+    func gatewayPassiveRefused() async throws {
+        try await withPrivateBus { bus in
+            let state = try stateFolder()
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            let gateway = try bus.startBluectl(["gateway", "--broker", "mqtt://127.0.0.1:1", "--id", "none", "--scan", "passive"],
+                                               environment: ["STATE_DIRECTORY": state])
+            let result = await gateway.wait(timeout: .seconds(20))
+            #expect(result.exitCode == 77, "\(result)")
+            #expect(gateway.stderr.contains("hci0 has no AdvertisementMonitorManager1 (bluetoothd 5.66 offers it only with --experimental)"),
+                    "\(gateway.stderr)")
+            #expect(try await bus.discoverySessions().isEmpty)
+            #expect(try await bus.callCount(Self.adapter, "RegisterMonitor") == 0)
+        }
+    }
+
     @Test("gateway: active without --experimental, and why; --scan active where passive is offered")
     func gatewayScansActively() async throws {
         for (experimental, arguments, reason) in [(false, [String](), "no AdvertisementMonitorManager1 (bluetoothd 5.66 offers it only with --experimental)"),

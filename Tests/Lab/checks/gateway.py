@@ -20,15 +20,18 @@ from labcheck.serving import need_server, wait_out
 PORT = 1883
 
 
-def start_broker(c):
-    """lo up, then mosquitto on 127.0.0.1:PORT (no persistence: the gateway's own
-    buffer is what is tested elsewhere); returns once it takes connections."""
+def start_broker(c, log='mosquitto.log'):
+    """lo up, then mosquitto on 127.0.0.1:PORT, persistent (the reader's session and
+    what is queued for it outlive a restart of the broker; the gateway's own buffer
+    is what is tested); returns once it takes connections."""
     if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
         c.fail('cannot bring the loopback interface up')
     conf = c.path('mosquitto.conf')
     with open(conf, 'w') as f:
-        f.write('listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n' % PORT)
-    broker = c.spawn(['mosquitto', '-c', conf], c.path('mosquitto.log'), show='mosquitto -c %s   (background)' % conf)
+        f.write('listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\nuser root\n'
+                % (PORT, c.path('')))
+    log = c.path(log)
+    broker = c.spawn(['mosquitto', '-c', conf], log, show='mosquitto -c %s   (background)' % conf)
     end = time.monotonic() + 30
     while True:
         try:
@@ -36,7 +39,7 @@ def start_broker(c):
             return broker
         except OSError:
             if not broker.alive() or time.monotonic() >= end:
-                c.echo(read_text(c.path('mosquitto.log')) + read_text(c.path('mosquitto.log') + '.err'))
+                c.echo(read_text(log) + read_text(log + '.err'))
                 c.fail('mosquitto did not take connections on 127.0.0.1:%d' % PORT)
             time.sleep(0.2)
 
@@ -44,11 +47,13 @@ def start_broker(c):
 def start_gateway(c, gateway, config, limit):
     """mosquitto (start_broker), `mosquitto_sub -v -t bluectl/#` into mqtt.out, and `bluectl
     gateway --id GATEWAY` on the central with CONFIG (a dict) as its --config and a state
-    folder of its own: (the gateway's process, its output file, mqtt.out)."""
-    start_broker(c)
+    folder of its own: (the gateway's process, its output file, mqtt.out, the broker's process).
+    The reader's session is persistent (QoS 1, -c): it gets what was published while it
+    reconnected after a restart of the broker."""
+    broker = start_broker(c)
     mqtt = c.path('mqtt.out')
-    c.spawn(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'bluectl/#'], mqtt,
-            show='mosquitto_sub -v -t bluectl/#   (background)')
+    sub = ['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'bluectl/#', '-q', '1', '-c', '-i', 'lab-reader-' + gateway]
+    c.spawn(sub, mqtt, show=' '.join(sub[:1] + sub[5:]) + '   (background)')
     state = tempfile.mkdtemp(prefix='gw-state-', dir='/tmp')
     path = c.path('gateway.json')
     with open(path, 'w') as f:
@@ -57,7 +62,7 @@ def start_gateway(c, gateway, config, limit):
     args = ['gateway', '--broker', 'mqtt://127.0.0.1:%d' % PORT, '--id', gateway, '--adapter', CENTRAL, '--config', path]
     gw = c.spawn(['env', 'STATE_DIRECTORY=' + state, lab.BLUECTL] + args, gw_out, limit=limit,
                  show='STATE_DIRECTORY=%s bluectl %s   (background)' % (state, ' '.join(args)))
-    return gw, gw_out, mqtt
+    return gw, gw_out, mqtt, broker
 
 
 def stop_gateway(c, gw, gw_out, mqtt, gateway):
@@ -106,11 +111,14 @@ def _(c):
     """A gateway on hci1 hearing `bluectl advertise --bthome` on hci3 change its
     temperature once a second, publishing to a mosquitto in the guest: every
     value arrives, in order, before and after bluetoothd dies (SIGSEGV; the
-    supervisor restarts it) and after hci1 is powered off and on; each fault is
-    a scan_interrupted / scan_resumed pair on the events topic, and the
-    gateway's process lives through both (SIGTERM: 143, status offline)."""
+    supervisor restarts it), after hci1 is powered off and on, and after the
+    broker was stopped for 60 s while 60 readings changed (kept on disk, all
+    published once it is back: one `reconnected` event, away_s >= 60); each
+    scan fault is a scan_interrupted / scan_resumed pair on the events topic,
+    and the gateway's process lives through all three (SIGTERM: 143, status
+    offline)."""
     need_server(c)
-    gw, gw_out, mqtt = start_gateway(c, 'lab', {'advertisements': {'addresses': [SERVER_ADDR]}}, 900)
+    gw, gw_out, mqtt, broker = start_gateway(c, 'lab', {'advertisements': {'addresses': [SERVER_ADDR]}}, 900)
     if not wait_out(c, gw_out + '.err', 'scanning %s actively' % CENTRAL, 60, gw) or \
             not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
         c.echo(read_text(gw_out + '.err'))
@@ -162,6 +170,32 @@ def _(c):
         c.fail('cannot power-cycle %s' % CENTRAL)
     fault_survived('%s powered off and on' % CENTRAL, 2)
     feed(11, 15)
+    # The broker stopped 60 s while the readings change, one a second: the gateway keeps
+    # them on disk and, once the broker is back, every one arrives, in order.
+    broker.signal(signal.SIGTERM)
+    check(broker.wait(30) == 0, 'mosquitto did not stop on SIGTERM')
+    if not wait_out(c, gw_out + '.err', r'to mqtt://.*; buffering', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not notice the broker gone')
+    stopped = time.monotonic()
+    for t in range(16, 76):
+        adv.p.stdin.write(b'{"temperature": %d}\n' % t)
+        adv.p.stdin.flush()
+        time.sleep(max(0.0, stopped + (t - 15) - time.monotonic()))
+    check(time.monotonic() - stopped >= 60, 'the broker was away %.1f s' % (time.monotonic() - stopped))
+    broker = start_broker(c, 'mosquitto-restarted.log')
+    if not wait_out(c, gw_out + '.err', 'reconnected to mqtt://', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not reconnect to the restarted broker')
+    end = time.monotonic() + 120
+    while 75.0 not in received(mqtt, 'lab')[0] and time.monotonic() < end:
+        time.sleep(0.5)
+    temps = received(mqtt, 'lab')[0]
+    c.note('after the broker\'s 60 s away: %r' % temps[15:])
+    check(temps == [float(t) for t in range(0, 76)], 'temperatures %r, expected 0..75 in order' % temps)
+    away = [e.get('away_s') for e in received(mqtt, 'lab')[1] if e.get('event') == 'reconnected']
+    check(len(away) == 1 and away[0] >= 60, 'reconnected events %r' % away)
+    check(gw.alive(), 'the gateway exited: %s' % read_text(gw_out + '.err')[-600:])
     events = received(mqtt, 'lab')[1]
     reasons = [e.get('reason') for e in events if e.get('event') == 'scan_interrupted']
     check(reasons == ['bluetoothd stopped (exited or crashed)', '%s was powered off' % CENTRAL], 'reasons %r' % reasons)
@@ -188,7 +222,7 @@ def _(c):
     if 'org.bluez.AdvertisementMonitorManager1' not in bluez.managed().get(central, {}):
         c.fail('%s has no AdvertisementMonitorManager1: this check needs bluetoothd -E (--bluetoothd-opts -E)' % CENTRAL)
     log_start = len(read_text(lab.BTD_LOG))
-    gw, gw_out, mqtt = start_gateway(c, 'passive', {'advertisements': {'addresses': [SERVER_ADDR]}}, 600)
+    gw, gw_out, mqtt, _ = start_gateway(c, 'passive', {'advertisements': {'addresses': [SERVER_ADDR]}}, 600)
     if not wait_out(c, gw_out + '.err', r'scanning %s passively \(AdvertisementMonitor1\)' % CENTRAL, 60, gw) or \
             not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
         c.echo(read_text(gw_out + '.err'))
@@ -242,7 +276,7 @@ def _(c):
     `done` (01, which the example takes) and `failed` (02, which it refuses),
     one to a characteristic not allow-listed `refused`; SIGTERM: 143, the
     status offline."""
-    gw, gw_out, mqtt = start_gateway(c, 'labgatt', {
+    gw, gw_out, mqtt, _ = start_gateway(c, 'labgatt', {
         'advertisements': {'addresses': [DEV]},
         'devices': {DEV: {'subscribe': ['heart_rate_measurement'], 'read': [{'characteristic': '2a38', 'every': 2}],
                           'writable': ['2a39']}}}, 600)
