@@ -6,8 +6,8 @@ import Glibc
 
 /// One pattern of an or-patterns advertisement monitor: an advertisement
 /// matches when one of its AD structures of type `adType` holds `bytes` at
-/// `offset` of its data (BlueZ's `Patterns` entry `(yyay)`;
-/// docs/advertisement-monitor.md).
+/// `offset` of its data (BlueZ's `Patterns` entry `(yyay)`: offset, AD type, bytes, in
+/// that order; docs/advertisement-monitor.md).
 public struct AdvertisementPattern: Sendable, Equatable, Hashable {
     /// The AD type (0x16: 16-bit service data, 0xff: manufacturer data, …).
     public var adType: UInt8
@@ -47,8 +47,9 @@ public struct AdvertisementPattern: Sendable, Equatable, Hashable {
         self.bytes = bytes
     }
 
-    /// `(yyay)`
-    var dbusValue: DBusValue { .structure([.byte(adType), .byte(offset), .bytes(bytes)]) }
+    /// `(yyay)`: the start position first, then the AD type (bluetoothd 5.66's parse_patterns;
+    /// the other order is "Invalid argument of property Patterns" and a Release).
+    var dbusValue: DBusValue { .structure([.byte(offset), .byte(adType), .bytes(bytes)]) }
 }
 
 /// RSSI thresholds of a monitor (BlueZ's `RSSIHighThreshold`, `RSSIHighTimeout`,

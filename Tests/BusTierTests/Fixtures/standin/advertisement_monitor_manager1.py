@@ -12,7 +12,9 @@ with valid Patterns (a(yyay): 1 to 16 of them, each 1 to 31 bytes ending
 within 31; the kernel's limit, "max number of supported patterns:16" in the
 lab's log) and RSSI
 fields (thresholds -127..20, low <= high, timeouts 1..300, all or none) is
-activated (Activate()); others are ignored, as bluetoothd does. While an
+activated (Activate()); others are released (Release(): the lab's
+bluetoothd logs "released due to invalid content"). A pattern is (start
+position, AD type, content), in that order. While an
 activated monitor exists the adapter scans passively (Discovering stays
 false): advertisers whose advertisement matches one of a monitor's patterns
 are heard (their Device1 object is created and updated, as in a discovery)
@@ -73,7 +75,9 @@ def register(st, sender, path, ok, err):
                 continue
             patterns = parse_monitor(props)
             if patterns is None:
-                common.log(f'monitor {sender}{opath}: invalid, ignored')
+                # monitor_proxy_added_cb: "released due to invalid content"
+                common.log(f'monitor {sender}{opath}: invalid, released')
+                _call(Monitor(app, str(opath), []), 'Release')
                 continue
             monitor = Monitor(app, str(opath), patterns)
             app.monitors.append(monitor)
@@ -117,7 +121,7 @@ def parse_monitor(props):
     for entry in props.get('Patterns', []):
         if len(entry) != 3:
             return None
-        ad_type, offset, value = int(entry[0]), int(entry[1]), bytes(entry[2])
+        offset, ad_type, value = int(entry[0]), int(entry[1]), bytes(entry[2])   # start position first
         if not value or offset + len(value) > 31:
             return None
         patterns.append((ad_type, offset, value))
