@@ -226,7 +226,9 @@ public final class CentralManager: Sendable {
             // there is no discovery left to stop.)
             // (Handed to the loop, not waited for: this may run inside the
             // consumer task's cancellation, while the loop yields to it.)
-            if case .cancelled = termination { end.stopSoon() }
+            // A passive scan's monitor is stopped however the scan ended: after bluetoothd
+            // went, its objects would stay exported (unregistering then fails harmlessly).
+            if case .cancelled = termination { end.stopSoon() } else if options.passive != nil { end.stopSoon() }
         }
         do {
             if let patterns = options.passive {
