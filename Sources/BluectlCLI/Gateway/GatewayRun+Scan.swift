@@ -50,7 +50,7 @@ struct GatewayScanPlan: Sendable, Equatable {
             return GatewayScanPlan(patterns: nil, reason: "the config needs \(patterns.count) advertisement patterns, "
                 + "more than a monitor takes (\(AdvertisementMonitor.maxPatterns))")
         }
-        return GatewayScanPlan(patterns: patterns, reason: "\(patterns.count) patterns: \(covering); "
+        return GatewayScanPlan(patterns: patterns, reason: "\(patterns.count) pattern\(patterns.count == 1 ? "" : "s"): \(covering); "
             + "no scan requests, so no scan responses (names sent only there are not heard)")
     }
 }
