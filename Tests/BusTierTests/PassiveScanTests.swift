@@ -115,11 +115,12 @@ struct PassiveScanTests {
         }
     }
 
-    @Test("gateway: passive when the adapter offers monitors (said at start), BTHome readings published, nothing registered after SIGTERM")
+    @Test("gateway --scan passive: said at start, BTHome readings published, nothing registered after SIGTERM")
     func gatewayScansPassively() async throws {
         try await GatewayTests().withScene(brokerUp: true, experimental: true) { bus, broker, reader, state in
             try await bus.addAdvertiser("hci0", Self.plain, [.addressType("public"), .rssi(-50), .name("plain")])
-            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "quiet"], environment: ["STATE_DIRECTORY": state])
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "quiet", "--scan", "passive"],
+                                               environment: ["STATE_DIRECTORY": state])
             #expect(await gateway.waitForStderr(timeout: .seconds(20)) { $0.contains("scanning hci0 passively (AdvertisementMonitor1)") },
                     "\(gateway.stderr)")
             #expect(gateway.stderr.contains("no scan responses"), "\(gateway.stderr)")
@@ -154,9 +155,10 @@ struct PassiveScanTests {
         }
     }
 
-    @Test("gateway: active without --experimental, and why; --scan active where passive is offered")
+    @Test("gateway: active by default, and why (without --experimental; with it); --scan active")
     func gatewayScansActively() async throws {
         for (experimental, arguments, reason) in [(false, [String](), "no AdvertisementMonitorManager1 (bluetoothd 5.66 offers it only with --experimental)"),
+                                                  (true, [String](), "passive scanning is offered, but bluetoothd 5.66 aborted"),
                                                   (true, ["--scan", "active"], "--scan active")] {
             try await withPrivateBus(experimental: experimental) { bus in
                 let state = try stateFolder()

@@ -79,7 +79,7 @@ struct GatewayCommand: AsyncParsableCommand {
     var scanWatchdog: Double = 120
 
     @Option(name: .customLong("scan"), help: ArgumentHelp(
-        "passive (an advertisement monitor: bluetoothd --experimental), active (StartDiscovery), or auto: passive when offered.",
+        "active (StartDiscovery), passive (an advertisement monitor: bluetoothd --experimental), or auto: active, saying why.",
         valueName: "MODE"))
     var scanMode: GatewayScanMode = .auto
 
