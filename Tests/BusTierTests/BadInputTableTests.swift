@@ -179,6 +179,8 @@ private let rows: [BadInput] = [
              message: "bluectl: invalid --layout \"openmqttgateway\": expected bluectl or theengs\n"),
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--scan-watchdog", "-1"], code: 64,
              message: "bluectl: invalid --scan-watchdog \"-1.0\": expected 0 (off) or 1 to 86400 seconds\n"),
+    BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--scan", "sideways"], code: 64,
+             message: "bluectl: invalid --scan \"sideways\": expected auto, active or passive\n"),
     // TLS and credentials (64): certificates only for mqtts://, a certificate with its key, files that can be read
     BadInput(args: ["gateway", "--broker", "mqtt://localhost", "--ca", "/etc/hostname"], code: 64,
              message: "bluectl: --ca needs a TLS broker: --broker mqtts://HOST[:PORT]\n"),

@@ -366,9 +366,9 @@ struct GatewayTests {
     /// A bus whose sensor advertises 20.00 °C, a broker (running, or stopped again when not
     /// `brokerUp`) with a reader whose persistent session outlives the broker's restarts, and a
     /// state folder for the gateway.
-    func withScene(brokerUp: Bool,
+    func withScene(brokerUp: Bool, experimental: Bool = false,
                            _ body: (PrivateBus, MosquittoBroker, MQTTReader, String) async throws -> Void) async throws {
-        try await withPrivateBus { bus in
+        try await withPrivateBus(experimental: experimental) { bus in
             let broker = try await MosquittoBroker()
             try await broker.start()
             let reader = try await broker.subscribe()

@@ -171,8 +171,9 @@ final class PrivateBus: @unchecked Sendable {
 
     /// Starts dbus-daemon (and the stand-in with `adapters`, unless `standIn` is false).
     /// `deny`: (interface, member) pairs the bus policy refuses to send (AccessDenied).
+    /// `experimental`: the stand-in as bluetoothd -E (AdvertisementMonitorManager1 on each adapter).
     static func start(standIn: Bool = true, adapters: [AdapterSpec] = [.hci0],
-                      deny: [(interface: String, member: String)] = []) async throws -> PrivateBus {
+                      deny: [(interface: String, member: String)] = [], experimental: Bool = false) async throws -> PrivateBus {
         let dir = FileManager.default.temporaryDirectory
             .appendingPathComponent("bluectl-bus-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -207,7 +208,7 @@ final class PrivateBus: @unchecked Sendable {
         let bus = PrivateBus(directory: dir, address: address, daemon: daemon)
         if standIn {
             do {
-                try await bus.startStandIn(adapters: adapters)
+                try await bus.startStandIn(adapters: adapters, experimental: experimental)
             } catch {
                 bus.stop()
                 throw error
@@ -217,10 +218,10 @@ final class PrivateBus: @unchecked Sendable {
     }
 
     /// Starts the stand-in (again, after `stopStandIn`: as when bluetoothd restarts).
-    func startStandIn(adapters: [AdapterSpec]) async throws {
+    func startStandIn(adapters: [AdapterSpec], experimental: Bool = false) async throws {
         let params: [String: Any] = ["adapters": adapters.map {
             ["name": $0.name, "address": $0.address, "alias": $0.alias, "powered": $0.powered] as [String: Any]
-        }]
+        }, "experimental": experimental]
         let json = String(decoding: try JSONSerialization.data(withJSONObject: params), as: UTF8.self)
         let child = try ChildProcess(BusTier.python, [
             "-m", "dbusmock", "--system", "--template", BusTier.fixture("bluez_standin.py"),
@@ -389,12 +390,12 @@ final class PrivateBus: @unchecked Sendable {
 /// `standIn` is false); tears everything down afterwards, also on failure
 /// (then the stand-in's log is printed to help).
 func withPrivateBus<T>(standIn: Bool = true, adapters: [AdapterSpec] = [.hci0],
-                       deny: [(interface: String, member: String)] = [],
+                       deny: [(interface: String, member: String)] = [], experimental: Bool = false,
                        _ body: (PrivateBus) async throws -> T) async throws -> T {
     await BusSlots.shared.acquire()
     let bus: PrivateBus
     do {
-        bus = try await PrivateBus.start(standIn: standIn, adapters: adapters, deny: deny)
+        bus = try await PrivateBus.start(standIn: standIn, adapters: adapters, deny: deny, experimental: experimental)
     } catch {
         await BusSlots.shared.release()
         throw error

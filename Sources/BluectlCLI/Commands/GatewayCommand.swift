@@ -78,6 +78,11 @@ struct GatewayCommand: AsyncParsableCommand {
         valueName: "SECONDS"))
     var scanWatchdog: Double = 120
 
+    @Option(name: .customLong("scan"), help: ArgumentHelp(
+        "active (StartDiscovery), passive (an advertisement monitor: bluetoothd --experimental), or auto: active, saying why.",
+        valueName: "MODE"))
+    var scanMode: GatewayScanMode = .auto
+
     @OptionGroup var adapterOptions: AdapterOptions
 
     func validate() throws {
@@ -141,14 +146,14 @@ struct GatewayCommand: AsyncParsableCommand {
         do { session = try MQTTSession(configuration) } catch {
             throw CLIFailure(.unavailable, "cannot keep MQTT state in \(persistence): \(error)")
         }
-        let (adapterOptions, homeAssistant) = (self.adapterOptions, self.homeAssistant)
+        let (adapterOptions, homeAssistant, scanMode) = (self.adapterOptions, self.homeAssistant, self.scanMode)
         let scanSilence: Duration? = scanWatchdog == 0 ? nil : .milliseconds(Int64(scanWatchdog * 1000))
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             try await GatewayRun(session: session, topics: topics, broker: address, central: central, adapter: adapter,
                                  homeAssistant: homeAssistant, config: config, scanSilence: scanSilence,
-                                 gattSettings: gattSettings).run()
+                                 gattSettings: gattSettings, scanMode: scanMode).run()
         }
     }
 }

@@ -1,15 +1,83 @@
+import ArgumentParser
 import BluectlCore
+
+/// How the gateway scans (`--scan`): actively unless a passive scan through an advertisement
+/// monitor is asked for (docs/gateway.md, "The scan").
+enum GatewayScanMode: String, ExpressibleByArgument, Sendable, CaseIterable {
+    /// Active, saying why not passive (`GatewayScanPlan.passiveNotDefault` where monitors are offered).
+    case auto
+    /// StartDiscovery (active scanning: scan requests, so scan responses and names).
+    case active
+    /// An advertisement monitor only (fails when the adapter offers none).
+    case passive
+}
+
+/// The scan the gateway starts: its patterns (nil: active) and the reason, said at start.
+struct GatewayScanPlan: Sendable, Equatable {
+    /// The monitor's patterns; nil for an active scan.
+    let patterns: [AdvertisementPattern]?
+    /// Why this scan, and what a passive one misses.
+    let reason: String
+
+    /// The patterns that let through every advertisement `config` admits, and what they cover:
+    /// its services' data and first listed UUID, else its sensor formats', else every format the
+    /// gateway decodes (a passive scan cannot ask for every advertisement).
+    static func patterns(for config: GatewayConfig) -> (patterns: [AdvertisementPattern], covering: String) {
+        if !config.services.isEmpty {
+            var patterns = config.services.map(AdvertisementPattern.serviceData)
+            for uuid in config.services {
+                // the UUID first in an incomplete or complete list of its size
+                let (incomplete, complete): (UInt8, UInt8) = uuid.uint16Value != nil ? (0x02, 0x03) : uuid.uint32Value != nil ? (0x04, 0x05) : (0x06, 0x07)
+                let bytes = AdvertisementPattern.serviceData(uuid).bytes
+                patterns += [incomplete, complete].compactMap { try? AdvertisementPattern(adType: $0, bytes: bytes) }
+            }
+            return (patterns, "the services' data, or the services first in their lists")
+        }
+        let formats = config.sensorFormats.isEmpty ? SensorFormat.allCases : SensorFormat.allCases.filter(config.sensorFormats.contains)
+        var seen = Set<AdvertisementPattern>()
+        let patterns = formats.flatMap(\.advertisementPatterns).filter { seen.insert($0).inserted }
+        let names = formats.map(\.rawValue).joined(separator: ", ")
+        return (patterns, config.sensorFormats.isEmpty ? "the sensor formats the gateway decodes (\(names)): other advertisements are not heard"
+                                                        : "the sensor formats \(names)")
+    }
+
+    /// Why `auto` scans actively even where monitors are offered: in the lab, bluetoothd 5.66
+    /// aborted ("malloc(): invalid size (unsorted)") while taking the gateway's 16-pattern
+    /// monitor (docs/advertisement-monitor.md); passive is asked for with `--scan passive`.
+    static let passiveNotDefault = "passive scanning is offered, but bluetoothd 5.66 aborted on the gateway's monitor "
+        + "in the lab (docs/advertisement-monitor.md); --scan passive asks for it"
+
+    /// The plan for `mode` on an adapter that offers monitors unless `unavailable` says why not.
+    static func choose(_ mode: GatewayScanMode, config: GatewayConfig, unavailable: String?) -> GatewayScanPlan {
+        switch mode {
+        case .active: return GatewayScanPlan(patterns: nil, reason: "--scan active")
+        case .auto: return GatewayScanPlan(patterns: nil, reason: unavailable ?? passiveNotDefault)
+        case .passive:
+            let (patterns, covering) = Self.patterns(for: config)
+            return GatewayScanPlan(patterns: patterns, reason: "\(patterns.count) pattern\(patterns.count == 1 ? "" : "s"): \(covering); "
+                + "no scan requests, so no scan responses (names sent only there are not heard)")
+        }
+    }
+}
 
 /// The gateway's scan as its events say it: how it scans, its losses and
 /// resumptions, and the watchdog's recoveries (docs/gateway.md, "The scan").
 extension GatewayRun {
+    /// Starts the scan as the plan for `scanMode` says (`GatewayScanPlan.choose`).
+    func startScanning(_ base: ScanOptions, onDiscovery: @escaping ScanSession.DiscoverySink,
+                       report: @escaping @Sendable (GatewayScanEvent) -> Void) async throws -> (GatewayScanner, GatewayScanPlan) {
+        let plan = GatewayScanPlan.choose(scanMode, config: config, unavailable: central.advertisementMonitorUnavailability(adapter: adapter))
+        var options = base
+        options.passive = plan.patterns
+        let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,
+                                                     onDiscovery: onDiscovery, report: report)
+        return (scanner, plan)
+    }
+
     /// Says at start how the gateway scans, and why.
-    func announceScanning() {
-        // Passive scanning (AdvertisementMonitor1) is not built: bluetoothd 5.66 offers it only
-        // with --experimental, and a passive scan gets no scan responses (no names).
-        Output.error("gateway: scanning \(adapter.name) actively (StartDiscovery, duplicates on): passive scanning "
-            + "through AdvertisementMonitor1 is not built (bluetoothd 5.66 offers it only with --experimental, "
-            + "and a passive scan hears no scan responses)"
+    func announceScanning(_ plan: GatewayScanPlan) {
+        let how = plan.patterns == nil ? "actively (StartDiscovery, duplicates on)" : "passively (AdvertisementMonitor1)"
+        Output.error("gateway: scanning \(adapter.name) \(how): \(plan.reason)"
             + (scanSilence.map { "; the scan is restarted after \($0.tenthsOfSeconds) s without an advertisement" } ?? ""))
     }
 

@@ -103,6 +103,8 @@ struct GatewayRun {
     var scanSilence: Duration? = .seconds(120)
     /// How the GATT devices connect (needed when the config has `devices`).
     var gattSettings: GatewayGattSettings?
+    /// Passive, active, or passive when offered (`--scan`).
+    var scanMode = GatewayScanMode.auto
 
     func run() async throws {
         let (inputs, feed) = AsyncStream<GatewayInput>.makeStream()
@@ -114,9 +116,9 @@ struct GatewayRun {
         // (Paho writes a file per message) happen on this task, not on the loop.
         // The scan is kept going through bluetoothd's restarts and the adapter's power
         // cycles (GatewayScanner); only its first start fails the gateway.
-        let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,
-                                                     onDiscovery: { feed.yield(.discovery($0)) }, report: { feed.yield(.scan($0)) })
-        announceScanning()
+        let (scanner, plan) = try await startScanning(options, onDiscovery: { feed.yield(.discovery($0)) },
+                                                      report: { feed.yield(.scan($0)) })
+        announceScanning(plan)
         let session = self.session
         let helpers = [
             Task { for await event in session.events { feed.yield(.mqtt(event)) } },

@@ -15,6 +15,8 @@ package enum BlueZ {
     /// A GATT database's objects: services, characteristics, descriptors.
     package static let gattInterfaces: Set<String> = [serviceInterface, characteristicInterface, descriptorInterface]
     package static let agentManagerInterface = SharedNames.shared("org.bluez.AgentManager1")
+    package static let monitorManagerInterface = "org.bluez.AdvertisementMonitorManager1"
+    package static let monitorInterface = "org.bluez.AdvertisementMonitor1"
     package static let objectManager = SharedNames.shared("org.freedesktop.DBus.ObjectManager")
     package static let properties = PropertiesChanged.interfaceName
 }

@@ -166,19 +166,23 @@ public final class CentralManager: Sendable {
                           limit: Int? = nil,
                           onDiscovery: ScanSession.DiscoverySink? = nil) async throws(BluetoothError) -> ScanSession {
         // The steps, not the events: BLUECTL_DEBUG=1 shows what was asked of bluetoothd.
-        Trace.log("scan \(adapter.name): SetDiscoveryFilter \(options.traceDescription)")
-        do {
-            _ = try await connection.callMethod(
-                destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
-                member: "SetDiscoveryFilter", arguments: [options.discoveryFilter], timeout: callTimeout)
-        } catch {
-            throw BluetoothError.from(error, operation: "set the discovery filter on \(adapter.name)")
+        if options.passive == nil {
+            Trace.log("scan \(adapter.name): SetDiscoveryFilter \(options.traceDescription)")
+            do {
+                _ = try await connection.callMethod(
+                    destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                    member: "SetDiscoveryFilter", arguments: [options.discoveryFilter], timeout: callTimeout)
+            } catch {
+                throw BluetoothError.from(error, operation: "set the discovery filter on \(adapter.name)")
+            }
+        } else if let reason = advertisementMonitorUnavailability(adapter: adapter) {
+            throw .notSupported(reason)
         }
         // Listen before starting, so the first advertisement is not missed.
         // The tracker runs where the changes are applied (the bus thread,
         // under the mirror's lock): one hand-over per discovery, not two.
         let (discoveries, continuation) = AsyncThrowingStream<Discovery, any Error>.makeStream()
-        let end = ScanEnd(central: self, adapter: adapter, continuation: continuation)
+        let end = ScanEnd(central: self, adapter: adapter, continuation: continuation, passive: options.passive != nil)
         let tracker = LoopBound(ScanTrackerBox(ScanTracker(adapter: adapter.path, options: options), limit: limit),
                                 loop: mirror.loop)
         let adapterPath = adapter.path
@@ -222,22 +226,30 @@ public final class CentralManager: Sendable {
             // there is no discovery left to stop.)
             // (Handed to the loop, not waited for: this may run inside the
             // consumer task's cancellation, while the loop yields to it.)
-            if case .cancelled = termination { end.stopSoon() }
+            // A passive scan's monitor is stopped however the scan ended: after bluetoothd
+            // went, its objects would stay exported (unregistering then fails harmlessly).
+            if case .cancelled = termination { end.stopSoon() } else if options.passive != nil { end.stopSoon() }
         }
         do {
-            _ = try await connection.callMethod(
-                destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
-                member: "StartDiscovery", timeout: callTimeout)
+            if let patterns = options.passive {
+                let monitor = try await AdvertisementMonitor.register(central: self, adapter: adapter, patterns: patterns)
+                end.attach(monitor)
+            } else {
+                _ = try await connection.callMethod(
+                    destination: BlueZ.service, path: adapter.path, interface: BlueZ.adapterInterface,
+                    member: "StartDiscovery", timeout: callTimeout)
+            }
         } catch {
             mirror.loop.execute {
                 tracker.value.ended = true
                 tracker.value.held = nil
             }
             continuation.finish()
-            Trace.log("scan \(adapter.name): StartDiscovery refused: \(error)")
+            Trace.log("scan \(adapter.name): \(options.passive == nil ? "StartDiscovery" : "RegisterMonitor") refused: \(error)")
+            if let error = error as? BluetoothError { throw error }
             throw BluetoothError.from(error, operation: "start discovery on \(adapter.name)")
         }
-        Trace.log("scan \(adapter.name): StartDiscovery answered; results from here on"
+        Trace.log("scan \(adapter.name): \(options.passive == nil ? "StartDiscovery" : "the monitor") answered; results from here on"
             + (duration.map { ", for \($0)" } ?? "") + (limit.map { ", until \($0) devices" } ?? ""))
         // What was found meanwhile goes out first, in order, then the rest as it comes.
         mirror.loop.execute {
@@ -285,13 +297,19 @@ final class ScanEnd: Sendable {
         var stopping: Task<BluetoothError?, Never>?
         /// The duration's timer, cancelled when the scan ends first.
         var timer: EventLoop.TimerID?
+        /// A passive scan's monitor, stopped in place of StopDiscovery.
+        var monitor: AdvertisementMonitor?
     }
     /// The loop's: the limit asks there, the consumer's cancellation and
     /// any task hand their asking to it.
     private let state: LoopBound<State>
 
+    /// Whether the scan is passive (a monitor, no discovery to stop).
+    private let passive: Bool
+
     init(central: CentralManager, adapter: AdapterInfo,
-         continuation: AsyncThrowingStream<Discovery, any Error>.Continuation) {
+         continuation: AsyncThrowingStream<Discovery, any Error>.Continuation, passive: Bool = false) {
+        self.passive = passive
         self.central = central
         self.adapter = adapter
         self.continuation = continuation
@@ -305,7 +323,11 @@ final class ScanEnd: Sendable {
     func stop() -> Task<BluetoothError?, Never> {
         if let stopping = state.value.stopping { return stopping }
         let (central, adapter) = (central, adapter)
+        let monitor = state.value.monitor
         let task = Task { () -> BluetoothError? in
+            if let monitor { return await monitor.stop() }
+            // a monitor still being registered is stopped when it is attached
+            if passive { return nil }
             Trace.log("scan \(adapter.name): StopDiscovery")
             do {
                 _ = try await central.connection.callMethod(
@@ -321,6 +343,26 @@ final class ScanEnd: Sendable {
         // Finishing runs onTermination, which may ask again: it finds `stopping`.
         continuation.finish()
         return task
+    }
+
+    /// A passive scan's monitor, registered: stopped with the scan (at once if the scan
+    /// ended meanwhile), and its failure (bluetoothd released it) ends the scan.
+    func attach(_ monitor: AdvertisementMonitor) {
+        state.loop.execute { [self] in
+            guard state.value.stopping == nil else {
+                Task { await monitor.stop() }
+                return
+            }
+            state.value.monitor = monitor
+        }
+        let continuation = continuation
+        Task {
+            do {
+                for try await _ in monitor.events {}
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
     }
 
     /// Whether the scan was stopped (on the loop).

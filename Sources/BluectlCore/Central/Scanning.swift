@@ -25,6 +25,13 @@ public struct ScanOptions: Sendable, Equatable {
     public var sensorsOnly = false
     /// The keys of encrypted sensors.
     public var sensorKeys = SensorKeys()
+    /// Scan passively instead: an advertisement monitor with these patterns
+    /// (`AdvertisementMonitor`; bluetoothd 5.66 offers it only with `--experimental`) in
+    /// place of SetDiscoveryFilter and StartDiscovery. No scan requests, so no scan
+    /// responses (most devices' names); `services`, `rssi`, `pattern` are then checked by
+    /// bluectl alone, and `transport`, `pathloss` and `duplicates` mean nothing to bluetoothd
+    /// (it reports every change of a monitored device's advertisement).
+    public var passive: [AdvertisementPattern]?
 
     /// Options for a scan of every device, with no filter.
     public init() {}
@@ -44,7 +51,8 @@ public struct ScanOptions: Sendable, Equatable {
 
     /// The filter as the trace shows it: "transport le, duplicates off, services 180d".
     var traceDescription: String {
-        var parts = ["transport \(transport.rawValue)", "duplicates \(duplicates ? "on" : "off")"]
+        var parts = passive.map { ["passive, \($0.count) patterns"] }
+            ?? ["transport \(transport.rawValue)", "duplicates \(duplicates ? "on" : "off")"]
         if !services.isEmpty { parts.append("services " + services.map(\.shortString).joined(separator: ",")) }
         if let rssi { parts.append("rssi >= \(rssi)") }
         if let nameContains { parts.append("name contains \"\(nameContains)\" (checked by bluectl)") }

@@ -12,7 +12,8 @@ It owns org.bluez and keeps BlueZ's object layout:
 
     /                                        org.freedesktop.DBus.ObjectManager
     /org/bluez                               AgentManager1, ProfileManager1
-    /org/bluez/hci0                          Adapter1 (+ GattManager1, LEAdvertisingManager1)
+    /org/bluez/hci0                          Adapter1 (+ GattManager1, LEAdvertisingManager1,
+                                             AdvertisementMonitorManager1 when "experimental")
     /org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF    Device1
     .../dev_XX/service000a                   GattService1
     .../dev_XX/service000a/char000b          GattCharacteristic1
@@ -103,11 +104,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # common first: every other part reads it as it loads
 from standin import common  # noqa: E402,F401
-from standin import agent_manager1, clients, control_radio, state  # noqa: E402
+from standin import advertisement_monitor_manager1, agent_manager1, clients, control_radio, state  # noqa: E402
 from standin.control_radio import (  # noqa: E402,F401 (the Mock methods dbusmock attaches to "/")
     AddAdapter, RemoveAdapter, SetAdapterPowered, DropAdapterInterface, AddAdvertiser, UpdateAdvertiser,
     RemoveAdvertiser, GetLastDiscoveryFilter, GetDiscoveryFilterCallCount, GetDiscoverySessions,
-    GetDiscoveryLog, SetFilterEnforcement, StallScan, EmitAdvertisementBurst, StandInVersion,
+    GetDiscoveryLog, SetFilterEnforcement, StallScan, EmitAdvertisementBurst, StandInVersion, GetMonitors,
 )
 from standin.control_gatt import (  # noqa: E402,F401 (the Mock methods dbusmock attaches to "/")
     AddGattService, AddGattCharacteristic, AddGattDescriptor, EmitNotification, EmitNotifications,
@@ -131,8 +132,10 @@ IS_OBJECT_MANAGER = True
 
 def load(mock, parameters):
     '''Template entry point. parameters (optional, -p JSON):
-    {"adapters": [{"name": "hci0", "address": "...", "alias": "...", "powered": true}]}'''
+    {"adapters": [{"name": "hci0", "address": "...", "alias": "...", "powered": true}],
+     "experimental": false}   (true: bluetoothd -E, AdvertisementMonitorManager1 on each adapter)'''
     state.ROOT = mock
+    advertisement_monitor_manager1.EXPERIMENTAL[0] = bool((parameters or {}).get('experimental', False))
     # /org/bluez with AgentManager1 and ProfileManager1 from dbusmock's bluez5
     bluez5.load(mock, parameters)
     # ... but with agents kept per client (Pair asks the caller's agent)

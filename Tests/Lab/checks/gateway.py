@@ -3,13 +3,14 @@ mosquitto of the guest's own (the host's package, seen through the guest's
 root; the guest's loopback brought up first), hearing `bluectl advertise
 --bthome` on the server adapter (hci3); faults injected into the stack."""
 import json
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import time
 
-from labcheck import lab
+from labcheck import bluez, lab
 from labcheck.faults import bluetoothd_segv, power_cycle
 from labcheck.jsonlines import check
 from labcheck.lab import BODY_LOC, CENTRAL, DEV, HR_CTRL, HR_MEAS, SERVER, SERVER_ADDR
@@ -20,15 +21,18 @@ from labcheck.serving import need_server, wait_out
 PORT = 1883
 
 
-def start_broker(c):
-    """lo up, then mosquitto on 127.0.0.1:PORT (no persistence: the gateway's own
-    buffer is what is tested elsewhere); returns once it takes connections."""
+def start_broker(c, log='mosquitto.log'):
+    """lo up, then mosquitto on 127.0.0.1:PORT, persistent (the reader's session and
+    what is queued for it outlive a restart of the broker; the gateway's own buffer
+    is what is tested); returns once it takes connections."""
     if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
         c.fail('cannot bring the loopback interface up')
     conf = c.path('mosquitto.conf')
     with open(conf, 'w') as f:
-        f.write('listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n' % PORT)
-    broker = c.spawn(['mosquitto', '-c', conf], c.path('mosquitto.log'), show='mosquitto -c %s   (background)' % conf)
+        f.write('listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\nuser root\n'
+                % (PORT, c.path('')))
+    log = c.path(log)
+    broker = c.spawn(['mosquitto', '-c', conf], log, show='mosquitto -c %s   (background)' % conf)
     end = time.monotonic() + 30
     while True:
         try:
@@ -36,28 +40,30 @@ def start_broker(c):
             return broker
         except OSError:
             if not broker.alive() or time.monotonic() >= end:
-                c.echo(read_text(c.path('mosquitto.log')) + read_text(c.path('mosquitto.log') + '.err'))
+                c.echo(read_text(log) + read_text(log + '.err'))
                 c.fail('mosquitto did not take connections on 127.0.0.1:%d' % PORT)
             time.sleep(0.2)
 
 
-def start_gateway(c, gateway, config, limit):
+def start_gateway(c, gateway, config, limit, extra=()):
     """mosquitto (start_broker), `mosquitto_sub -v -t bluectl/#` into mqtt.out, and `bluectl
     gateway --id GATEWAY` on the central with CONFIG (a dict) as its --config and a state
-    folder of its own: (the gateway's process, its output file, mqtt.out)."""
-    start_broker(c)
+    folder of its own: (the gateway's process, its output file, mqtt.out, the broker's process).
+    The reader's session is persistent (QoS 1, -c): it gets what was published while it
+    reconnected after a restart of the broker."""
+    broker = start_broker(c)
     mqtt = c.path('mqtt.out')
-    c.spawn(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'bluectl/#'], mqtt,
-            show='mosquitto_sub -v -t bluectl/#   (background)')
+    sub = ['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'bluectl/#', '-q', '1', '-c', '-i', 'lab-reader-' + gateway]
+    c.spawn(sub, mqtt, show=' '.join(sub[:1] + sub[5:]) + '   (background)')
     state = tempfile.mkdtemp(prefix='gw-state-', dir='/tmp')
     path = c.path('gateway.json')
     with open(path, 'w') as f:
         json.dump(config, f)
     gw_out = c.path('gateway.out')
-    args = ['gateway', '--broker', 'mqtt://127.0.0.1:%d' % PORT, '--id', gateway, '--adapter', CENTRAL, '--config', path]
+    args = ['gateway', '--broker', 'mqtt://127.0.0.1:%d' % PORT, '--id', gateway, '--adapter', CENTRAL, '--config', path] + list(extra)
     gw = c.spawn(['env', 'STATE_DIRECTORY=' + state, lab.BLUECTL] + args, gw_out, limit=limit,
                  show='STATE_DIRECTORY=%s bluectl %s   (background)' % (state, ' '.join(args)))
-    return gw, gw_out, mqtt
+    return gw, gw_out, mqtt, broker
 
 
 def stop_gateway(c, gw, gw_out, mqtt, gateway):
@@ -89,28 +95,59 @@ def received(path, gateway):
     return temps, events
 
 
-@lab_check('gateway_faults')
-def _(c):
-    """A gateway on hci1 hearing `bluectl advertise --bthome` on hci3 change its
-    temperature once a second, publishing to a mosquitto in the guest: every
-    value arrives, in order, before and after bluetoothd dies (SIGSEGV; the
-    supervisor restarts it) and after hci1 is powered off and on; each fault is
-    a scan_interrupted / scan_resumed pair on the events topic, and the
-    gateway's process lives through both (SIGTERM: 143, status offline)."""
-    need_server(c)
-    gw, gw_out, mqtt = start_gateway(c, 'lab', {'advertisements': {'addresses': [SERVER_ADDR]}}, 900)
-    if not wait_out(c, gw_out + '.err', 'scanning %s actively' % CENTRAL, 60, gw) or \
-            not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
-        c.echo(read_text(gw_out + '.err'))
-        c.fail('the gateway did not start scanning and connect')
-    # the scan runs before the advertiser starts: btvirt reports an advertisement when its set is enabled
+def start_bthome(c, duration):
+    """`bluectl advertise --bthome temperature=0` on the server adapter, fed on stdin; once advertising."""
     adv_out = c.path('advertise.out')
-    adv_args = ['advertise', '--adapter', SERVER, '--bthome', 'temperature=0', '--json', '--duration', '800']
+    adv_args = ['advertise', '--adapter', SERVER, '--bthome', 'temperature=0', '--json', '--duration', str(duration)]
     adv = c.spawn([lab.BLUECTL] + adv_args, adv_out, stdin=subprocess.PIPE,
                   show='bluectl %s   (background; stdin: a pipe)' % ' '.join(adv_args))
     if not wait_out(c, adv_out, r'"event": ?"advertising"', 60, adv):
         c.echo(read_text(adv.err))
         c.fail('advertise --bthome printed no advertising line')
+    return adv
+
+
+def heard_by_bluetoothd(path):
+    """The BTHome temperatures of the server's device on the central as bluetoothd reported
+    them (dbus-monitor's PropertiesChanged of its ServiceData), distinct, in order."""
+    temps = []
+    for m in re.finditer(r'array of bytes \[\s*((?:[0-9a-f]{2}\s+)+)\]', read_text(path)):
+        b = [int(x, 16) for x in m.group(1).split()]
+        if len(b) >= 6 and b[0] == 0x40 and b[1] == 0x00 and b[3] == 0x02:
+            t = float(int.from_bytes(bytes(b[4:6]), 'little', signed=True) / 100)
+            if t not in temps:
+                temps.append(t)
+    return temps
+
+
+@lab_check('gateway_faults')
+def _(c):
+    """A gateway on hci1 hearing `bluectl advertise --bthome` on hci3 change its
+    temperature once a second, publishing to a mosquitto in the guest: every
+    value arrives, in order, before and after bluetoothd dies (SIGSEGV; the
+    supervisor restarts it), after hci1 is powered off and on, and after the
+    broker was stopped for 60 s while 60 readings changed (kept on disk, all
+    published once it is back: one `reconnected` event, away_s >= 60; "all"
+    are those bluetoothd reported, which dbus-monitor records: the emulated
+    radio may miss an advertisement, at most 6 of the 60 here); each
+    scan fault is a scan_interrupted / scan_resumed pair on the events topic,
+    and the gateway's process lives through all three (SIGTERM: 143, status
+    offline)."""
+    need_server(c)
+    gw, gw_out, mqtt, broker = start_gateway(c, 'lab', {'advertisements': {'addresses': [SERVER_ADDR]}}, 900)
+    if not wait_out(c, gw_out + '.err', 'scanning %s actively' % CENTRAL, 60, gw) or \
+            not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not start scanning and connect')
+    # what bluetoothd reports of the server's device: the radio under TCG may miss an
+    # advertisement, and a reading never heard is no reading lost by the gateway
+    heard = c.path('heard.out')
+    c.spawn(['dbus-monitor', '--system', "type='signal',interface='org.freedesktop.DBus.Properties',"
+             "member='PropertiesChanged',path='/org/bluez/%s/dev_%s'" % (CENTRAL, SERVER_ADDR.replace(':', '_'))],
+            heard, show='dbus-monitor --system (PropertiesChanged of the server\'s device on %s)   (background)' % CENTRAL)
+    # the scan runs before the advertiser starts: btvirt reports an advertisement when its set is enabled
+    adv = start_bthome(c, 800)
+    adv_out = c.path('advertise.out')
 
     def feed(first, last):
         """Temperatures first..last, one a second; then until the last arrived (a limit only against a hang)."""
@@ -155,6 +192,35 @@ def _(c):
         c.fail('cannot power-cycle %s' % CENTRAL)
     fault_survived('%s powered off and on' % CENTRAL, 2)
     feed(11, 15)
+    # The broker stopped 60 s while the readings change, one a second: the gateway keeps
+    # them on disk and, once the broker is back, every one arrives, in order.
+    broker.signal(signal.SIGTERM)
+    check(broker.wait(30) == 0, 'mosquitto did not stop on SIGTERM')
+    if not wait_out(c, gw_out + '.err', r'to mqtt://.*; buffering', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not notice the broker gone')
+    stopped = time.monotonic()
+    for t in range(16, 76):
+        adv.p.stdin.write(b'{"temperature": %d}\n' % t)
+        adv.p.stdin.flush()
+        time.sleep(max(0.0, stopped + (t - 15) - time.monotonic()))
+    check(time.monotonic() - stopped >= 60, 'the broker was away %.1f s' % (time.monotonic() - stopped))
+    broker = start_broker(c, 'mosquitto-restarted.log')
+    if not wait_out(c, gw_out + '.err', 'reconnected to mqtt://', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not reconnect to the restarted broker')
+    end = time.monotonic() + 120
+    while 75.0 not in received(mqtt, 'lab')[0] and time.monotonic() < end:
+        time.sleep(0.5)
+    temps, reported = received(mqtt, 'lab')[0], heard_by_bluetoothd(heard)
+    unheard = [float(t) for t in range(16, 76) if float(t) not in reported]
+    c.note('after the broker\'s 60 s away: %r; not heard by %s (the radio): %r' % (temps[15:], CENTRAL, unheard))
+    # every reading bluetoothd reported is published, in order; the radio may miss a few, not most
+    check(temps == reported, 'published %r, bluetoothd reported %r' % (temps, reported))
+    check(len(unheard) <= 6 and 75.0 in reported, '%d of the 60 readings not heard: %r' % (len(unheard), unheard))
+    away = [e.get('away_s') for e in received(mqtt, 'lab')[1] if e.get('event') == 'reconnected']
+    check(len(away) == 1 and away[0] >= 60, 'reconnected events %r' % away)
+    check(gw.alive(), 'the gateway exited: %s' % read_text(gw_out + '.err')[-600:])
     events = received(mqtt, 'lab')[1]
     reasons = [e.get('reason') for e in events if e.get('event') == 'scan_interrupted']
     check(reasons == ['bluetoothd stopped (exited or crashed)', '%s was powered off' % CENTRAL], 'reasons %r' % reasons)
@@ -165,6 +231,52 @@ def _(c):
     adv.signal(signal.SIGINT)
     adv.wait(20)
     adv.p.stdin.close()
+
+
+@lab_check('extra_gateway_passive')
+def _(c):
+    """Needs bluetoothd -E (a boot of its own: Scripts/lab test --bluetoothd-opts -E
+    extra_gateway_passive; Scripts/test does so). The gateway with --scan passive on hci1, which offers
+    AdvertisementMonitorManager1, says it scans passively and why; it hears `bluectl
+    advertise --bthome` on hci3 through its monitor alone (hci1's Discovering stays
+    false: the readings come as Device1 changes bluetoothd makes for monitored
+    devices), publishes temperatures 0..8 in order, and at SIGTERM unregisters the
+    monitor (bluetoothd's log says the application's path was removed)."""
+    need_server(c)
+    central = '/org/bluez/' + CENTRAL
+    if 'org.bluez.AdvertisementMonitorManager1' not in bluez.managed().get(central, {}):
+        c.fail('%s has no AdvertisementMonitorManager1: this check needs bluetoothd -E (--bluetoothd-opts -E)' % CENTRAL)
+    log_start = len(read_text(lab.BTD_LOG))
+    gw, gw_out, mqtt, _ = start_gateway(c, 'passive', {'advertisements': {'addresses': [SERVER_ADDR]}}, 600, ['--scan', 'passive'])
+    if not wait_out(c, gw_out + '.err', r'scanning %s passively \(AdvertisementMonitor1\)' % CENTRAL, 60, gw) or \
+            not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway did not start scanning passively and connect')
+    adv = start_bthome(c, 600)
+    if not wait_out(c, mqtt, r'"temperature_c": ?0', 60):
+        c.echo(read_text(gw_out + '.err'))
+        c.fail('the gateway published no record of %s' % SERVER_ADDR)
+    for t in range(1, 9):
+        adv.p.stdin.write(b'{"temperature": %d}\n' % t)
+        adv.p.stdin.flush()
+        time.sleep(1)
+        check(not bluez.prop(central, 'org.bluez.Adapter1', 'Discovering'), '%s is discovering: the scan is not passive' % CENTRAL)
+    end = time.monotonic() + 60
+    while 8.0 not in received(mqtt, 'passive')[0] and time.monotonic() < end:
+        time.sleep(0.5)
+    temps = received(mqtt, 'passive')[0]
+    c.note('received: %r' % temps)
+    check(temps == [float(t) for t in range(0, 9)], 'temperatures %r, expected 0..8 in order' % temps)
+    stop_gateway(c, gw, gw_out, mqtt, 'passive')
+    adv.signal(signal.SIGINT)
+    adv.wait(20)
+    adv.p.stdin.close()
+    log = read_text(lab.BTD_LOG)[log_start:]
+    monitor_lines = [l for l in log.splitlines() if 'Adv Monitor' in l or 'adv_monitor' in l]
+    c.note('bluetoothd about the monitor:\n' + '\n'.join(monitor_lines[-12:]))
+    check(any('reserved for Adv Monitor app' in l for l in monitor_lines), 'bluetoothd did not log the registration')
+    check(any('removed along with Adv Monitor app' in l for l in monitor_lines),
+          'bluetoothd did not log the application removed (UnregisterMonitor)')
 
 
 def gatt_messages(path, topic):
@@ -189,7 +301,7 @@ def _(c):
     `done` (01, which the example takes) and `failed` (02, which it refuses),
     one to a characteristic not allow-listed `refused`; SIGTERM: 143, the
     status offline."""
-    gw, gw_out, mqtt = start_gateway(c, 'labgatt', {
+    gw, gw_out, mqtt, _ = start_gateway(c, 'labgatt', {
         'advertisements': {'addresses': [DEV]},
         'devices': {DEV: {'subscribe': ['heart_rate_measurement'], 'read': [{'characteristic': '2a38', 'every': 2}],
                           'writable': ['2a39']}}}, 600)

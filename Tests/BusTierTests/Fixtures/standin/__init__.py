@@ -14,6 +14,7 @@ dbusmock loads; it imports these). One module per BlueZ interface or job:
   gatt_manager1            GattManager1: applications, the local database
   att_server               the ATT server as simulated remote centrals meet it
   le_advertising_manager1  LEAdvertisingManager1
+  advertisement_monitor_manager1  AdvertisementMonitorManager1 (bluetoothd -E): passive scanning
   control_radio            the test-control RPC (Mock): adapters, advertisers, discovery
   control_gatt             the test-control RPC: GATT, faults, pairing, agents
   control_server           the test-control RPC: remote centrals, the server side

@@ -30,6 +30,8 @@ class AdapterObject(bluez_object.BluezObject):
         super().__init__('/org/bluez/' + name, common.ADAPTER_IFACE, props)
         self.name = name
         self.props[common.GATT_MANAGER_IFACE] = dbus.Dictionary({}, signature='sv')
+        if advertisement_monitor_manager1.EXPERIMENTAL[0]:
+            self.props[advertisement_monitor_manager1.MANAGER_IFACE] = advertisement_monitor_manager1.manager_props()
         self.props[common.LE_ADV_MANAGER_IFACE] = dbus.Dictionary({
             'ActiveInstances': dbus.Byte(0),
             'SupportedInstances': dbus.Byte(5),
@@ -176,6 +178,27 @@ class AdapterObject(bluez_object.BluezObject):
         state._check_injected(self.path, 'UnregisterApplication')
         gatt_manager1.gatt_unregister_app(self.state, sender, str(application))
 
+    @dbus.service.method('org.bluez.AdvertisementMonitorManager1', in_signature='o', out_signature='',
+                         sender_keyword='sender', async_callbacks=('ok', 'err'))
+    def RegisterMonitor(self, application, sender=None, ok=None, err=None):
+        common.log(f'RegisterMonitor {self.name} {application} from {sender}')
+        try:
+            if advertisement_monitor_manager1.MANAGER_IFACE not in self.props:
+                raise common._err('org.freedesktop.DBus.Error.UnknownMethod', 'no AdvertisementMonitorManager1 without -E')
+            state._check_injected(self.path, 'RegisterMonitor')
+            advertisement_monitor_manager1.register(self.state, sender, str(application), ok, err)
+        except dbus.exceptions.DBusException as e:
+            err(e)
+
+    @dbus.service.method('org.bluez.AdvertisementMonitorManager1', in_signature='o', out_signature='',
+                         sender_keyword='sender')
+    def UnregisterMonitor(self, application, sender=None):
+        common.log(f'UnregisterMonitor {self.name} {application} from {sender}')
+        if advertisement_monitor_manager1.MANAGER_IFACE not in self.props:
+            raise common._err('org.freedesktop.DBus.Error.UnknownMethod', 'no AdvertisementMonitorManager1 without -E')
+        state._check_injected(self.path, 'UnregisterMonitor')
+        advertisement_monitor_manager1.unregister(self.state, sender, str(application))
+
     @dbus.service.method(common.LE_ADV_MANAGER_IFACE, in_signature='oa{sv}', out_signature='',
                          sender_keyword='sender', async_callbacks=('ok', 'err'))
     def RegisterAdvertisement(self, advertisement, options, sender=None, ok=None, err=None):
@@ -281,6 +304,7 @@ def discover(adv):
     obj = mockobject.objects.get(adv.path)
     if obj is None:
         create_device(adv)
+        advertisement_monitor_manager1.heard(adv)
         return
     current = obj.props[common.DEVICE_IFACE]
     fresh = device_props(adv)
@@ -296,6 +320,7 @@ def discover(adv):
     if 'Name' in changed and not obj.user_alias:
         changed['Alias'] = fresh['Name']      # bluetoothd: Alias follows Name
     obj.update(changed)
+    advertisement_monitor_manager1.heard(adv)
 
 
 def _same(a, b):
@@ -391,4 +416,4 @@ def set_powered(st, on):
 
 # The parts used only when called: imported last, so that this part is
 # complete when one of them reads it as it loads.
-from . import clients, device1, gatt_manager1, le_advertising_manager1, state  # noqa: E402 pylint: disable=wrong-import-position
+from . import advertisement_monitor_manager1, clients, device1, gatt_manager1, le_advertising_manager1, state  # noqa: E402 pylint: disable=wrong-import-position

@@ -11,6 +11,7 @@ _WATCHING = False
 def client_gone(name):
     agent_manager1.client_gone_agent(name)
     le_advertising_manager1.server_client_gone(name)
+    advertisement_monitor_manager1.client_gone(name)
     for st in state.ADAPTERS.values():
         st.filters.pop(name, None)
         if name in st.sessions:
@@ -42,4 +43,4 @@ def _watch_clients():
 
 # The parts used only when called: imported last, so that this part is
 # complete when one of them reads it as it loads.
-from . import adapter1, agent_manager1, common, gatt_client, le_advertising_manager1, state  # noqa: E402 pylint: disable=wrong-import-position
+from . import adapter1, advertisement_monitor_manager1, agent_manager1, common, gatt_client, le_advertising_manager1, state  # noqa: E402 pylint: disable=wrong-import-position

@@ -192,7 +192,7 @@ def AddAdvertiser(self, device_name, address, properties):
     adv = state.Advertiser(st, str(address), props, True if connectable is None else connectable)
     adv.in_range = bool(in_range)
     st.advertisers[adv.address] = adv
-    if st.sessions:
+    if st.sessions or st.monitor_apps:
         adapter1.discover(adv)
     return dbus.ObjectPath(adv.path)
 
@@ -223,9 +223,18 @@ def RemoveAdvertiser(self, device_name, address):
     st = state._adapter_state(device_name)
     adv = state._advertiser(device_name, address)
     dev = mockobject.objects.get(adv.path)
+    advertisement_monitor_manager1.device_gone(st, adv.path)
     if isinstance(dev, device1.DeviceObject):
         device1.remove_device(dev)
     del st.advertisers[adv.address]
+
+
+@dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='as')
+def GetMonitors(self, device_name):
+    '''GetMonitors(hci s) → as: "<owner> <app path> <activated monitors>" per registered
+    AdvertisementMonitorManager1 application, in registration order.'''
+    return dbus.Array(['%s %s %d' % (a.owner, a.path, len(a.monitors))
+                       for a in state._adapter_state(device_name).monitor_apps], signature='s')
 
 
 @dbus.service.method(MOCK_IFACE, in_signature='s', out_signature='a{sv}')
@@ -367,4 +376,4 @@ def StandInVersion(self):
 
 # The parts used only when called: imported last, so that this part is
 # complete when one of them reads it as it loads.
-from . import adapter1, bluez_object, common, device1, gatt_client, le_advertising_manager1, state, wire  # noqa: E402 pylint: disable=wrong-import-position
+from . import adapter1, advertisement_monitor_manager1, bluez_object, common, device1, gatt_client, le_advertising_manager1, state, wire  # noqa: E402 pylint: disable=wrong-import-position

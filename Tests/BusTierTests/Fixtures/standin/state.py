@@ -124,6 +124,7 @@ class AdapterState:
         self.ads = []                   # [LocalAdvertisement]: manager->clients
         self.max_ads = 5                # manager->max_ads (read adv features)
         self.adv_instances = set()      # manager->instance_bitmap
+        self.monitor_apps = []          # [MonitorApp]: AdvertisementMonitorManager1 (-E)
 
     @property
     def path(self):
@@ -140,11 +141,12 @@ class AdapterState:
         return False
 
     def wants(self, adv):
-        if not self.sessions or self.stalled:
+        if self.stalled:
             return False
-        if not self.enforce_filters:
+        if self.sessions and (not self.enforce_filters or any(adv.matches(f) for f in self.sessions.values())):
             return True
-        return any(adv.matches(f) for f in self.sessions.values())
+        # a passive scan for the advertisement monitors (adv_monitor.c)
+        return bool(advertisement_monitor_manager1.matching(self, adv))
 
 
 ROOT = None            # the root DBusMockObject
@@ -236,4 +238,4 @@ def _remove_object(path):
 
 # The parts used only when called: imported last, so that this part is
 # complete when one of them reads it as it loads.
-from . import common, device1  # noqa: E402 pylint: disable=wrong-import-position
+from . import advertisement_monitor_manager1, common, device1  # noqa: E402 pylint: disable=wrong-import-position
