@@ -22,7 +22,9 @@ bench.py on the host):
             logs the bytes, writes, SHA-256 and the time from its first write
             to its last: bytes/s over that span (the same for both tools),
             the writer's CPU from the moment it began reading stdin (the
-            harness's pipe first drained) to its exit, over the bytes
+            harness's pipe first drained) to its exit, over the bytes; then one
+            bluectl stream under perf, not counted (diag-write-perf.txt), as one
+            l2cap transfer is (diag-l2cap-*-perf.txt)
 Targets: bluectl's bytes/s >= 0.95 x the C peer's, its CPU per byte <= 1.2 x."""
 import hashlib
 import os
