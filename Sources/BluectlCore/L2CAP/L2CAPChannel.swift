@@ -71,8 +71,6 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
     /// when the channel does: normally when either side closed it, with
     /// the error when it failed (the link lost: `.disconnected`). One
     /// consumer at a time; what it has not taken holds back the reading.
-    /// During a transfer the socket is read every 5 ms, several SDUs at a
-    /// time, rather than at each SDU; an SDU after a quiet spell comes at once.
     public var received: Incoming { Incoming(engine: engine) }
 
     /// The SDUs of a channel (`received`).

@@ -53,9 +53,6 @@ package final class L2CAPChannelEngine: LoopSender {
         /// went): what the kernel still queued is read first, then the
         /// channel ends with it.
         var failedOnce: L2CAPErrno?
-        /// The socket is left unwatched after a turn that read SDUs
-        /// (`readPause`); this timer reads it next.
-        var readTimer: EventLoop.TimerID?
         /// What was offered and not yet sent, an offer per element (cut
         /// into SDUs as it is sent: no array per SDU), oldest at
         /// `outboxHead`, of which `headSent` bytes are sent; and their bytes.
@@ -63,11 +60,6 @@ package final class L2CAPChannelEngine: LoopSender {
         var outboxHead = 0
         var headSent = 0
         var outboxBytes = 0
-        /// SDUs sent per POLLOUT wake-up before the loop polls again
-        /// (`flush`): learnt from the socket, nil until it first fills.
-        var sendBudget: Int?
-        /// Wake-ups in a row that spent the whole budget (it grows after 16).
-        var budgetSpent = 0
         /// Called once the outbox is under its limit again (or the channel ended).
         var roomWaiters: [() -> Void] = []
         /// Called once the outbox is empty (or the channel ended).
@@ -82,15 +74,8 @@ package final class L2CAPChannelEngine: LoopSender {
         var buffer: [UInt8] = []
     }
 
-    /// After a turn that read SDUs and emptied the socket, how long it is
-    /// left unwatched before it is read again: in a bulk transfer the SDUs
-    /// of that time come in one wake-up of the loop instead of one each
-    /// (the kernel's receive buffer holds them, and hands out the peer's
-    /// credits meanwhile). An SDU after a quiet spell is read at once.
-    let readPause: Duration
-
     init(loop: EventLoop, socket: L2CAPSocket, sendMTU: Int, receiveMTU: Int, label: String,
-         inboxLimit: Int = 1 << 20, outboxLimit: Int = 256 * 1024, readPause: Duration = .milliseconds(5)) {
+         inboxLimit: Int = 1 << 20, outboxLimit: Int = 256 * 1024) {
         self.loop = loop
         self.socket = socket
         self.sendMTU = max(1, sendMTU)
@@ -98,7 +83,6 @@ package final class L2CAPChannelEngine: LoopSender {
         self.label = label
         self.inboxLimit = inboxLimit
         self.outboxLimit = outboxLimit
-        self.readPause = readPause
         state = LoopBound(State(), loop: loop)
     }
 
@@ -112,8 +96,7 @@ package final class L2CAPChannelEngine: LoopSender {
     }
 
     private func watchReadable() {
-        guard state.value.readWatch == nil, state.value.readTimer == nil, !state.value.closed, state.value.end == nil,
-              !state.value.paused else { return }
+        guard state.value.readWatch == nil, !state.value.closed, state.value.end == nil, !state.value.paused else { return }
         state.value.readWatch = loop.watch(socket.fd) { [self] in readable() }
     }
 
@@ -123,17 +106,12 @@ package final class L2CAPChannelEngine: LoopSender {
     }
 
     /// Reads what is there: at most 64 SDUs a turn (the bus waits meanwhile),
-    /// stopping at the inbox's limit. A turn that read SDUs and emptied the
-    /// socket leaves it unwatched for `readPause` (`pace`).
+    /// stopping at the inbox's limit.
     private func readable() {
         var got = false
-        var sdus = 0
-        var emptied = false
-        var capped = true
         for _ in 0..<64 {
             if state.value.inboxBytes >= inboxLimit || state.value.paused {
                 unwatchReadable()
-                capped = false
                 break
             }
             let result = state.value.buffer.withUnsafeMutableBytes { socket.receive(into: $0) }
@@ -150,7 +128,6 @@ package final class L2CAPChannelEngine: LoopSender {
                 got = true
             case .success(let n):
                 state.value.received += n
-                sdus += 1
                 if let sink = state.value.sink {
                     // Straight from the read buffer: no copy, no hand-over.
                     let keep = state.value.buffer.withUnsafeBytes { sink(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
@@ -168,8 +145,6 @@ package final class L2CAPChannelEngine: LoopSender {
                     // the socket failed and nothing more is queued
                     finish(.failure(failure.bluetoothError(label)))
                     got = true
-                } else {
-                    emptied = true
                 }
             case .failure(let error) where state.value.failedOnce == nil:
                 // The socket's error comes before the SDUs still queued (as
@@ -181,26 +156,9 @@ package final class L2CAPChannelEngine: LoopSender {
                 finish(.failure((state.value.failedOnce ?? error).bluetoothError(label)))
                 got = true
             }
-            capped = false
             break
         }
-        if emptied { pace(afterReading: sdus) }
-        if capped { watchReadable() }   // (from the timer, unwatched): the rest next turn
         if got { wakeReceiver() }
-    }
-
-    /// After a turn that emptied the socket: when it read SDUs (a transfer
-    /// under way), the socket is read again after `readPause` instead of at
-    /// its next SDU; else it is watched.
-    private func pace(afterReading sdus: Int) {
-        guard sdus > 0, readPause > .zero, state.value.end == nil, !state.value.closed else { return watchReadable() }
-        unwatchReadable()
-        if state.value.readTimer != nil { return }
-        state.value.readTimer = loop.schedule(after: readPause) { [self] in
-            state.value.readTimer = nil
-            guard !state.value.paused, state.value.end == nil, !state.value.closed else { return watchReadable() }
-            readable()
-        }
     }
 
     private func wakeReceiver() {
@@ -278,8 +236,7 @@ package final class L2CAPChannelEngine: LoopSender {
         guard !bytes.isEmpty else { return .taken(room: state.value.outboxBytes < outboxLimit) }
         state.value.outbox.append(Array(bytes))
         state.value.outboxBytes += bytes.count
-        // Waiting for room already: the socket's wake-up sends it.
-        if state.value.writeWatch == nil { flush(budget: nil) }
+        flush()
         if let refusal = refusalToSend { return .ended(refusal) }
         return .taken(room: state.value.outboxBytes < outboxLimit)
     }
@@ -305,35 +262,15 @@ package final class L2CAPChannelEngine: LoopSender {
         state.value.drainWaiters.append(body)
     }
 
-    /// Writes SDUs until the socket is full (then waits for POLLOUT) or none
-    /// are left; from a POLLOUT wake-up (`budget`), at most that many.
-    ///
-    /// The budget saves a send(2) that fails per wake-up: an L2CAP
-    /// socket whose peer is Linux takes about one SDU per wake-up (its
-    /// credits are a packet's worth, given back per SDU), so a greedy flush
-    /// costs a poll, a send and a send that says EAGAIN per SDU. With the
-    /// budget it stops where the socket filled last time and lets poll say
-    /// when there is room again; spent 16 times in a row without the
-    /// socket filling, it grows by one (a peer that grants more).
-    private func flush(budget: Int?) {
-        var sentNow = 0
+    /// Writes SDUs until the socket is full (then waits for POLLOUT) or none are left.
+    private func flush() {
         while state.value.outboxHead < state.value.outbox.count, !state.value.closed {
-            if let budget, sentNow >= budget {
-                state.value.budgetSpent += 1
-                if state.value.budgetSpent >= 16 {
-                    state.value.budgetSpent = 0
-                    state.value.sendBudget = budget + 1
-                }
-                notifySenders()
-                return
-            }
             let head = state.value.outboxHead, from = state.value.headSent
             let result = state.value.outbox[head].withUnsafeBytes { offer in
                 socket.send(UnsafeRawBufferPointer(rebasing: offer[from..<min(from + sendMTU, offer.count)]))
             }
             switch result {
             case .success(let n):
-                sentNow += 1
                 state.value.headSent += n
                 if state.value.headSent >= state.value.outbox[head].count {
                     state.value.outboxHead += 1
@@ -345,10 +282,8 @@ package final class L2CAPChannelEngine: LoopSender {
             case .failure(let error) where error.code == EINTR:
                 continue
             case .failure(let error) where error.wouldBlock:
-                state.value.sendBudget = max(1, sentNow)
-                state.value.budgetSpent = 0
                 if state.value.writeWatch == nil {
-                    state.value.writeWatch = loop.watch(socket.fd, for: .writable) { [self] in flush(budget: state.value.sendBudget) }
+                    state.value.writeWatch = loop.watch(socket.fd, for: .writable) { [self] in flush() }
                 }
                 notifySenders()
                 return
@@ -398,8 +333,6 @@ package final class L2CAPChannelEngine: LoopSender {
         guard state.value.end == nil else { return }
         state.value.end = end
         unwatchReadable()
-        if let timer = state.value.readTimer { loop.cancel(timer) }
-        state.value.readTimer = nil
         if let id = state.value.writeWatch { loop.unwatch(id) }
         state.value.writeWatch = nil
         notifySenders()
