@@ -22,7 +22,9 @@ bench.py on the host):
             logs the bytes, writes, SHA-256 and the time from its first write
             to its last: bytes/s over that span (the same for both tools),
             the writer's CPU from the moment it began reading stdin (the
-            harness's pipe first drained) to its exit, over the bytes
+            harness's pipe first drained) to its exit, over the bytes; then one
+            bluectl stream under perf, not counted (diag-write-perf.txt), as one
+            l2cap transfer is (diag-l2cap-*-perf.txt)
 Targets: bluectl's bytes/s >= 0.95 x the C peer's, its CPU per byte <= 1.2 x."""
 import hashlib
 import os
@@ -70,10 +72,13 @@ def measure(h, size, values, writes, reps):
         stream_digest = hashlib.sha256(f.read()).hexdigest()
     for rep in range(reps):
         # which tool goes first alternates, round by round
-        for tool in (("bluectl", "C") if rep % 2 == 0 else ("C", "bluectl")):
+        for tool in (tools if rep % 2 == 0 else tools[::-1]):
             h.ensure_connected()
             out["runs"].append(write_stream_run(h, tool, stream, writes, stream_digest, rep))
             h.save()
+    def write_under_perf():
+        diagnose_write(h, stream, writes, stream_digest)
+    h.diagnosis(write_under_perf)
     # AcquireNotify last: bluetoothd 5.66 has segfaulted here after an AcquireNotify socket closed
     for mode in ("start", "acquire"):
         names = TOOLS[mode]
@@ -98,6 +103,20 @@ def diagnose_l2cap(h, data, size, digest, psm):
     h.RESULTS["throughput"]["diagnostic"] = dict(r, tool="(bluectl l2cap under perf)")
     for role, f in files.items():
         h.perf_report(perf, f, os.path.join(h.WORK, "diag-l2cap-%s-perf.txt" % role))
+
+
+def diagnose_write(h, data, size, digest):
+    """Not counted: one bluectl write stream under perf (cpu-clock, call
+    graphs): where its CPU per byte goes."""
+    perf = shutil.which("perf")
+    if not (perf and h.BLUECTL):
+        return
+    f = os.path.join(h.WORK, "perf-write.data")
+    h.ensure_connected()
+    r = write_stream_run(h, "bluectl", data, size, digest, "perf",
+                         [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", f, "--"])
+    h.RESULTS["throughput"]["write_diagnostic"] = dict(r, tool="(bluectl write --stream under perf)")
+    h.perf_report(perf, f, os.path.join(h.WORK, "diag-write-perf.txt"))
 
 
 def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
@@ -209,17 +228,20 @@ def sink_summaries(h):
             re.findall(r"sink: (\d+) bytes in (\d+) writes, (\d+) first, ([\d.]+) s first to last, sha256 ([0-9a-f]+)", text)]
 
 
-def write_stream_run(h, tool, data, size, digest, rep):
+def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
     """One stream of the file `data` (size bytes) into the sink characteristic
     through AcquireWrite: the harness feeds the writer's stdin from a pipe and
-    takes its CPU when the pipe first drains (the writer's set-up is done)."""
-    name = TOOLS["write"][tool == "C"]
-    if tool == "bluectl":
-        argv = [h.BLUECTL, "write", h.PERIPH_ADDR, SINK, "--file", "-", "--stream", "--json", "--adapter", h.CENTRAL]
+    takes its CPU when the pipe first drains (the writer's set-up is done).
+    `wrap`: a command prefix (a diagnostic's perf)."""
+    name = "%s write --stream" % h.COMPARE_NAME if tool == "compare" else TOOLS["write"][tool == "C"]
+    if tool in ("bluectl", "compare"):
+        binary = h.COMPARE if tool == "compare" else h.BLUECTL
+        argv = [binary, "write", h.PERIPH_ADDR, SINK, "--file", "-", "--stream", "--json", "--adapter", h.CENTRAL]
     else:
         argv = [os.path.join(h.CBIN, "writestream"), h.PATHS[SINK]]
+    argv = (wrap or []) + argv
     res = {"mode": "write", "tool": name, "rep": rep, "n": size, "argv": " ".join(argv)}
-    base = os.path.join(h.WORK, "throughput-write-%s-%d" % (tool, rep))
+    base = os.path.join(h.WORK, "throughput-write-%s-%s" % (tool, rep))
     before = len(sink_summaries(h))
     with open(data, "rb") as f:
         payload = f.read()
@@ -272,7 +294,7 @@ def write_stream_run(h, tool, data, size, digest, rep):
     if p.returncode != 0 or not res.get("intact"):
         res["error"] = "exit %s, the sink got %s of %d bytes%s" % (
             p.returncode, res.get("received"), size, ", content differs" if res.get("received") == size else "")
-    h.log("throughput %-36s rep %d: %s bytes in %s writes, %s s = %s B/s, CPU/byte %s us%s" % (
+    h.log("throughput %-36s rep %s: %s bytes in %s writes, %s s = %s B/s, CPU/byte %s us%s" % (
         name, rep, res.get("received"), res.get("writes"), "%.2f" % res["window_s"] if res.get("window_s") else "?",
         "%.0f" % res["bytes_per_s"] if res.get("bytes_per_s") else "?",
         "%.3f" % res["cpu_per_byte_us"] if res.get("cpu_per_byte_us") else "?",

@@ -209,4 +209,56 @@ struct L2CAPChannelEngineTests {
             #expect(got.withLock { $0 } == sdus)
         }
     }
+
+    @Test("the socket's error before SDUs still queued (as Linux reports a lost link): those are delivered first, in order, then the end with the error")
+    func errorBeforeQueuedSDUs() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central)
+            let got = Locked<[[UInt8]]>([])
+            let ends = Locked<[String]>([])
+            channel.receiveOnLoop({ sdu in
+                got.withLock { $0.append(Array(sdu)) }
+                return true
+            }, onEnd: { end in
+                ends.withLock {
+                    switch end {
+                    case .success: $0.append("ok")
+                    case .failure(let error): $0.append("\(error)")
+                    }
+                }
+            })
+            await central.onLoop { channel.pauseReceivingOnLoop() }   // what the peer sends stays queued
+            let sdus = (0..<4).map { pattern(50 + $0, seed: $0) }
+            for sdu in sdus { #expect(sendDatagram(peer, sdu)) }
+            // The peer closes with a datagram of ours unread: AF_UNIX then sets
+            // ECONNRESET as our socket's error, which recv reports before the
+            // SDUs queued (as Linux's L2CAP does when the link goes).
+            try await channel.send([1, 2, 3])
+            close(peer)
+            channel.resumeReceiving()
+            #expect(try await bus.eventually(timeout: .seconds(10)) { ends.withLock { !$0.isEmpty } })
+            #expect(got.withLock { $0 } == sdus)
+            let end = ends.withLock { $0 }
+            #expect(end.count == 1 && end[0].contains("reset"), "\(end)")
+            await #expect(throws: BluetoothError.self) { try await channel.send([1]) }
+        }
+    }
+
+    @Test("each send is its own SDUs: short sends stay apart, a long one is cut at the send MTU, in order")
+    func sendsKeepTheirBoundaries() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central, sendMTU: 100)
+            defer { close(peer) }
+            let sends = [pattern(10, seed: 1), pattern(20, seed: 2), pattern(250, seed: 3), pattern(1, seed: 4)]
+            for bytes in sends { try await channel.send(bytes) }
+            var sdus: [[UInt8]] = []
+            for _ in 0..<6 { if let sdu = receiveDatagram(peer) { sdus.append(sdu) } }
+            #expect(sdus.map(\.count) == [10, 20, 100, 100, 50, 1])
+            #expect(sdus.flatMap { $0 } == sends.flatMap { $0 })
+        }
+    }
 }

@@ -27,6 +27,8 @@ final class InputPump: Sendable {
     /// The bytes read and offered.
     let bytesRead: LoopBound<Int>
     private let watch: LoopBound<LoopWatch?>
+    /// The read buffer, kept for the pump's life (the sender copies what it takes).
+    private let buffer: LoopBound<[UInt8]>
 
     init(fd: Int32 = 0, central: CentralManager, offer: @escaping Offer, whenRoom: @escaping WhenRoom) {
         self.fd = fd
@@ -35,6 +37,7 @@ final class InputPump: Sendable {
         self.whenRoom = whenRoom
         bytesRead = central.loopBound(0)
         watch = central.loopBound(nil)
+        buffer = central.loopBound([])
     }
 
     /// Starts reading.
@@ -63,8 +66,8 @@ final class InputPump: Sendable {
     /// Reads what the input has and offers it; at the end (or a read
     /// error: nothing more can be read) settles `ended`.
     private func readable() {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if buffer.value.isEmpty { buffer.value = [UInt8](repeating: 0, count: 65536) }
+        let n = buffer.value.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n < 0, errno == EINTR || errno == EAGAIN { return }
         guard n > 0 else {
             stopReading()
@@ -72,7 +75,7 @@ final class InputPump: Sendable {
             return
         }
         bytesRead.value += n
-        switch offer(chunk[0..<n]) {
+        switch offer(buffer.value[0..<n]) {
         case .taken(room: true):
             break
         case .taken(room: false):

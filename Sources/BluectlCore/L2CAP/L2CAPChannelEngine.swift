@@ -49,9 +49,16 @@ package final class L2CAPChannelEngine: LoopSender {
         /// recv said 0 once: the next 0 is the end (what the kernel still
         /// queued comes in between).
         var endOnce = false
-        /// SDUs to send, oldest at `outboxHead`, and their bytes.
+        /// recv failed once (the socket's error, ECONNRESET when the link
+        /// went): what the kernel still queued is read first, then the
+        /// channel ends with it.
+        var failedOnce: L2CAPErrno?
+        /// What was offered and not yet sent, an offer per element (cut
+        /// into SDUs as it is sent: no array per SDU), oldest at
+        /// `outboxHead`, of which `headSent` bytes are sent; and their bytes.
         var outbox: [[UInt8]] = []
         var outboxHead = 0
+        var headSent = 0
         var outboxBytes = 0
         /// Called once the outbox is under its limit again (or the channel ended).
         var roomWaiters: [() -> Void] = []
@@ -109,7 +116,7 @@ package final class L2CAPChannelEngine: LoopSender {
             }
             let result = state.value.buffer.withUnsafeMutableBytes { socket.receive(into: $0) }
             switch result {
-            case .success(0) where !state.value.endOnce:
+            case .success(0) where !state.value.endOnce && state.value.failedOnce == nil:
                 // Linux reports the peer's disconnect (the socket's error,
                 // ECONNRESET, taken by this recv) before the SDUs still
                 // queued in the socket; the next recv returns them, and 0
@@ -117,9 +124,8 @@ package final class L2CAPChannelEngine: LoopSender {
                 state.value.endOnce = true
                 continue
             case .success(0):
-                finish(.success(()))
+                finish(state.value.failedOnce.map { .failure($0.bluetoothError(label)) } ?? .success(()))
                 got = true
-                break
             case .success(let n):
                 state.value.received += n
                 if let sink = state.value.sink {
@@ -135,11 +141,20 @@ package final class L2CAPChannelEngine: LoopSender {
             case .failure(let error) where error.code == EINTR:
                 continue
             case .failure(let error) where error.wouldBlock:
-                break
+                if let failure = state.value.failedOnce {
+                    // the socket failed and nothing more is queued
+                    finish(.failure(failure.bluetoothError(label)))
+                    got = true
+                }
+            case .failure(let error) where state.value.failedOnce == nil:
+                // The socket's error comes before the SDUs still queued (as
+                // the disconnect's 0 above, when the link went rather than
+                // the channel): read those, then end with it.
+                state.value.failedOnce = error
+                continue
             case .failure(let error):
-                finish(.failure(error.bluetoothError(label)))
+                finish(.failure((state.value.failedOnce ?? error).bluetoothError(label)))
                 got = true
-                break
             }
             break
         }
@@ -218,7 +233,8 @@ package final class L2CAPChannelEngine: LoopSender {
     /// most that many bytes is one SDU) and writes what the socket takes.
     func offer(_ bytes: some Collection<UInt8>) -> SendOffer {
         if let refusal = refusalToSend { return .ended(refusal) }
-        appendCut(bytes, at: sendMTU, to: &state.value.outbox)
+        guard !bytes.isEmpty else { return .taken(room: state.value.outboxBytes < outboxLimit) }
+        state.value.outbox.append(Array(bytes))
         state.value.outboxBytes += bytes.count
         flush()
         if let refusal = refusalToSend { return .ended(refusal) }
@@ -249,10 +265,17 @@ package final class L2CAPChannelEngine: LoopSender {
     /// Writes SDUs until the socket is full (then waits for POLLOUT) or none are left.
     private func flush() {
         while state.value.outboxHead < state.value.outbox.count, !state.value.closed {
-            let result = state.value.outbox[state.value.outboxHead].withUnsafeBytes { socket.send($0) }
+            let head = state.value.outboxHead, from = state.value.headSent
+            let result = state.value.outbox[head].withUnsafeBytes { offer in
+                socket.send(UnsafeRawBufferPointer(rebasing: offer[from..<min(from + sendMTU, offer.count)]))
+            }
             switch result {
             case .success(let n):
-                state.value.outboxHead += 1
+                state.value.headSent += n
+                if state.value.headSent >= state.value.outbox[head].count {
+                    state.value.outboxHead += 1
+                    state.value.headSent = 0
+                }
                 state.value.outboxBytes -= n
                 state.value.sent += n
                 state.value.sentSDUs += 1
@@ -272,9 +295,10 @@ package final class L2CAPChannelEngine: LoopSender {
         if state.value.outboxHead == state.value.outbox.count {
             state.value.outbox.removeAll(keepingCapacity: true)
             state.value.outboxHead = 0
+            state.value.headSent = 0
             if let id = state.value.writeWatch { loop.unwatch(id) }
             state.value.writeWatch = nil
-        } else if state.value.outboxHead > 256 {
+        } else if state.value.outboxHead > 64 {
             state.value.outbox.removeFirst(state.value.outboxHead)
             state.value.outboxHead = 0
         }
@@ -323,6 +347,7 @@ package final class L2CAPChannelEngine: LoopSender {
         state.value.closed = true
         state.value.outbox = []
         state.value.outboxHead = 0
+        state.value.headSent = 0
         state.value.outboxBytes = 0
         socket.close()
     }
