@@ -447,7 +447,7 @@ def lab(reads=12, notify="3000", reps=3, big=10000, only=""):
     out = os.path.join(LAB_DIR, "bench", time.strftime("lab-%Y%m%d-%H%M%S"))
     os.makedirs(out)
     env = dict(os.environ)  # BLUECTL_BIN passes through; else Scripts/lab builds (static stdlib, .build-lab)
-    args = ["flock", "/tmp/bluectl-lab.lock", os.path.join(REPO, "Scripts", "lab"), "run", "--fast", "-q",
+    args = [os.path.join(REPO, "Scripts", "lab"), "run", "--fast", "-q",
             "--timeout", os.environ.get("BENCH_LAB_TIMEOUT", "2400"), "--out", out,
             os.path.join(REPO, "Scripts", "bench.d", "lab-guest.py"), "--reads", str(reads), "--notify", notify,
             "--notify-reps", str(reps), "--big", str(big), "--cbin", os.path.relpath(CBIN, REPO),

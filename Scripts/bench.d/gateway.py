@@ -39,7 +39,7 @@ def run(target, x):
     out = os.path.join(REPO, ".lab", "bench", time.strftime("gateway-%Y%m%d-%H%M%S"))
     os.makedirs(out)
     e = os.environ
-    args = ["flock", "/tmp/bluectl-lab.lock", os.path.join(REPO, "Scripts", "lab"), "run", "--fast", "-q",
+    args = [os.path.join(REPO, "Scripts", "lab"), "run", "--fast", "-q",
             "--timeout", e.get("BENCH_LAB_TIMEOUT", "1500"), "--out", out, os.path.join(HERE, "gateway-guest.py"),
             "--theengs", os.path.relpath(py, REPO), "--advertisers", e.get("BENCH_GW_ADVERTISERS", "3"),
             "--rate", e.get("BENCH_GW_RATE", "10"), "--window", e.get("BENCH_GW_WINDOW", "60"),
