@@ -2,6 +2,7 @@
 Assistant's ESPHome client (aioesphomeapi, from the repository's test
 virtualenv, seen through the guest's root) over the guest's loopback: GATT
 through the proxy on the lab peripheral, against the real bluetoothd."""
+import base64
 import json
 import os
 
@@ -18,6 +19,26 @@ PYTHON = os.path.join(REPO, '.venv', 'bin', 'python')
 CLIENT = os.path.join(REPO, 'Tests', 'ProxyClient', 'esphome_client.py')
 
 
+def start_proxy(c, extra=()):
+    """`bluectl proxy` on hci1 in the background, once it listens and its
+    scan has found the peripheral: (the process, its output file)."""
+    if not os.access(PYTHON, os.X_OK):
+        c.skip('no test virtualenv at %s (Scripts/deps makes it)' % PYTHON)
+    if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
+        c.fail('cannot bring the loopback interface up')
+    out = c.path('proxy.out')
+    args = ['proxy', '--adapter', CENTRAL, '--port', str(PORT), '--name', 'lab-proxy', '--no-mdns'] + list(extra)
+    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL] + args, out, limit=600,
+                    show='BLUECTL_LOG_LEVEL=info bluectl %s   (background)' % ' '.join(args))
+    if not wait_out(c, out + '.err', 'listening on port %d' % PORT, 60, proxy):
+        c.echo(read_text(out + '.err'))
+        c.fail('the proxy did not listen')
+    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
+    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
+    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
+    return proxy, out
+
+
 @lab_check('proxy_gatt')
 def _(c):
     """The proxy on hci1; aioesphomeapi's `gatt` run (esphome_client.py) on the
@@ -26,21 +47,7 @@ def _(c):
     heart-rate CCCD read, the two error codes, a heart-rate notification after
     start_notify and the CCCD write, the disconnect, the slots back to 3; then
     the proxy stops on SIGTERM (143) leaving the device disconnected."""
-    if not os.access(PYTHON, os.X_OK):
-        c.skip('no test virtualenv at %s (Scripts/deps makes it)' % PYTHON)
-    if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
-        c.fail('cannot bring the loopback interface up')
-    out = c.path('proxy.out')
-    proxy = c.spawn(['env', 'BLUECTL_LOG_LEVEL=info', lab.BLUECTL, 'proxy', '--adapter', CENTRAL, '--port', str(PORT),
-                     '--name', 'lab-proxy', '--no-mdns'], out, limit=600,
-                    show='BLUECTL_LOG_LEVEL=info bluectl proxy --adapter %s --port %d --name lab-proxy --no-mdns   (background)'
-                    % (CENTRAL, PORT))
-    if not wait_out(c, out + '.err', 'listening on port %d' % PORT, 60, proxy):
-        c.echo(read_text(out + '.err'))
-        c.fail('the proxy did not listen')
-    # Home Assistant connects to a device it has heard: here, once the proxy's scan made it known to bluetoothd
-    # (the lab's advertisement never changes, so a client subscribing late hears nothing new to forward).
-    wait_device(c, 'Address', True, 90, 'the proxy\'s scan did not find %s' % DEV)
+    proxy, out = start_proxy(c)
     gatt = c.path('gatt.out')
     client = c.spawn([PYTHON, CLIENT, 'gatt', '127.0.0.1', str(PORT), DEV], gatt, limit=180,
                      show='esphome_client.py gatt 127.0.0.1 %d %s' % (PORT, DEV))
@@ -63,6 +70,51 @@ def _(c):
           'notification %r' % line['notified'])
     check(line['free'][0][:2] == [3, 3] and line['free'][-1][:2] == [3, 3] and [2, 3] in [f[:2] for f in line['free']],
           'slots %r' % line['free'])
+    proxy.signal(15)
+    rc = proxy.wait(30)
+    c.echo(read_text(out + '.err')[-3000:])
+    check(rc == 143, 'the proxy exited %r after SIGTERM' % rc)
+    wait_device(c, 'Connected', False, 10, 'bluetoothd still shows %s connected after the proxy' % DEV)
+
+
+@lab_check('proxy_noise')
+def _(c):
+    """The proxy encrypted (`--key-file`, a fresh base64 key): aioesphomeapi
+    with that key (`noise_psk`) gets the device info; a client with another
+    key is refused (InvalidEncryptionKeyAPIError, one line in the proxy's
+    log) while the first stays connected and then reads the peripheral's
+    battery level through the proxy and the device info again."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    key_file = c.path('key')
+    with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'w') as f:
+        f.write(key + '\n')
+    proxy, out = start_proxy(c, ['--key-file', key_file])
+    check('encrypted (Noise)' in read_text(out + '.err'), 'the proxy does not say it is encrypted')
+    good, go = c.path('good.out'), c.path('go')
+    client = c.spawn([PYTHON, CLIENT, 'battery', '127.0.0.1', str(PORT), DEV, key, go], good, limit=240,
+                     show='esphome_client.py battery 127.0.0.1 %d %s KEY %s   (background)' % (PORT, DEV, go))
+    if not wait_out(c, good, r'"name"', 60, client):
+        c.echo(read_text(good + '.err') + read_text(out + '.err')[-3000:])
+        c.fail('the client with the key got no device info')
+    check(json.loads(read_text(good).splitlines()[0]) == {'name': 'lab-proxy'}, 'device info %r' % read_text(good))
+    wrong = base64.b64encode(bytes(b ^ 0xFF for b in base64.b64decode(key))).decode()
+    bad = c.path('bad.out')
+    rc = c.spawn([PYTHON, CLIENT, 'refused', '127.0.0.1', str(PORT), wrong], bad, limit=60,
+                 show='esphome_client.py refused 127.0.0.1 %d OTHER-KEY' % PORT).wait()
+    refusal = json.loads(read_text(bad).splitlines()[-1]) if rc == 0 and read_text(bad) else {}
+    check(refusal.get('error') == 'InvalidEncryptionKeyAPIError', 'the other key: %r (rc %r, %s)'
+          % (refusal, rc, read_text(bad + '.err')[-500:]))
+    wait_out(c, out + '.err', "encryption key is not this proxy's", 30, proxy)
+    lines = [l for l in read_text(out + '.err').splitlines() if "encryption key is not this proxy's" in l]
+    check(len(lines) == 1, 'the proxy logged %d lines for the wrong key: %r' % (len(lines), lines))
+    open(go, 'w').close()
+    if not wait_out(c, good, r'"battery"', 180, client):
+        c.echo(read_text(good + '.err') + read_text(out + '.err')[-3000:])
+        c.fail('the client with the key did not read the battery level')
+    line = json.loads(read_text(good).splitlines()[-1])
+    c.note('aioesphomeapi over Noise: %s' % json.dumps(line))
+    check(len(bytes.fromhex(line['battery'])) == 1, 'battery level %r' % line['battery'])
+    check(line['name_again'] == 'lab-proxy' and line['mtu'] >= 23, 'after the refusal: %r' % line)
     proxy.signal(15)
     rc = proxy.wait(30)
     c.echo(read_text(out + '.err')[-3000:])
