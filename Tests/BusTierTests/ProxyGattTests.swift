@@ -139,6 +139,19 @@ import Testing
         }
     }
 
+    /// The proxy stopped while a device pairs: it unregisters the agent itself.
+    @Test func stoppedWhilePairingUnregistersTheAgent() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port, g) = try await Self.proxyWithDevices(bus)
+            try await bus.mock("DelayReply", [.string(g.device), .string("Pair"), .uint32(20_000)])
+            let client = try bus.spawn(try ProxyTests.python(), [ProxyTests.client, "pair-all", "127.0.0.1", port, heartRateAddress])
+            #expect(try await bus.eventually(timeout: .seconds(30)) { try await !bus.pairLog().isEmpty }, "Pair was called")
+            await Self.stop(proxy)
+            _ = await client.wait(timeout: .seconds(20))   // its pairing failed with the proxy gone
+            #expect(try await bus.calls("/org/bluez") == ["RegisterAgent", "UnregisterAgent"])
+        }
+    }
+
     @Test func scannerStateAndMode() async throws {
         try await withPrivateBus { bus in
             let (proxy, port) = try await ProxyTests.startProxy(bus)
