@@ -128,14 +128,19 @@ package final class ProxyServer: Sendable {
         return UInt16(bigEndian: actual.sin_port)
     }
 
+    /// The RSSI sent when BlueZ gives none (Home Assistant's value for "no RSSI").
+    static let noRSSI = -127
+
     /// Hands one scan result to the subscribed clients: on the loop (the scan's sink).
     package func forward(_ discovery: Discovery) {
         let device = discovery.device
-        guard let rssi = device.rssi else { return }   // no advertisement seen in this scan
         var advertisement = BluetoothLERawAdvertisement()
         advertisement.address = device.address.uint64Value
         advertisement.addressType = RawAdvertisement.addressType(device.addressType)
-        advertisement.rssi = Int32(rssi)
+        // A scan result is an advertisement seen; a controller may not give its
+        // RSSI (HCI's 127, which BlueZ leaves out: the lab's emulated one):
+        // Home Assistant's "no RSSI" (habluetooth's NO_RSSI_VALUE, -127) then.
+        advertisement.rssi = Int32(device.rssi ?? Self.noRSSI)
         advertisement.data = Data(RawAdvertisement.data(for: device))
         for fd in state.value.clients.keys where state.value.clients[fd]?.machine.subscribed == true {
             state.value.clients[fd]?.batch.append(advertisement)
