@@ -808,6 +808,9 @@ for item in WHAT:
     elif item == "gateway":
         import gateway  # Scripts/bench.d/gateway.py: issue 27's comparison with Theengs Gateway
         gateway.run(target, _x)
+    elif item == "proxy":
+        import proxy  # Scripts/bench.d/proxy.py: issue 28's advertisement forwarding through bluectl proxy
+        proxy.run(target, _x)
     else:
         {"startup": startup, "scan": scan, "code": code}[item]()
 if FAILED_TARGETS:

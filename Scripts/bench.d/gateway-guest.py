@@ -419,4 +419,5 @@ def main():
         log("wrote %s" % os.path.join(OUT, "gateway.json"))
 
 
-main()
+if __name__ == "__main__":   # proxy-guest.py imports its pieces
+    main()

@@ -7,11 +7,10 @@ table of what it measured, with issue 27's targets:
   100 % of the readings heard during a broker outage delivered, in order (Theengs' figure recorded).
 Theengs Gateway runs from .lab/venv-theengs, made from
 Scripts/bench.d/theengs-requirements.txt (pinned)."""
-import json
 import os
 import subprocess
-import sys
-import time
+
+import labrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -36,21 +35,11 @@ def ensure_theengs_venv():
 def run(target, x):
     """Boots the lab once, prints the table; `target(line, ok)` records a missed target."""
     py = ensure_theengs_venv()
-    out = os.path.join(REPO, ".lab", "bench", time.strftime("gateway-%Y%m%d-%H%M%S"))
-    os.makedirs(out)
     e = os.environ
-    args = [os.path.join(REPO, "Scripts", "lab"), "run", "--fast", "-q",
-            "--timeout", e.get("BENCH_LAB_TIMEOUT", "1500"), "--out", out, os.path.join(HERE, "gateway-guest.py"),
-            "--theengs", os.path.relpath(py, REPO), "--advertisers", e.get("BENCH_GW_ADVERTISERS", "3"),
-            "--rate", e.get("BENCH_GW_RATE", "10"), "--window", e.get("BENCH_GW_WINDOW", "60"),
-            "--outage", e.get("BENCH_GW_OUTAGE", "60"), "--settle", e.get("BENCH_GW_SETTLE", "60")]
-    print(f"(one lab boot; logs in {os.path.relpath(out, REPO)})", flush=True)
-    rc = subprocess.run(args, cwd=REPO, stdout=sys.stderr).returncode
-    path = os.path.join(out, "gateway.json")
-    if not os.path.exists(path):
-        sys.exit(f"bench: the lab run failed (status {rc}); see {out}/check.log and lab.log")
-    with open(path) as f:
-        res = json.load(f)
+    res, out, rc = labrun.boot("gateway", "gateway-guest.py", [
+        "--theengs", os.path.relpath(py, REPO), "--advertisers", e.get("BENCH_GW_ADVERTISERS", "3"),
+        "--rate", e.get("BENCH_GW_RATE", "10"), "--window", e.get("BENCH_GW_WINDOW", "60"),
+        "--outage", e.get("BENCH_GW_OUTAGE", "60"), "--settle", e.get("BENCH_GW_SETTLE", "60")])
     text = report(res, target, x)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(text + "\n")

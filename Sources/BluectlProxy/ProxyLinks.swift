@@ -68,11 +68,14 @@ package final class ProxyLinks: Sendable {
 
     private let central: CentralManager
     private let state: LoopBound<State>
+    /// The agent the pairings share (bluetoothd takes one per bus connection).
+    private let pairing: ProxyPairing
     private let logger = Logger(label: "bluectl")
 
     package init(central: CentralManager) {
         self.central = central
         state = central.loopBound(State())
+        pairing = ProxyPairing(central: central)
     }
 
     /// How answers reach the server's clients (on the loop, before any client
@@ -136,13 +139,15 @@ package final class ProxyLinks: Sendable {
         for (address, link) in state.value.links where link.owner == client { release(address, tellOwner: false) }
     }
 
-    /// Releases every connection and waits until each is down (the proxy stopping).
+    /// Releases every connection and waits until each is down and the
+    /// pairing agent unregistered (the proxy stopping).
     package func closeAll() async {
         let releases = await central.onLoop { [self] in
             for address in Array(state.value.links.keys) { release(address, tellOwner: false) }
             return Array(state.value.releases.values)
         }
         for release in releases { await release.value }
+        await pairing.close()
     }
 
     // MARK: - Connections (on the loop)
@@ -300,18 +305,15 @@ package final class ProxyLinks: Sendable {
             return
         }
         let peripheral = link.peripheral
-        answer(address, link.serial, client) { [central] in
+        answer(address, link.serial, client) { [pairing] in
             var response = BluetoothDevicePairingResponse()
             response.address = address
-            // Just-works pairing: the proxy has no one to show or type a passkey.
-            let agent = try await PairingAgent.register(central: central, for: [peripheral], capability: .noInputNoOutput)
             do {
-                try await peripheral.pair(timeout: Self.connectTimeout)
+                try await pairing.pairing(peripheral) { try await peripheral.pair(timeout: Self.connectTimeout) }
                 response.paired = true
             } catch {
                 response.error = Self.gattCode(error, write: false)
             }
-            await agent.unregister()
             return response
         } failure: { error in
             var response = BluetoothDevicePairingResponse()

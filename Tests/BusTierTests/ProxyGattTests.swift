@@ -117,6 +117,41 @@ import Testing
         }
     }
 
+    /// Two devices paired at once (each pairing takes 1.5 s): one agent
+    /// serves both (bluetoothd takes one per connection: a second
+    /// RegisterAgent fails AlreadyExists), unregistered once both are done.
+    @Test func twoDevicesPairAtOnce() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port, g) = try await Self.proxyWithDevices(bus, others: [Self.others[0]])
+            let other = "/org/bluez/hci0/dev_" + Self.others[0].replacingOccurrences(of: ":", with: "_")
+            for device in [g.device, other] {
+                try await bus.mock("DelayReply", [.string(device), .string("Pair"), .uint32(1_500)])
+            }
+            let line = try #require(try await ProxyTests.runClient(bus, ["pair-all", "127.0.0.1", port, heartRateAddress, Self.others[0]]).first)
+            #expect(line["pair"]?.array?.map { $0.array?.compactMap(\.int) } == [[0], [0]], "both paired, no error: \(line)")
+            #expect(line["pair"]?.array?.compactMap { $0[0]?.bool } == [true, true], "\(line)")
+            let pairs = try await bus.pairLog()
+            #expect(Set(pairs.map(\.device)) == [g.device, other], "\(pairs)")
+            #expect(pairs.allSatisfy { !$0.agentOwner.isEmpty && $0.capability == "NoInputNoOutput" }, "each Pair asked the proxy's agent: \(pairs)")
+            await Self.stop(proxy)
+            // Unregistered by the proxy itself (the stand-in forgets a gone client's agent too).
+            #expect(try await bus.calls("/org/bluez") == ["RegisterAgent", "UnregisterAgent"], "one agent for both pairings")
+        }
+    }
+
+    /// The proxy stopped while a device pairs: it unregisters the agent itself.
+    @Test func stoppedWhilePairingUnregistersTheAgent() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port, g) = try await Self.proxyWithDevices(bus)
+            try await bus.mock("DelayReply", [.string(g.device), .string("Pair"), .uint32(20_000)])
+            let client = try bus.spawn(try ProxyTests.python(), [ProxyTests.client, "pair-all", "127.0.0.1", port, heartRateAddress])
+            #expect(try await bus.eventually(timeout: .seconds(30)) { try await !bus.pairLog().isEmpty }, "Pair was called")
+            await Self.stop(proxy)
+            _ = await client.wait(timeout: .seconds(20))   // its pairing failed with the proxy gone
+            #expect(try await bus.calls("/org/bluez") == ["RegisterAgent", "UnregisterAgent"])
+        }
+    }
+
     @Test func scannerStateAndMode() async throws {
         try await withPrivateBus { bus in
             let (proxy, port) = try await ProxyTests.startProxy(bus)

@@ -107,6 +107,22 @@ import Testing
         }
     }
 
+    /// An advertisement whose RSSI the controller did not give (HCI's 127, which
+    /// bluetoothd 5.66 passes on as RSSI 127, as the lab's emulated controller
+    /// reports): forwarded with -127.
+    @Test func advertisementWithoutRSSIForwarded() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port) = try await Self.startProxy(bus)
+            let client = try await Self.startAdvertsClient(bus, port: port, address: advertiser)
+            try await bus.addAdvertiser("hci0", advertiser, fields.map { if case .rssi = $0 { .rssi(127) } else { $0 } })
+            let adv = try await Self.advertisement(client)
+            #expect(adv["rssi"]?.int == -127, "\(adv)")
+            #expect(adv["name"]?.string == "Thermo", "\(adv)")
+            proxy.signal(SIGINT)
+            #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
+        }
+    }
+
     @Test func garbageClientsDisconnectedGoodOneGoesOn() async throws {
         try await withPrivateBus { bus in
             let (proxy, port) = try await Self.startProxy(bus)

@@ -42,6 +42,14 @@ failure is an exception (exit 1) with its message on stderr.
       BlueZ's records of a device: connect ADDRESS, pair, clear its cache
       (refused: connected and bonded), disconnect, unpair; then clear the
       cache of OTHER (neither connected nor bonded): one line with each answer.
+  battery HOST PORT ADDRESS KEY GO_FILE
+      over Noise (KEY, base64): connect, device_info, prints {"name": ...};
+      waits (at most 120 s) for the file GO_FILE to exist (meanwhile the lab
+      check refuses another client), then connects ADDRESS, reads its battery
+      level (2a19), asks device_info again, disconnects: one line with both.
+  pair-all HOST PORT ADDRESS...
+      connects each address, then pairs them all at once (bluetooth_device_pair
+      for each, gathered), disconnects them: one line with each [paired, error].
   scanner HOST PORT
       the scanner's state as Home Assistant follows it: subscribes to it and
       to raw advertisements, asks for a passive scan; one line with the
@@ -52,6 +60,7 @@ failure is an exception (exit 1) with its message on stderr.
 """
 import asyncio
 import json
+import os
 import socket
 import sys
 
@@ -154,8 +163,8 @@ def address_int(address):
     return int(address.replace(":", ""), 16)
 
 
-async def connected_client(host, port):
-    api = client(host, port)
+async def connected_client(host, port, key=None):
+    api = client(host, port, key)
     await api.connect(login=False)
     device = await api.device_info()
     return api, device.bluetooth_proxy_feature_flags_compat(api.api_version)
@@ -290,6 +299,40 @@ async def records(host, port, address, other):
     }), flush=True)
 
 
+async def battery(host, port, address, key, go_file):
+    api, flags = await connected_client(host, port, key)
+    name = (await api.device_info()).name
+    print(json.dumps({"name": name}), flush=True)
+    for _ in range(1200):
+        if os.path.exists(go_file):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise SystemExit(f"{go_file} did not appear in 120 s")
+    connected, mtu, error = await connect_device(api, flags, address)
+    assert connected, f"not connected: error {error}"
+    addr = address_int(address)
+    services = (await api.bluetooth_gatt_get_services(addr)).services
+    level = next(c for s in services for c in s.characteristics if c.uuid.startswith("00002a19-"))
+    value = await api.bluetooth_gatt_read(addr, level.handle)
+    again = (await api.device_info()).name
+    await api.bluetooth_device_disconnect(addr)
+    await api.disconnect()
+    print(json.dumps({"name": name, "battery": value.hex(), "name_again": again, "mtu": mtu}), flush=True)
+
+
+async def pair_all(host, port, *addresses):
+    api, flags = await connected_client(host, port)
+    for address in addresses:
+        connected, _, error = await connect_device(api, flags, address)
+        assert connected, f"{address} not connected: error {error}"
+    results = await asyncio.gather(*(api.bluetooth_device_pair(address_int(a)) for a in addresses))
+    for address in addresses:
+        await api.bluetooth_device_disconnect(address_int(address))
+    await api.disconnect()
+    print(json.dumps({"pair": [[r.paired, r.error] for r in results]}), flush=True)
+
+
 async def scanner(host, port):
     api = client(host, port)
     await api.connect(login=False)
@@ -332,6 +375,10 @@ def main(argv):
         garbage(*args)
     elif mode in ("gatt", "slots", "hold", "free", "records", "scanner"):
         asyncio.run(globals()[mode](*args))
+    elif mode == "battery":
+        asyncio.run(battery(*args))
+    elif mode == "pair-all":
+        asyncio.run(pair_all(*args))
     elif mode == "scanner-follow":
         asyncio.run(scanner_follow(*args))
     else:

@@ -2,7 +2,8 @@
 Assistant's ESPHome client (aioesphomeapi) and by a plain Bleak program over
 bleak-esphome (both from the repository's test virtualenv, seen through the
 guest's root) over the guest's loopback: GATT through the proxy on the lab
-peripheral, against the real bluetoothd."""
+peripheral, plaintext and Noise, against the real bluetoothd."""
+import base64
 import json
 import os
 
@@ -126,4 +127,45 @@ def _(c):
     check(line['written'] == '627965', 'read back %r after writing "bye"' % line['written'])
     check(line['notified']['uuid'] == HR_MEAS and line['notified']['data'], 'notification %r' % line['notified'])
     check(client.wait(30) == 0, 'bleak_client.py did not exit 0')
+    stop_proxy(c, proxy, out)
+
+
+@lab_check('proxy_noise')
+def _(c):
+    """The proxy encrypted (`--key-file`, a fresh base64 key): aioesphomeapi
+    with that key (`noise_psk`) gets the device info; a client with another
+    key is refused (InvalidEncryptionKeyAPIError, one line in the proxy's
+    log) while the first stays connected and then reads the peripheral's
+    battery level through the proxy and the device info again."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    key_file = c.path('key')
+    with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'w') as f:
+        f.write(key + '\n')
+    proxy, out = start_proxy(c, ['--key-file', key_file])
+    check('encrypted (Noise)' in read_text(out + '.err'), 'the proxy does not say it is encrypted')
+    good, go = c.path('good.out'), c.path('go')
+    client = c.spawn([PYTHON, CLIENT, 'battery', '127.0.0.1', str(PORT), DEV, key, go], good, limit=240,
+                     show='esphome_client.py battery 127.0.0.1 %d %s KEY %s   (background)' % (PORT, DEV, go))
+    if not wait_out(c, good, r'"name"', 60, client):
+        c.echo(read_text(good + '.err') + read_text(out + '.err')[-3000:])
+        c.fail('the client with the key got no device info')
+    check(json.loads(read_text(good).splitlines()[0]) == {'name': 'lab-proxy'}, 'device info %r' % read_text(good))
+    wrong = base64.b64encode(bytes(b ^ 0xFF for b in base64.b64decode(key))).decode()
+    bad = c.path('bad.out')
+    rc = c.spawn([PYTHON, CLIENT, 'refused', '127.0.0.1', str(PORT), wrong], bad, limit=60,
+                 show='esphome_client.py refused 127.0.0.1 %d OTHER-KEY' % PORT).wait()
+    refusal = json.loads(read_text(bad).splitlines()[-1]) if rc == 0 and read_text(bad) else {}
+    check(refusal.get('error') == 'InvalidEncryptionKeyAPIError', 'the other key: %r (rc %r, %s)'
+          % (refusal, rc, read_text(bad + '.err')[-500:]))
+    wait_out(c, out + '.err', "encryption key is not this proxy's", 30, proxy)
+    lines = [l for l in read_text(out + '.err').splitlines() if "encryption key is not this proxy's" in l]
+    check(len(lines) == 1, 'the proxy logged %d lines for the wrong key: %r' % (len(lines), lines))
+    open(go, 'w').close()
+    if not wait_out(c, good, r'"battery"', 180, client):
+        c.echo(read_text(good + '.err') + read_text(out + '.err')[-3000:])
+        c.fail('the client with the key did not read the battery level')
+    line = json.loads(read_text(good).splitlines()[-1])
+    c.note('aioesphomeapi over Noise: %s' % json.dumps(line))
+    check(len(bytes.fromhex(line['battery'])) == 1, 'battery level %r' % line['battery'])
+    check(line['name_again'] == 'lab-proxy' and line['mtu'] >= 23, 'after the refusal: %r' % line)
     stop_proxy(c, proxy, out)

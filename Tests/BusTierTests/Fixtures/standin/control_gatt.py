@@ -172,7 +172,8 @@ def DelayReply(self, path, method, milliseconds):
     controller (0: at once again). StopDiscovery of an adapter: the session
     ends at once, the reply later. Disconnect of a device: the link goes down
     (then Connected=false) only with the reply, as 5.66's DISCONNECT_TIMER
-    has it.'''
+    has it. Pair of a device that pairs with Just Works: Paired=true and the
+    reply that long after the call (SMP takes its time).'''
     if milliseconds > 0:
         state.REPLY_DELAYS[(str(path), str(method))] = int(milliseconds) / 1000
     else:

@@ -110,8 +110,22 @@ class DeviceObject(bluez_object.BluezObject):
         state.PAIR_LOG.append((self.path, sender, client or '', io_cap))
         how = state.PAIRING.get(self.path)
         if how is None:             # just works, no agent involved
-            self.paired()
-            ok()
+            delay = state.REPLY_DELAYS.get((self.path, 'Pair'))
+            if not delay:
+                self.paired()
+                ok()
+                return
+            # SMP over the air takes a while: Paired and the reply come then.
+            common.log(f'Pair {self.path}: paired in {delay} s (DelayReply)')
+
+            def done():
+                if self.path in mockobject.objects:
+                    self.paired()
+                    ok()
+                else:
+                    err(common._err(common.ERR + 'AuthenticationCanceled', 'Authentication Canceled'))
+                return False
+            GLib.timeout_add(int(delay * 1000), done)
             return
         if how[0] not in agent_manager1.IO_CAP_METHODS[io_cap] and not (client and how[0] in agent_manager1.PIN_METHODS):
             # The peripheral wants a method this IO capability cannot do: SMP
