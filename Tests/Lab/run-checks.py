@@ -30,11 +30,11 @@ import checks.two_devices      # noqa: E402,F401  two devices at once, faults in
 import checks.peripheral_role  # noqa: E402,F401  bluectl serve / advertise on hci3
 import checks.l2cap            # noqa: E402,F401  L2CAP channels: bluectl both ways, l2test
 import checks.gateway          # noqa: E402,F401  bluectl gateway to a broker in the guest, faults
-import checks.proxy            # noqa: E402,F401  proxy_gatt, proxy_bleak, proxy_noise: aioesphomeapi, bleak-esphome through bluectl proxy
+import checks.proxy            # noqa: E402,F401  proxy_gatt, proxy_bleak, proxy_noise, proxy_killed_client: aioesphomeapi, bleak-esphome through bluectl proxy
 
 # The tier (the default pattern) must run exactly this many checks, so a
 # check dropped by accident fails it.
-TIER_CHECKS = 55
+TIER_CHECKS = 56
 
 if __name__ == '__main__':
     sys.exit(runner.main(sys.argv[1:], TIER_CHECKS))

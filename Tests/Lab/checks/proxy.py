@@ -169,3 +169,31 @@ def _(c):
     check(len(bytes.fromhex(line['battery'])) == 1, 'battery level %r' % line['battery'])
     check(line['name_again'] == 'lab-proxy' and line['mtu'] >= 23, 'after the refusal: %r' % line)
     stop_proxy(c, proxy, out)
+
+
+@lab_check('proxy_killed_client')
+def _(c):
+    """A client killed (SIGKILL) while it holds a connection through the proxy:
+    the proxy disconnects the device and frees the slot (free 2 while held,
+    3 after), bluetoothd shows the device disconnected, and the proxy goes on
+    answering; SIGTERM: 143."""
+    proxy, out = start_proxy(c)
+    holder, held = start_client(c, CLIENT, ['hold', '127.0.0.1', str(PORT), DEV, '120'], 'hold.out', 300)
+    wait_client(c, holder, held, r'"connected": true', 120, out, 'the holding client did not connect')
+
+    def free(name):
+        client, path = start_client(c, CLIENT, ['free', '127.0.0.1', str(PORT)], name, 60)
+        check(client.wait(60) == 0, 'esphome_client.py free failed: %s' % read_text(path + '.err')[-500:])
+        return json.loads(read_text(path).splitlines()[-1])
+    busy = free('free-held.out')
+    check(busy['free'] == 2, 'slots while held: %r' % busy)
+    holder.signal(9)
+    holder.wait(10)
+    line = 'disconnected %s (0 of 3 slots in use)' % DEV
+    if not wait_out(c, out + '.err', line, 30, proxy):
+        c.echo(read_text(out + '.err')[-3000:])
+        c.fail('the proxy did not free the killed client\'s connection')
+    wait_device(c, 'Connected', False, 20, 'bluetoothd still shows %s connected after its client was killed' % DEV)
+    after = free('free-after.out')
+    check(after['free'] == 3, 'slots after the kill: %r' % after)
+    stop_proxy(c, proxy, out)
