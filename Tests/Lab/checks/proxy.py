@@ -6,6 +6,7 @@ peripheral, plaintext and Noise, against the real bluetoothd."""
 import base64
 import json
 import os
+import re
 
 from labcheck import bluez, lab
 from labcheck.jsonlines import check
@@ -189,7 +190,7 @@ def _(c):
     check(busy['free'] == 2, 'slots while held: %r' % busy)
     holder.signal(9)
     holder.wait(10)
-    line = 'disconnected %s (0 of 3 slots in use)' % DEV
+    line = re.escape('disconnected %s (0 of 3 slots in use)' % DEV)
     if not wait_out(c, out + '.err', line, 30, proxy):
         c.echo(read_text(out + '.err')[-3000:])
         c.fail('the proxy did not free the killed client\'s connection')
