@@ -210,26 +210,34 @@ struct L2CAPChannelEngineTests {
         }
     }
 
+    /// A channel whose SDUs and end are recorded on the loop (the end as "ok" or the
+    /// error), paused: what the peer sends stays queued in the socket until resumed.
+    func pausedRecordingChannel(_ central: CentralManager) async throws
+        -> (L2CAPChannel, Int32, Locked<[[UInt8]]>, Locked<[String]>) {
+        let (channel, peer) = try channelPair(central)
+        let got = Locked<[[UInt8]]>([])
+        let ends = Locked<[String]>([])
+        channel.receiveOnLoop({ sdu in
+            got.withLock { $0.append(Array(sdu)) }
+            return true
+        }, onEnd: { end in
+            ends.withLock {
+                switch end {
+                case .success: $0.append("ok")
+                case .failure(let error): $0.append("\(error)")
+                }
+            }
+        })
+        await central.onLoop { channel.pauseReceivingOnLoop() }
+        return (channel, peer, got, ends)
+    }
+
     @Test("the socket's error before SDUs still queued (as Linux reports a lost link): those are delivered first, in order, then the end with the error")
     func errorBeforeQueuedSDUs() async throws {
         try await withPrivateBus { bus in
             let central = try await CentralManager.open(busAddress: bus.address)
             defer { central.close() }
-            let (channel, peer) = try channelPair(central)
-            let got = Locked<[[UInt8]]>([])
-            let ends = Locked<[String]>([])
-            channel.receiveOnLoop({ sdu in
-                got.withLock { $0.append(Array(sdu)) }
-                return true
-            }, onEnd: { end in
-                ends.withLock {
-                    switch end {
-                    case .success: $0.append("ok")
-                    case .failure(let error): $0.append("\(error)")
-                    }
-                }
-            })
-            await central.onLoop { channel.pauseReceivingOnLoop() }   // what the peer sends stays queued
+            let (channel, peer, got, ends) = try await pausedRecordingChannel(central)
             let sdus = (0..<4).map { pattern(50 + $0, seed: $0) }
             for sdu in sdus { #expect(sendDatagram(peer, sdu)) }
             // The peer closes with a datagram of ours unread: AF_UNIX then sets
@@ -242,6 +250,28 @@ struct L2CAPChannelEngineTests {
             #expect(got.withLock { $0 } == sdus)
             let end = ends.withLock { $0 }
             #expect(end.count == 1 && end[0].contains("reset"), "\(end)")
+            await #expect(throws: BluetoothError.self) { try await channel.send([1]) }
+        }
+    }
+
+    @Test("a send that fails on the lost link ends sending, and the SDUs still queued are read before the channel ends")
+    func sendFailsBeforeQueuedSDUs() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer, got, ends) = try await pausedRecordingChannel(central)
+            let sdus = (0..<4).map { pattern(60 + $0, seed: 10 + $0) }
+            for sdu in sdus { #expect(sendDatagram(peer, sdu)) }
+            try await channel.send([1, 2, 3])
+            close(peer)
+            // Sending now fails (the peer is gone); before the fix that ended the
+            // channel and the 4 SDUs queued for us were never read.
+            await #expect(throws: BluetoothError.self) { try await channel.send([4, 5, 6]) }
+            channel.resumeReceiving()
+            #expect(try await bus.eventually(timeout: .seconds(10)) { ends.withLock { !$0.isEmpty } })
+            #expect(got.withLock { $0 } == sdus)
+            let end = ends.withLock { $0 }
+            #expect(end.count == 1 && end[0] != "ok", "one end, a failure: \(end)")
             await #expect(throws: BluetoothError.self) { try await channel.send([1]) }
         }
     }

@@ -49,10 +49,12 @@ package final class L2CAPChannelEngine: LoopSender {
         /// recv said 0 once: the next 0 is the end (what the kernel still
         /// queued comes in between).
         var endOnce = false
-        /// recv failed once (the socket's error, ECONNRESET when the link
-        /// went): what the kernel still queued is read first, then the
-        /// channel ends with it.
+        /// The socket's error (ECONNRESET when the link went), taken by a
+        /// recv or a send: nothing more is sent; what the kernel still
+        /// queued is read first, then the channel ends with it.
         var failedOnce: L2CAPErrno?
+        /// recv failed once: a second failure is the end.
+        var recvFailed = false
         /// What was offered and not yet sent, an offer per element (cut
         /// into SDUs as it is sent: no array per SDU), oldest at
         /// `outboxHead`, of which `headSent` bytes are sent; and their bytes.
@@ -146,11 +148,15 @@ package final class L2CAPChannelEngine: LoopSender {
                     finish(.failure(failure.bluetoothError(label)))
                     got = true
                 }
-            case .failure(let error) where state.value.failedOnce == nil:
+            case .failure(let error) where !state.value.recvFailed:
                 // The socket's error comes before the SDUs still queued (as
                 // the disconnect's 0 above, when the link went rather than
                 // the channel): read those, then end with it.
-                state.value.failedOnce = error
+                state.value.recvFailed = true
+                if state.value.failedOnce == nil {
+                    state.value.failedOnce = error
+                    notifySenders()
+                }
                 continue
             case .failure(let error):
                 finish(.failure((state.value.failedOnce ?? error).bluetoothError(label)))
@@ -244,7 +250,9 @@ package final class L2CAPChannelEngine: LoopSender {
     /// Why nothing can be sent any more, if so.
     private var refusalToSend: BluetoothError? {
         switch state.value.end {
-        case nil: return state.value.closed ? .disconnected("\(label) is closed") : nil
+        case nil:
+            if state.value.closed { return .disconnected("\(label) is closed") }
+            return state.value.failedOnce?.bluetoothError(label)
         case .success: return .disconnected("\(label) was closed by the device")
         case .failure(let error): return error
         }
@@ -288,7 +296,18 @@ package final class L2CAPChannelEngine: LoopSender {
                 notifySenders()
                 return
             case .failure(let error):
-                finish(.failure(error.bluetoothError(label)))
+                // The socket's error, taken by this send (the link went): the
+                // SDUs the kernel still queued to read come after it, so the
+                // read side drains them and ends the channel with it.
+                if state.value.failedOnce == nil { state.value.failedOnce = error }
+                state.value.outbox = []
+                state.value.outboxHead = 0
+                state.value.headSent = 0
+                state.value.outboxBytes = 0
+                if let id = state.value.writeWatch { loop.unwatch(id) }
+                state.value.writeWatch = nil
+                notifySenders()
+                if state.value.end == nil, !state.value.paused { readable() }
                 return
             }
         }
