@@ -71,6 +71,23 @@ struct PassiveScanTests {
         }
     }
 
+    @Test("A monitor bluetoothd releases (RSSI timeouts it refuses): register fails, and the application it kept is unregistered")
+    func releasedMonitorUnregistered() async throws {
+        try await withPrivateBus(experimental: true) { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let adapter = try central.poweredAdapter(named: "hci0")
+            // bluetoothd 5.66 takes RSSI timeouts of 1 to 300 s: 0 gets the monitor released
+            let rssi = AdvertisementMonitorRSSI(high: -50, highTimeout: 0, low: -70, lowTimeout: 5)
+            await #expect(throws: BluetoothError.self) {
+                _ = try await AdvertisementMonitor.register(
+                    central: central, adapter: adapter, patterns: [.serviceData(BluetoothUUID(uint16: 0xFCD2))], rssi: rssi)
+            }
+            #expect(try await bus.callCount(Self.adapter, "UnregisterMonitor") == 1)
+            #expect(try await Self.monitors(bus).isEmpty)
+        }
+    }
+
     @Test("A pattern beyond 31 bytes or without bytes is refused before it reaches bluetoothd")
     func badPatterns() {
         #expect(throws: BluetoothError.self) { _ = try AdvertisementPattern(adType: 0x16, offset: 30, bytes: [1, 2]) }

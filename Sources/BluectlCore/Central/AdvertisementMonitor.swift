@@ -88,9 +88,11 @@ public enum AdvertisementMonitorEvent: Sendable, Equatable {
 /// passively for the monitor's patterns while it is registered — no scan requests, so no
 /// scan responses (the names most devices put there) — and updates the Device1 objects
 /// of the devices that match. `events` ends when the monitor is stopped (`stop()`, the
-/// consumer's cancellation) and fails when bluetoothd releases it, stops, or the bus
-/// connection is lost. Nothing stays registered in bluetoothd: stopping unregisters
-/// the application, and bluetoothd drops it when this process leaves the bus.
+/// consumer's cancellation, the monitor and its stream dropped) and fails when bluetoothd
+/// releases it. bluetoothd stopping sends no Release, so `events` does not end then: a
+/// passive scan (`ScanOptions.passive`) does, and stops its monitor. Nothing stays
+/// registered in bluetoothd: stopping, a release and dropping unregister the application,
+/// and bluetoothd drops it when this process leaves the bus.
 public final class AdvertisementMonitor: Sendable {
     /// The adapter monitored.
     public let adapter: AdapterInfo
@@ -143,8 +145,12 @@ public final class AdvertisementMonitor: Sendable {
         if let reason = central.advertisementMonitorUnavailability(adapter: adapter) { throw .notSupported(reason) }
         let monitor = AdvertisementMonitor(central: central, adapter: adapter, patterns: patterns)
         monitor.export(properties: Self.properties(patterns, rssi))
+        let (root, monitorPath) = (monitor.root, monitor.monitorPath)
         monitor.continuation.onTermination = { [weak monitor] termination in
-            if case .cancelled = termination { monitor?.stopSoon() }
+            guard case .cancelled = termination else { return }
+            if let monitor { return monitor.stopSoon() }
+            // the monitor and its stream dropped without stop(): what it registered goes
+            Task { _ = await AdvertisementMonitor.unregister(central: central, adapter: adapter, root: root, monitorPath: monitorPath) }
         }
         Trace.log("monitor \(adapter.name): RegisterMonitor \(monitor.root) (\(patterns.count) patterns)")
         do {
@@ -178,19 +184,8 @@ public final class AdvertisementMonitor: Sendable {
 
     private func stopOnLoop() -> Task<BluetoothError?, Never> {
         if let stopping = state.value.stopping { return stopping }
-        let (central, adapter, root) = (central, adapter, root)
-        let task = Task { [self] () -> BluetoothError? in
-            Trace.log("monitor \(adapter.name): UnregisterMonitor \(root)")
-            defer { unexport() }
-            do {
-                _ = try await central.connection.callMethod(
-                    destination: BlueZ.service, path: adapter.path, interface: BlueZ.monitorManagerInterface,
-                    member: "UnregisterMonitor", arguments: [.objectPath(root)], timeout: central.callTimeout)
-                return nil
-            } catch {
-                return BluetoothError.from(error, operation: "unregister the advertisement monitor on \(adapter.name)")
-            }
-        }
+        let (central, adapter, root, monitorPath) = (central, adapter, root, monitorPath)
+        let task = Task { await Self.unregister(central: central, adapter: adapter, root: root, monitorPath: monitorPath) }
         state.value.stopping = task
         continuation.finish()
         resumeWaiters()
@@ -198,6 +193,25 @@ public final class AdvertisementMonitor: Sendable {
     }
 
     private func stopSoon() { state.loop.execute { [self] in _ = stopOnLoop() } }
+
+    /// `UnregisterMonitor`, then the objects no longer served: with the monitor's parts only,
+    /// so that a monitor dropped without `stop()` is undone too.
+    private static func unregister(central: CentralManager, adapter: AdapterInfo, root: ObjectPath,
+                                   monitorPath: ObjectPath) async -> BluetoothError? {
+        Trace.log("monitor \(adapter.name): UnregisterMonitor \(root)")
+        defer {
+            central.connection.unexport(monitorPath)
+            central.connection.unexport(root)
+        }
+        do {
+            _ = try await central.connection.callMethod(
+                destination: BlueZ.service, path: adapter.path, interface: BlueZ.monitorManagerInterface,
+                member: "UnregisterMonitor", arguments: [.objectPath(root)], timeout: central.callTimeout)
+            return nil
+        } catch {
+            return BluetoothError.from(error, operation: "unregister the advertisement monitor on \(adapter.name)")
+        }
+    }
 
     /// Whether bluetoothd activated the monitor (false: it was released or stopped first).
     private func activation() async -> Bool {
@@ -221,11 +235,12 @@ public final class AdvertisementMonitor: Sendable {
     private func export(properties: [String: DBusValue]) {
         let interfaces = [BlueZ.monitorInterface: properties]
         let connection = central.connection
-        connection.export(root) { message, connection in
+        connection.export(root) { [monitorPath] message, connection in
             guard message.interface == BlueZ.objectManager || message.interface == nil, message.member == "GetManagedObjects" else {
                 return PeripheralManager.unknownMethod(message, connection)
             }
-            try? connection.send(.methodReturn(to: message, arguments: [PeripheralManager.managedObjects([(self.monitorPath, interfaces)])]))
+            // not `self`: the served objects must not keep a dropped monitor alive
+            try? connection.send(.methodReturn(to: message, arguments: [PeripheralManager.managedObjects([(monitorPath, interfaces)])]))
         }
         connection.export(monitorPath) { [weak self] message, connection in
             guard let self else { return PeripheralManager.refuse(message, connection) }
@@ -257,10 +272,10 @@ public final class AdvertisementMonitor: Sendable {
             state.value.activated = true
             resumeWaiters()
         case "Release":
-            state.value.stopping = state.value.stopping ?? Task { [self] in unexport(); return nil }
+            // bluetoothd keeps the application registered after releasing its monitor: unregistered here
             continuation.finish(throwing: BluetoothError.bluez(
                 name: "org.bluez.Error.Failed", message: "bluetoothd released the monitor", operation: "monitor advertisements on \(adapter.name)"))
-            resumeWaiters()
+            _ = stopOnLoop()
         case "DeviceFound", "DeviceLost":
             guard let device else { return PeripheralManager.unknownMethod(message, connection) }
             let address = central.mirror.tree.properties(device, BlueZ.deviceInterface)
