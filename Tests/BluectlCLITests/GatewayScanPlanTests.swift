@@ -26,6 +26,13 @@ struct GatewayScanPlanTests {
         #expect(services.patterns == [try AdvertisementPattern(adType: 0x16, bytes: [0xd2, 0xfc]),
                                       try AdvertisementPattern(adType: 0x02, bytes: [0xd2, 0xfc]),
                                       try AdvertisementPattern(adType: 0x03, bytes: [0xd2, 0xfc])])
+        // the same service twice: its patterns once
+        let twice = try Self.config(#"{"advertisements": {"services": ["fcd2", "fcd2"]}}"#)
+        #expect(GatewayScanPlan.choose(.passive, config: twice, unavailable: nil).patterns == services.patterns)
+        #expect(GatewayScanPlan.passiveRefusal(twice) == nil)
+        // six services: 18 patterns, more than a monitor takes, refused before anything starts
+        let six = try Self.config(#"{"advertisements": {"services": ["fcd1", "fcd2", "fcd3", "fcd4", "fcd5", "fcd6"]}}"#)
+        #expect(GatewayScanPlan.passiveRefusal(six)?.contains("18 patterns") == true)
         let formats = GatewayScanPlan.choose(.passive, config: try Self.config(#"{"advertisements": {"sensor_formats": ["ruuvi"]}}"#),
                                              unavailable: nil)
         #expect(formats.patterns == [.manufacturerData(0x0499)])

@@ -24,8 +24,9 @@ struct GatewayScanPlan: Sendable, Equatable {
     /// gateway decodes (a passive scan cannot ask for every advertisement).
     static func patterns(for config: GatewayConfig) -> (patterns: [AdvertisementPattern], covering: String) {
         if !config.services.isEmpty {
-            var patterns = config.services.map(AdvertisementPattern.serviceData)
-            for uuid in config.services {
+            let services = config.services.reduce(into: [BluetoothUUID]()) { if !$0.contains($1) { $0.append($1) } }
+            var patterns = services.map(AdvertisementPattern.serviceData)
+            for uuid in services {
                 // the UUID first in an incomplete or complete list of its size
                 let (incomplete, complete): (UInt8, UInt8) = uuid.uint16Value != nil ? (0x02, 0x03) : uuid.uint32Value != nil ? (0x04, 0x05) : (0x06, 0x07)
                 let bytes = AdvertisementPattern.serviceData(uuid).bytes
@@ -39,6 +40,15 @@ struct GatewayScanPlan: Sendable, Equatable {
         let names = formats.map(\.rawValue).joined(separator: ", ")
         return (patterns, config.sensorFormats.isEmpty ? "the sensor formats the gateway decodes (\(names)): other advertisements are not heard"
                                                         : "the sensor formats \(names)")
+    }
+
+    /// Why `--scan passive` cannot be had with `config`: its services make more patterns than a
+    /// monitor takes (three each), said before anything starts; nil when it can.
+    static func passiveRefusal(_ config: GatewayConfig) -> String? {
+        let count = patterns(for: config).patterns.count
+        guard count > AdvertisementMonitor.maxPatterns else { return nil }
+        return "--scan passive: the config's services make \(count) patterns (three each), "
+            + "more than an advertisement monitor takes (\(AdvertisementMonitor.maxPatterns): at most 5 services)"
     }
 
     /// Why `auto` scans actively even where monitors are offered: in the lab, bluetoothd 5.66
