@@ -35,8 +35,7 @@ struct GatewayScanPlan: Sendable, Equatable {
             return (patterns, "the services' data, or the services first in their lists")
         }
         let formats = config.sensorFormats.isEmpty ? SensorFormat.allCases : SensorFormat.allCases.filter(config.sensorFormats.contains)
-        var seen = Set<AdvertisementPattern>()
-        let patterns = formats.flatMap(\.advertisementPatterns).filter { seen.insert($0).inserted }
+        let patterns = SensorFormat.advertisementPatterns(of: formats)
         let names = formats.map(\.rawValue).joined(separator: ", ")
         return (patterns, config.sensorFormats.isEmpty ? "the sensor formats the gateway decodes (\(names)): other advertisements are not heard"
                                                         : "the sensor formats \(names)")

@@ -25,8 +25,11 @@ extension SensorFormat {
 
     /// The patterns of all the formats the decoders know, without repeats: 16, as many as one
     /// monitor takes (`AdvertisementMonitor.maxPatterns`).
-    public static var allAdvertisementPatterns: [AdvertisementPattern] {
+    public static var allAdvertisementPatterns: [AdvertisementPattern] { advertisementPatterns(of: allCases) }
+
+    /// The patterns of `formats`, in their order, without repeats (formats share some).
+    package static func advertisementPatterns(of formats: some Sequence<SensorFormat>) -> [AdvertisementPattern] {
         var seen = Set<AdvertisementPattern>()
-        return allCases.flatMap(\.advertisementPatterns).filter { seen.insert($0).inserted }
+        return formats.flatMap(\.advertisementPatterns).filter { seen.insert($0).inserted }
     }
 }
