@@ -37,7 +37,7 @@ final class InputPump: Sendable {
         self.whenRoom = whenRoom
         bytesRead = central.loopBound(0)
         watch = central.loopBound(nil)
-        buffer = central.loopBound([])
+        buffer = central.loopBound([UInt8](repeating: 0, count: 65536))
     }
 
     /// Starts reading.
@@ -66,7 +66,6 @@ final class InputPump: Sendable {
     /// Reads what the input has and offers it; at the end (or a read
     /// error: nothing more can be read) settles `ended`.
     private func readable() {
-        if buffer.value.isEmpty { buffer.value = [UInt8](repeating: 0, count: 65536) }
         let n = buffer.value.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n < 0, errno == EINTR || errno == EAGAIN { return }
         guard n > 0 else {
