@@ -65,6 +65,17 @@ public final class OutputQueue: Sendable {
         var writeError: Int32?
         /// Lines for stderr, written by the writer thread.
         var notices: [String] = []
+
+        /// Queues the line that reports the drops not yet reported (when
+        /// the stream has a format for it) and counts them reported.
+        mutating func queueGapReport(_ gapLine: (Int) -> [UInt8]?) {
+            guard unreported > 0 else { return }
+            if let gap = gapLine(unreported) {
+                pending.append(contentsOf: gap)
+                lines += 1
+            }
+            unreported = 0
+        }
     }
 
     public let capacity: Int
@@ -132,27 +143,20 @@ public final class OutputQueue: Sendable {
     @discardableResult
     public func line(_ text: String) -> Outcome {
         var text = text
-        return text.withUTF8 { bytes in append(bytes, newline: true) }
+        return text.withUTF8 { bytes in hand(.line(bytes)) }
     }
 
     /// Queues bytes as they are (one entry).
     @discardableResult
     public func enqueue(_ bytes: [UInt8]) -> Outcome {
-        bytes.withUnsafeBufferPointer { append($0, newline: false) }
+        bytes.withUnsafeBufferPointer { hand(.bytes($0)) }
     }
 
     /// Queues bytes of a stream that must not lose any (no newline, not a
     /// line: never dropped, whatever `capacity` says). `.full`: taken, and
     /// `byteLimit` bytes wait; the caller stops producing until `whenRoom`.
     public func stream(_ bytes: UnsafeRawBufferPointer) -> Outcome {
-        let (outcome, signal) = state.withLock { s -> (Outcome, Bool) in
-            if s.closed { return (.closed, false) }
-            let signal = s.pending.isEmpty && !s.writing
-            s.pending.append(contentsOf: bytes)
-            return (s.pending.count + s.inHand >= byteLimit ? .full : .queued, signal)
-        }
-        if signal { wakeWriter() }
-        return outcome
+        hand(.stream(bytes))
     }
 
     /// Calls `body` (on the writer thread, or here at once) when the bytes
@@ -160,13 +164,93 @@ public final class OutputQueue: Sendable {
     /// replaces it. Once the reader has gone, or everything was written
     /// after `close()`, never (nothing more is taken).
     public func whenRoom(_ body: @escaping @Sendable () -> Void) {
-        let now = state.withLock { s -> Bool in
-            if s.writeError != nil { return false }
-            if s.pending.count + s.inHand <= byteLimit / 2 { return true }
-            s.roomWaiter = body
-            return false
+        hand(.roomWaiter(body))
+    }
+
+    /// Says `text` on stderr (`Output.error`) from the writer thread, so
+    /// that the caller (the loop, where a sequence gap is found) makes no
+    /// system call; directly once the queue is closed.
+    public func notice(_ text: String) {
+        if hand(.notice(text)) == .closed { Output.error(text) }
+    }
+
+    /// Stops taking lines (a last gap report is queued first); the writer
+    /// goes on writing what is queued. Never waits.
+    public func close() {
+        hand(.close)
+    }
+
+    /// What a producer hands the writer: everything that reaches the
+    /// writer from outside goes through `hand(_:)`, the one place that
+    /// takes the lock on the producers' side.
+    private enum Handed {
+        /// A line: the bytes and a newline; dropped (and counted) when `capacity` lines wait.
+        case line(UnsafeBufferPointer<UInt8>)
+        /// Bytes as they are, as one line.
+        case bytes(UnsafeBufferPointer<UInt8>)
+        /// Bytes never dropped: `.full` past `byteLimit`.
+        case stream(UnsafeRawBufferPointer)
+        /// A line for stderr.
+        case notice(String)
+        /// Call back when there is room (`whenRoom`).
+        case roomWaiter(@Sendable () -> Void)
+        /// No more: `close()`.
+        case close
+    }
+
+    @discardableResult
+    private func hand(_ handed: Handed) -> Outcome {
+        var roomNow: (@Sendable () -> Void)?
+        let (outcome, signal) = state.withLock { s -> (Outcome, Bool) in
+            switch handed {
+            case .roomWaiter(let body):
+                if s.writeError != nil { return (.closed, false) }
+                if s.pending.count + s.inHand <= byteLimit / 2 { roomNow = body } else { s.roomWaiter = body }
+                return (.queued, false)
+            case .close:
+                if s.closed { return (.closed, false) }
+                s.queueGapReport(gapLine)
+                s.closed = true
+                return (.queued, true)
+            default:
+                break
+            }
+            if s.closed { return (.closed, false) }
+            // A writer that is writing (or lingering) comes back for more by
+            // itself: wake it only from idle (a wake-up per line cost more than the write).
+            let idle = s.pending.isEmpty && !s.writing
+            switch handed {
+            case .notice(let text):
+                s.notices.append(text)
+                return (.queued, true)
+            case .stream(let bytes):
+                s.pending.append(contentsOf: bytes)
+                return (s.pending.count + s.inHand >= byteLimit ? .full : .queued, idle)
+            case .line(let bytes), .bytes(let bytes):
+                guard s.lines < capacity else {
+                    s.unreported += 1
+                    s.droppedTotal += 1
+                    guard s.unreported == 1 else { return (.dropped, false) }
+                    s.notices.append("output is too slow: the queue of \(capacity) lines is full, dropping values (each is counted)")
+                    return (.dropped, true)
+                }
+                var signal = idle
+                if s.unreported > 0 {
+                    s.notices.append("output resumed after \(s.unreported) dropped \(s.unreported == 1 ? "value" : "values")")
+                    s.queueGapReport(gapLine)
+                    signal = true
+                }
+                s.pending.append(contentsOf: bytes)
+                if case .line = handed { s.pending.append(0x0a) }
+                s.lines += 1
+                return (.queued, signal)
+            case .roomWaiter, .close:
+                preconditionFailure("handled above")
+            }
         }
-        if now { body() }
+        if signal { wakeWriter() }
+        roomNow?()
+        return outcome
     }
 
     /// The writer has written `count` of the bytes in its hand: a producer
@@ -181,69 +265,9 @@ public final class OutputQueue: Sendable {
         waiter?()
     }
 
-    /// Says `text` on stderr (`Output.error`) from the writer thread, so
-    /// that the caller (the loop, where a sequence gap is found) makes no
-    /// system call; directly once the queue is closed.
-    public func notice(_ text: String) {
-        if append(nil, newline: false, notice: text) == .closed { Output.error(text) }
-    }
-
-    private func append(_ bytes: UnsafeBufferPointer<UInt8>?, newline: Bool, notice: String? = nil) -> Outcome {
-        let (outcome, signal) = state.withLock { s -> (Outcome, Bool) in
-            if s.closed { return (.closed, false) }
-            if let notice {
-                s.notices.append(notice)
-                return (.queued, true)
-            }
-            guard let bytes else { return (.queued, false) }
-            guard s.lines < capacity else {
-                s.unreported += 1
-                s.droppedTotal += 1
-                guard s.unreported == 1 else { return (.dropped, false) }
-                s.notices.append("output is too slow: the queue of \(capacity) lines is full, dropping values (each is counted)")
-                return (.dropped, true)
-            }
-            // A writer that is writing (or lingering) comes back for more by
-            // itself: wake it only from idle (a wake-up per line cost more than the write).
-            var signal = s.pending.isEmpty && !s.writing
-            if s.unreported > 0 {
-                let n = s.unreported
-                s.unreported = 0
-                if let gap = gapLine(n) {
-                    s.pending.append(contentsOf: gap)
-                    s.lines += 1
-                }
-                s.notices.append("output resumed after \(n) dropped \(n == 1 ? "value" : "values")")
-                signal = true
-            }
-            s.pending.append(contentsOf: bytes)
-            if newline { s.pending.append(0x0a) }
-            s.lines += 1
-            return (.queued, signal)
-        }
-        if signal { wakeWriter() }
-        return outcome
-    }
-
     private func wakeWriter() {
         var byte: UInt8 = 1
         _ = Glibc.write(wake.write, &byte, 1)   // a full pipe is a wake-up already pending
-    }
-
-    /// Stops taking lines (a last gap report is queued first); the writer
-    /// goes on writing what is queued. Never waits.
-    public func close() {
-        let signal = state.withLock { s -> Bool in
-            if s.closed { return false }
-            if s.unreported > 0, let gap = gapLine(s.unreported) {
-                s.pending.append(contentsOf: gap)
-                s.lines += 1
-                s.unreported = 0
-            }
-            s.closed = true
-            return true
-        }
-        if signal { wakeWriter() }
     }
 
     /// Closes, then waits until everything queued is written or the reader
@@ -254,13 +278,16 @@ public final class OutputQueue: Sendable {
     public func finish() async -> Bool {
         close()
         for await _ in done {}
-        let (total, gone) = state.withLock { ($0.droppedTotal, $0.writeError != nil) }
+        let (total, error) = status
         if total > 0 { Output.error("\(total) \(total == 1 ? "value was" : "values were") dropped in all: output too slow") }
-        return gone
+        return error != nil
     }
 
     /// Why writing failed (errno: EPIPE when the reader went away), once it did.
-    public var writeFailure: Int32? { state.withLock { $0.writeError } }
+    public var writeFailure: Int32? { status.error }
+
+    /// Lines dropped in all, and why writing failed: what `finish` reports.
+    private var status: (dropped: Int, error: Int32?) { state.withLock { ($0.droppedTotal, $0.writeError) } }
 
     /// Runs `body` until it ends, or until stdout's reader goes away: then
     /// `body` is cancelled and this throws the quiet 141 (`.brokenPipe`).
