@@ -251,6 +251,10 @@ struct GatewayTests {
             let data = "a4c1380b5eedfe7000500b5400"
             try await bus.addAdvertiser("hci0", address, [.addressType("public"), .rssi(-70),
                                                           .serviceData(["181a": hexBytes(data)])])
+            // A device no decoder reads: its raw data as Theengs Gateway publishes it (publish_all).
+            try await bus.addAdvertiser("hci0", "C0:FF:EE:00:00:01", [.addressType("random"), .rssi(-60),
+                                                                     .manufacturerData([0x0059: [0x01, 0x02]]),
+                                                                     .serviceData(["fe9f": [0x00, 0x07]])])
             let home = try await broker.subscribe(["home/#", "homeassistant/#"])
             defer { home.stop() }
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "TheengsGateway", "--layout", "theengs",
