@@ -103,6 +103,26 @@ struct GattCommandTests {
         }
     }
 
+    @Test("a process that starts while the device is away gets the link's MTU once it connects (5.66 brings MTU back unsignalled)")
+    func mtuAfterReconnect() async throws {
+        try await withPrivateBus { bus in
+            let g = try await HeartRateGatt.install(bus)
+            #expect(try await bus.runBluectl(["connect", heartRateAddress]).exitCode == 0)
+            #expect(try await bus.runBluectl(["disconnect", heartRateAddress]).exitCode == 0)
+            // The cached characteristics stay, without MTU (5.66's characteristic_mtu_exists).
+            let cached = try await bus.managedObjects().filter {
+                $0.key.hasPrefix(g.device + "/") && $0.value["org.bluez.GattCharacteristic1"] != nil
+            }
+            #expect(!cached.isEmpty && cached.allSatisfy { $0.value["org.bluez.GattCharacteristic1"]?["MTU"] == nil }, "\(cached)")
+            // A new process reads the tree now (no MTU), then connects: bluetoothd's MTU comes back without a signal.
+            let c = try await bus.runBluectl(["connect", heartRateAddress, "--json"])
+            #expect(c.exitCode == 0, "\(c)")
+            let line = try #require(try c.jsonLines().first)
+            #expect(line["mtu"] == .int(247), "the link's MTU, asked for: \(c)")
+            #expect(try await bus.callCount(g.device, "Connect") == 2)
+        }
+    }
+
     // MARK: discover
 
     @Test("discover: text tree, --json per attribute, --service filter; disconnects the connection it made")

@@ -130,6 +130,19 @@ enum BlueZ566 {
         length > limit && type == .withoutResponse && characteristic.mtu == nil
     }
 
+    /// Whether a connected device's characteristic lacks its `MTU` once the
+    /// services are resolved (pitfall 26): 5.66 drops it from a cached
+    /// characteristic while the device is away and, when the device is back,
+    /// answers it again without a signal (the exchange on the new link
+    /// notifies nobody: the characteristic's exchange callback was registered
+    /// on the old link's ATT). Then it is asked for (`Properties.Get`) and
+    /// recorded in the mirror, so that `Peripheral.mtu` and the write limits
+    /// are the link's and not the 23-byte default (`bluectl proxy` reported
+    /// MTU 23 for links of 517 in the lab).
+    static func mtuMissing(_ characteristic: PropertyMap?) -> Bool {
+        characteristic != nil && characteristic?["MTU"] == nil
+    }
+
     // MARK: - The peripheral role (pitfalls 20, 22, 23)
 
     /// How a central wrote a served characteristic: BlueZ's `type` option

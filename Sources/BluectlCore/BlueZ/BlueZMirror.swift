@@ -140,6 +140,17 @@ package final class BlueZMirror: Sendable {
         }
     }
 
+    /// Applies what bluetoothd answered when asked, for a property 5.66 changes
+    /// without a signal (`BlueZ566.mtuMissing`, pitfall 26): the mirror, its
+    /// listeners and observers see it as if it had been signalled.
+    package func record(_ properties: [DBusProperty], interface: String, at paths: [ObjectPath]) async {
+        await loop.submit { [self] in
+            for path in paths {
+                mutate { tree in tree.apply(PropertiesChanged(interface: interface, changed: properties), at: path) }
+            }
+        }
+    }
+
     /// On the loop: applies a change and tells every listener and observer.
     private func mutate(_ body: (inout BlueZObjectTree) -> BlueZObjectTree.Change?) {
         guard let change = body(&state.value.tree) else { return }

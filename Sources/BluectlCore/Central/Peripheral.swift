@@ -214,6 +214,27 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     func waitForServicesResolved(timeout: Duration) async throws {
+        try await waitForServicesResolvedSignalled(timeout: timeout)
+        await recoverMTU()
+    }
+
+    /// Pitfall 26 (`BlueZ566.mtuMissing`): once the services are resolved,
+    /// a characteristic without its `MTU` has it asked for, and the answer
+    /// recorded on every characteristic of the device (they share the link's).
+    private func recoverMTU() async {
+        let tree = await central.mirror.currentTree()
+        let characteristics = tree.paths(with: BlueZ.characteristicInterface).filter { $0.isDescendant(of: path) }
+        guard let first = characteristics.first,
+              BlueZ566.mtuMissing(tree.properties(first, BlueZ.characteristicInterface)) else { return }
+        let reply = try? await central.connection.callMethod(
+            destination: BlueZ.service, path: first, interface: BlueZ.properties, member: "Get",
+            arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: central.callTimeout)
+        guard let mtu = reply?.first?.unwrapped, mtu.integer != nil else { return }
+        await central.mirror.record([DBusProperty(name: "MTU", value: mtu)], interface: BlueZ.characteristicInterface,
+                                    at: characteristics)
+    }
+
+    private func waitForServicesResolvedSignalled(timeout: Duration) async throws {
         let path = self.path
         @Sendable func serviceCount(_ tree: borrowing BlueZObjectTree) -> Int {
             tree.paths(with: BlueZ.serviceInterface).filter { $0.isDescendant(of: path) }.count
