@@ -105,6 +105,27 @@ struct GatewayGattTests {
         }
     }
 
+    @Test("A write under way when the gateway stops is answered on its result topic (failed, the gateway stopping) and the device is still disconnected")
+    func writeUnderWayAtStop() async throws {
+        try await withGattScene { bus, broker, reader, g, gatewayProcess in
+            try await bus.hang(g.control, "WriteValue")
+            let control = deviceTopic + "/gatt/2a39"
+            try await broker.publish(control + "/write", #"{"value": "07", "id": "late"}"#)
+            let sent = ContinuousClock.now
+            while try await bus.callCount(g.control, "WriteValue") == 0, ContinuousClock.now - sent < .seconds(20) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try await bus.callCount(g.control, "WriteValue") == 1, "the write reached the device: \(gatewayProcess.stderr)")
+            gatewayProcess.signal(SIGTERM)
+            #expect(await gatewayProcess.wait(timeout: .seconds(20)).exitCode == 143, "\(gatewayProcess.stderr)")
+            #expect(await reader.wait(timeout: .seconds(10)) { !$0.payloads(control + "/result").isEmpty }, "\(reader.messages)")
+            let result = try JSONValue.parse(try #require(reader.payloads(control + "/result").first))
+            #expect(result["result"] == .string("failed") && result["id"] == .string("late"), "\(result)")
+            #expect(result["reason"]?.string?.hasPrefix("the gateway stopped before the write") == true, "\(result)")
+            #expect(try await bus.callCount(g.device, "Disconnect") >= 1, "the connection it made was undone")
+        }
+    }
+
     @Test("A set-up that fails after a subscription stops that subscription: the device's work ends with device_failed and nothing is left notifying")
     func failedSetUpStopsItsSubscriptions() async throws {
         // 2a37 is subscribed first; 2a38 cannot notify, so the set-up fails after it, for good.

@@ -10,6 +10,11 @@ import BluectlGateway
 struct GatewayGatt: Sendable {
     let devices: [BluetoothAddress: GatewayGattDevice]
     private let tasks: [Task<Void, Never>]
+    /// Allowed commands on their way to the writes (`command`), and the task that runs
+    /// them, each write a child of it: `stop` ends the stream, gives the writes under way a
+    /// moment, cancels the rest and awaits them, so none outlives the gateway's clean-up.
+    private let writes: AsyncStream<Write>.Continuation
+    private let writer: Task<Void, Never>
     private let central: CentralManager
     private let topics: GatewayTopics
     private let send: @Sendable (GatewayMessage) -> Void
@@ -29,6 +34,35 @@ struct GatewayGatt: Sendable {
         self.central = central
         self.topics = topics
         self.send = send
+        let (stream, writes) = AsyncStream<Write>.makeStream()
+        self.writes = writes
+        writer = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for await write in stream { group.addTask { await write.run(reply: send) } }
+            }
+        }
+    }
+
+    /// An allowed command: the value, for one device's characteristic, its outcome for `resultTopic`.
+    private struct Write: Sendable {
+        let device: GatewayGattDevice
+        let characteristic: BluetoothUUID
+        let bytes: [UInt8]
+        let id: String?
+        let resultTopic: String
+
+        func run(reply: @Sendable (GatewayMessage) -> Void) async {
+            let result: GatewayCommandResult
+            switch await device.write(bytes, to: characteristic) {
+            case .success(let type):
+                var record = WriteRecord(device: device.address.description, characteristic: characteristic, bytes: bytes)
+                record.type = type
+                result = GatewayCommandResult(outcome: .done(record), id: id)
+            case .failure(let failure):
+                result = GatewayCommandResult(outcome: .failed(failure.message), id: id)
+            }
+            reply(result.message(resultTopic))
+        }
     }
 
     /// Stops every device's work, then undoes what each set up (StopNotify, disconnect
@@ -36,8 +70,15 @@ struct GatewayGatt: Sendable {
     /// Bounded as the device commands' clean-up is (`runDevicesCommand`).
     func stop(hurry: Bool) async {
         tasks.forEach { $0.cancel() }
-        let (tasks, devices, central) = (tasks, devices, central)
+        // The writes under way get a moment to end, then are cancelled (each is answered
+        // `failed`); a later command is refused. None outlives the clean-up below.
+        writes.finish()
+        if await Deadline(after: hurry ? .milliseconds(300) : .seconds(2)).run(shielded: true, { [writer] in await writer.value }) == nil {
+            writer.cancel()
+        }
+        let (tasks, writer, devices, central) = (tasks, writer, devices, central)
         _ = await Deadline(after: hurry ? .milliseconds(1500) : DeviceSession.settleLimit + .seconds(5)).run(shielded: true) {
+            await writer.value
             for task in tasks { await task.value }
             await withTaskGroup(of: Void.self) { group in
                 for device in devices.values { group.addTask { await device.session.cleanUp(hurry: hurry) } }
@@ -49,7 +90,7 @@ struct GatewayGatt: Sendable {
 
     /// Handles a message on a command topic (`topics.command` parsed it): refused at once
     /// when the device or characteristic is not allow-listed or the payload is bad, else
-    /// written on the device's task; the outcome goes to the result topic.
+    /// written by the gateway's writer task (`Write`); the outcome goes to the result topic.
     func command(device deviceText: String, characteristic characteristicText: String, payload: [UInt8]) {
         let resultTopic = topics.result(deviceText, characteristicText)
         let command: GatewayWriteCommand
@@ -70,22 +111,8 @@ struct GatewayGatt: Sendable {
         guard device.work.writable.contains(uuid) else {
             return refuse("\(uuid.label) of \(address) is not writable from MQTT (the config's devices.\(address).writable)")
         }
-        let reply = send
-        // The task captures these, not `command`: capturing it crashed the gateway as the
-        // periodic reads' `periodic` did (Swift 6.3.1; docs/gateway.md).
-        let (bytes, id) = (command.bytes, command.id)
-        Task {
-            let result: GatewayCommandResult
-            switch await device.write(bytes, to: uuid) {
-            case .success(let type):
-                var record = WriteRecord(device: address.description, characteristic: uuid, bytes: bytes)
-                record.type = type
-                result = GatewayCommandResult(outcome: .done(record), id: id)
-            case .failure(let failure):
-                result = GatewayCommandResult(outcome: .failed(failure.message), id: id)
-            }
-            reply(result.message(resultTopic))
-        }
+        let write = Write(device: device, characteristic: uuid, bytes: command.bytes, id: command.id, resultTopic: resultTopic)
+        if case .terminated = writes.yield(write) { refuse("the gateway is stopping") }
     }
 }
 

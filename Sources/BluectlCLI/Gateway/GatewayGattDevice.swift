@@ -109,6 +109,9 @@ final class GatewayGattDevice: Sendable {
                 try await peripheral.writeValue(bytes, for: chr, type: type)
             }
             return .success(type)
+        } catch where Task.isCancelled {
+            // The gateway is stopping (`GatewayGatt.stop` cancels the writes it does not wait for).
+            return .failure(CLIFailure(.terminated, "the gateway stopped before the write of \(chr.uuid.label) was answered (it may have reached the device)"))
         } catch {
             return .failure(cliFailure(error, what: "write \(chr.uuid.label)"))
         }

@@ -130,8 +130,13 @@ struct GatewayRun {
         } catch {
             Output.error("gateway: \(error); readings are kept until the broker can be reached")
         }
+        // What the GATT devices publish once the loop below has ended (the answers of
+        // writes under way at the stop, the devices' last events) comes through `late`.
+        let (late, lateFeed) = AsyncStream<GatewayMessage>.makeStream()
         let gatt = config.devices.isEmpty ? nil : gattSettings.map { settings in
-            GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { feed.yield(.gatt($0)) }
+            GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { message in
+                if case .terminated = feed.yield(.gatt(message)) { lateFeed.yield(message) }
+            }
         }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
         var ledger = GatewayLedger()
@@ -160,7 +165,15 @@ struct GatewayRun {
         }
         helpers.forEach { $0.cancel() }
         ServiceNotifier.stopping(status: "stopping")
+        feed.finish()
         await gatt?.stop(hurry: SignalScope.interrupted)
+        lateFeed.finish()
+        // Published before the session closes (on a task of its own: this one may be cancelled).
+        _ = await Deadline(after: .seconds(1)).run(shielded: true) {
+            for await message in late {
+                do { try session.publish(message.topic, message.payload) } catch { Output.error("gateway: \(error)") }
+            }
+        }
         await scanner.stop()
         await session.close(timeout: .milliseconds(500))
         if let failure { throw failure }
