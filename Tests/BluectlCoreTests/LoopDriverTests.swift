@@ -47,6 +47,8 @@ struct EmbeddedBlueZ {
             objects[characteristic] = [BlueZ.characteristicInterface: [
                 "UUID": .string("00002a37-0000-1000-8000-00805f9b34fb"), "Service": .objectPath(service),
                 "Flags": .stringArray(["read", "notify"]), "Notifying": .boolean(notifying)]]
+            // 5.66 has MTU on a characteristic while the device is connected (pitfall 26).
+            if connected { objects[characteristic]![BlueZ.characteristicInterface]!["MTU"] = .uint16(247) }
         }
         return objects
     }

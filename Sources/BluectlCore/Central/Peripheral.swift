@@ -223,6 +223,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     /// recorded on every characteristic of the device (they share the link's).
     private func recoverMTU() async {
         let tree = await central.mirror.currentTree()
+        guard tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true else { return }
         let characteristics = tree.paths(with: BlueZ.characteristicInterface).filter { $0.isDescendant(of: path) }
         guard let first = characteristics.first,
               BlueZ566.mtuMissing(tree.properties(first, BlueZ.characteristicInterface)) else { return }
