@@ -39,14 +39,34 @@ struct GatewayScanPlanTests {
         #expect(formats.reason.hasPrefix("1 pattern: the sensor formats ruuvi;"))
     }
 
-    @Test("Active by default: where no monitor is offered (that reason), and where one is (bluetoothd 5.66 aborted on it in the lab); --scan active")
-    func active() throws {
+    @Test("auto: passive where monitors are offered by bluetoothd 5.66 (proven in the lab), active elsewhere and why; --scan active")
+    func auto() throws {
         let why = "hci0 has no AdvertisementMonitorManager1 (bluetoothd 5.66 offers it only with --experimental)"
-        #expect(GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: why) == GatewayScanPlan(patterns: nil, reason: why))
-        #expect(GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil)
-                == GatewayScanPlan(patterns: nil, reason: GatewayScanPlan.passiveNotDefault))
-        #expect(GatewayScanPlan.choose(.active, config: GatewayConfig(), unavailable: nil) == GatewayScanPlan(patterns: nil, reason: "--scan active"))
+        #expect(GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: why, bluezVersion: "5.66") == GatewayScanPlan(patterns: nil, reason: why))
+        let proven = GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: "5.66")
+        #expect(proven.patterns == SensorFormat.allAdvertisementPatterns)
+        #expect(proven.reason.hasPrefix("bluetoothd 5.66 offers advertisement monitors and is proven with them; 16 patterns: "), "\(proven.reason)")
+        // 5.70 matches no service data; an unknown release may be one of those
+        let unproven = GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: "5.70")
+        #expect(unproven == GatewayScanPlan(patterns: nil, reason: GatewayScanPlan.passiveUnproven("5.70")))
+        #expect(unproven.reason.contains("bluetoothd 5.70 is not one it is proven with (5.66;") && unproven.reason.hasSuffix("--scan passive asks for it"))
+        let unknown = GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: nil)
+        #expect(unknown.patterns == nil && unknown.reason.contains("names no BlueZ release"))
+        // services making more patterns than a monitor takes: active, saying so (passive would be refused)
+        let six = try Self.config(#"{"advertisements": {"services": ["fcd1", "fcd2", "fcd3", "fcd4", "fcd5", "fcd6"]}}"#)
+        let many = GatewayScanPlan.choose(.auto, config: six, unavailable: nil, bluezVersion: "5.66")
+        #expect(many.patterns == nil && many.reason.contains("18 patterns"))
+        #expect(GatewayScanPlan.choose(.active, config: GatewayConfig(), unavailable: nil, bluezVersion: "5.66")
+                == GatewayScanPlan(patterns: nil, reason: "--scan active"))
         // --scan passive is passive even where it then fails (startScan says why)
         #expect(GatewayScanPlan.choose(.passive, config: GatewayConfig(), unavailable: why).patterns != nil)
+    }
+
+    @Test("The BlueZ release from an adapter's Modalias (BlueZ's own Device ID only)")
+    func bluezVersion() {
+        #expect(AdapterInfo.bluezVersion(modalias: "usb:v1D6Bp0246d0542") == "5.66")
+        #expect(AdapterInfo.bluezVersion(modalias: "usb:v1d6bp0246d0547") == "5.71")
+        #expect(AdapterInfo.bluezVersion(modalias: "usb:v05ACp8290d0100") == nil)
+        #expect(AdapterInfo.bluezVersion(modalias: "bluetooth:v1D6Bp0246d0542") == nil)
     }
 }

@@ -1,10 +1,10 @@
 import ArgumentParser
 import BluectlCore
 
-/// How the gateway scans (`--scan`): actively unless a passive scan through an advertisement
-/// monitor is asked for (docs/gateway.md, "The scan").
+/// How the gateway scans (`--scan`): passively through an advertisement monitor where bluetoothd
+/// offers monitors and is a release they are proven with, else actively (docs/gateway.md, "The scan").
 enum GatewayScanMode: String, ExpressibleByArgument, Sendable, CaseIterable {
-    /// Active, saying why not passive (`GatewayScanPlan.passiveNotDefault` where monitors are offered).
+    /// Passive where offered by a bluetoothd of `GatewayScanPlan.passiveProven`, else active, saying why.
     case auto
     /// StartDiscovery (active scanning: scan requests, so scan responses and names).
     case active
@@ -41,31 +41,53 @@ struct GatewayScanPlan: Sendable, Equatable {
                                                         : "the sensor formats \(names)")
     }
 
-    /// Why `--scan passive` cannot be had with `config`: its services make more patterns than a
-    /// monitor takes (three each), said before anything starts; nil when it can.
-    static func passiveRefusal(_ config: GatewayConfig) -> String? {
+    /// Why `--scan passive` cannot be had with `config` (`tooManyPatterns`), said before anything
+    /// starts; nil when it can.
+    static func passiveRefusal(_ config: GatewayConfig) -> String? { tooManyPatterns(config).map { "--scan passive: \($0)" } }
+
+    /// `config`'s services make more patterns than a monitor takes (three each); nil when they do not.
+    static func tooManyPatterns(_ config: GatewayConfig) -> String? {
         let count = patterns(for: config).patterns.count
         guard count > AdvertisementMonitor.maxPatterns else { return nil }
-        return "--scan passive: the config's services make \(count) patterns (three each), "
+        return "the config's services make \(count) patterns (three each), "
             + "more than an advertisement monitor takes (\(AdvertisementMonitor.maxPatterns): at most 5 services)"
     }
 
-    /// Why `auto` scans actively even where monitors are offered: in the lab, bluetoothd 5.66
-    /// aborted ("malloc(): invalid size (unsorted)") while taking the gateway's 16-pattern
-    /// monitor (docs/advertisement-monitor.md); passive is asked for with `--scan passive`.
-    static let passiveNotDefault = "passive scanning is offered, but bluetoothd 5.66 aborted on the gateway's monitor "
-        + "in the lab (docs/advertisement-monitor.md); --scan passive asks for it"
+    /// The bluetoothd releases `auto` scans passively with: proven in the lab to take the gateway's
+    /// monitor without aborting (its patterns spread over objects of at most 7) and to match service
+    /// and manufacturer data (`extra_gateway_passive`, docs/advertisement-monitor.md). 5.69 and 5.70
+    /// match neither (BlueZ fixed that in 5.71); later releases are untried.
+    static let passiveProven: Set<String> = ["5.66"]
 
-    /// The plan for `mode` on an adapter that offers monitors unless `unavailable` says why not.
-    static func choose(_ mode: GatewayScanMode, config: GatewayConfig, unavailable: String?) -> GatewayScanPlan {
+    /// Why `auto` scans actively where monitors are offered by a bluetoothd of `version`, not proven.
+    static func passiveUnproven(_ version: String?) -> String {
+        "passive scanning is offered, but "
+            + (version.map { "bluetoothd \($0) is not" } ?? "this bluetoothd (its adapter's Modalias names no BlueZ release) may not be")
+            + " one it is proven with (\(passiveProven.sorted().joined(separator: ", ")); 5.69 and 5.70 match no service or "
+            + "manufacturer data); --scan passive asks for it"
+    }
+
+    /// The plan for `mode` on an adapter that offers monitors unless `unavailable` says why not,
+    /// served by bluetoothd `bluezVersion` (`AdapterInfo.bluezVersion`).
+    static func choose(_ mode: GatewayScanMode, config: GatewayConfig, unavailable: String?, bluezVersion: String? = nil) -> GatewayScanPlan {
         switch mode {
         case .active: return GatewayScanPlan(patterns: nil, reason: "--scan active")
-        case .auto: return GatewayScanPlan(patterns: nil, reason: unavailable ?? passiveNotDefault)
-        case .passive:
-            let (patterns, covering) = Self.patterns(for: config)
-            return GatewayScanPlan(patterns: patterns, reason: "\(patterns.count) pattern\(patterns.count == 1 ? "" : "s"): \(covering); "
-                + "no scan requests, so no scan responses (names sent only there are not heard)")
+        case .auto:
+            if let unavailable { return GatewayScanPlan(patterns: nil, reason: unavailable) }
+            guard let version = bluezVersion, passiveProven.contains(version) else {
+                return GatewayScanPlan(patterns: nil, reason: passiveUnproven(bluezVersion))
+            }
+            if let tooMany = tooManyPatterns(config) { return GatewayScanPlan(patterns: nil, reason: "passive scanning is offered, but \(tooMany)") }
+            return passive(config, why: "bluetoothd \(version) offers advertisement monitors and is proven with them; ")
+        case .passive: return passive(config, why: "")
         }
+    }
+
+    /// The passive plan for `config`; `why` leads its reason.
+    private static func passive(_ config: GatewayConfig, why: String) -> GatewayScanPlan {
+        let (patterns, covering) = Self.patterns(for: config)
+        return GatewayScanPlan(patterns: patterns, reason: "\(why)\(patterns.count) pattern\(patterns.count == 1 ? "" : "s"): \(covering); "
+            + "no scan requests, so no scan responses (names sent only there are not heard)")
     }
 }
 
@@ -75,7 +97,8 @@ extension GatewayRun {
     /// Starts the scan as the plan for `scanMode` says (`GatewayScanPlan.choose`).
     func startScanning(_ base: ScanOptions, onDiscovery: @escaping ScanSession.DiscoverySink,
                        report: @escaping @Sendable (GatewayScanEvent) -> Void) async throws -> (GatewayScanner, GatewayScanPlan) {
-        let plan = GatewayScanPlan.choose(scanMode, config: config, unavailable: central.advertisementMonitorUnavailability(adapter: adapter))
+        let plan = GatewayScanPlan.choose(scanMode, config: config, unavailable: central.advertisementMonitorUnavailability(adapter: adapter),
+                                          bluezVersion: adapter.bluezVersion)
         var options = base
         options.passive = plan.patterns
         let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,

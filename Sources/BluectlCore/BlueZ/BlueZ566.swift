@@ -143,6 +143,16 @@ enum BlueZ566 {
         characteristic != nil && characteristic?["MTU"] == nil
     }
 
+    // MARK: - Advertisement monitors (pitfall 28)
+
+    /// The most patterns bluectl puts in one `AdvertisementMonitor1` object: 5.66 sizes its
+    /// Add Adv Patterns Monitor command in a byte (`uint8_t cp_len`, 1 + 34 bytes a pattern,
+    /// 8 + 34 with RSSI thresholds), so past 7 patterns the size wraps, the buffer it allocates is
+    /// short, the patterns are copied past its end and bluetoothd aborts on the corrupted heap
+    /// ("malloc(): invalid size (unsorted)" in the lab). More patterns go in more objects of the
+    /// same application (`AdvertisementMonitor`).
+    static let monitorPatternsPerObject = 7
+
     // MARK: - The peripheral role (pitfalls 20, 22, 23)
 
     /// How a central wrote a served characteristic: BlueZ's `type` option

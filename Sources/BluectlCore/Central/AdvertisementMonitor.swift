@@ -74,13 +74,15 @@ public struct AdvertisementMonitorRSSI: Sendable, Equatable {
     }
 }
 
-/// What an advertisement monitor reports: bluetoothd's `DeviceFound` / `DeviceLost`.
+/// What an advertisement monitor reports: bluetoothd's `DeviceFound` / `DeviceLost`, once per
+/// device until it is lost (bluetoothd 5.66 without RSSI thresholds calls `DeviceFound` at each
+/// matching advertisement and never `DeviceLost`; a monitor of several objects hears a device from each).
 public enum AdvertisementMonitorEvent: Sendable, Equatable {
     /// A device whose advertisement matches (BlueZ's Device1 object exists and is updated
     /// with each change of its advertisement while the monitor is registered).
     case deviceFound(BluetoothAddress)
-    /// A device no longer heard as the monitor's RSSI thresholds say (without thresholds,
-    /// when bluetoothd forgets the device).
+    /// A device no longer heard as the monitor's RSSI thresholds say (without thresholds
+    /// bluetoothd 5.66 never says it).
     case deviceLost(BluetoothAddress)
 }
 
@@ -102,22 +104,32 @@ public final class AdvertisementMonitor: Sendable {
     public let events: AsyncThrowingStream<AdvertisementMonitorEvent, any Error>
 
     private let central: CentralManager
-    /// The application's root (its ObjectManager) and the monitor object below it.
+    /// The application's root (its ObjectManager) and the monitor objects below it, one per
+    /// `patternsPerObject` patterns.
     let root: ObjectPath
-    private let monitorPath: ObjectPath
+    private let monitorPaths: [ObjectPath]
     private let continuation: AsyncThrowingStream<AdvertisementMonitorEvent, any Error>.Continuation
     /// The loop's: whether Activate came (and who waits for it) and whether it was stopped.
     private let state: LoopBound<MonitorState>
 
     private struct MonitorState {
-        var activated = false
+        /// The monitor objects bluetoothd activated; the monitor is in effect once all are.
+        var activated: Set<ObjectPath> = []
         var waiting: [CheckedContinuation<Bool, Never>] = []
         var stopping: Task<BluetoothError?, Never>?
+        /// The monitor objects that found each device and did not lose it: a device that matches
+        /// patterns of two objects is found (and lost) once.
+        var found: [BluetoothAddress: Set<ObjectPath>] = [:]
     }
 
-    /// The most patterns one monitor may have: the kernel's limit (its management interface says
-    /// so: "max number of supported patterns:16" in bluetoothd's log).
+    /// The most patterns one monitor may have (the kernel's limit for one of its monitors, "max
+    /// number of supported patterns:16" in bluetoothd's log, kept although bluectl spreads them
+    /// over objects of at most 7: three objects, three of the kernel's 32 monitors).
     public static let maxPatterns = 16
+
+    /// The most patterns one monitor object carries (`BlueZ566.monitorPatternsPerObject`: more
+    /// in one object and bluetoothd aborts); more are spread over several objects of the application.
+    static let patternsPerObject = BlueZ566.monitorPatternsPerObject
 
     /// Numbers each application of this process (the paths must differ while several are registered).
     private static let counter = Atomic<Int>(0)
@@ -128,7 +140,7 @@ public final class AdvertisementMonitor: Sendable {
         self.patterns = patterns
         let number = Self.counter.add(1, ordering: .relaxed).newValue
         root = ObjectPath("/org/bluectl/monitor\(getpid())_\(number)") ?? ObjectPath(verified: "/org/bluectl/monitor")
-        monitorPath = root.appending("monitor0")!
+        monitorPaths = Self.objectPatterns(patterns).indices.map { [root] in root.appending("monitor\($0)")! }
         (events, continuation) = AsyncThrowingStream<AdvertisementMonitorEvent, any Error>.makeStream()
         state = LoopBound(MonitorState(), loop: central.mirror.loop)
     }
@@ -144,21 +156,24 @@ public final class AdvertisementMonitor: Sendable {
         }
         if let reason = central.advertisementMonitorUnavailability(adapter: adapter) { throw .notSupported(reason) }
         let monitor = AdvertisementMonitor(central: central, adapter: adapter, patterns: patterns)
-        monitor.export(properties: Self.properties(patterns, rssi))
-        let (root, monitorPath) = (monitor.root, monitor.monitorPath)
+        monitor.export(objects: zip(monitor.monitorPaths, objectPatterns(patterns)).map { ($0, properties($1, rssi)) })
+        let (root, monitorPaths) = (monitor.root, monitor.monitorPaths)
         monitor.continuation.onTermination = { [weak monitor] termination in
             guard case .cancelled = termination else { return }
             if let monitor { return monitor.stopSoon() }
             // the monitor and its stream dropped without stop(): what it registered goes
-            Task { _ = await AdvertisementMonitor.unregister(central: central, adapter: adapter, root: root, monitorPath: monitorPath) }
+            Task { _ = await AdvertisementMonitor.unregister(central: central, adapter: adapter, root: root, monitorPaths: monitorPaths) }
         }
-        Trace.log("monitor \(adapter.name): RegisterMonitor \(monitor.root) (\(patterns.count) patterns)")
+        Trace.log("monitor \(adapter.name): RegisterMonitor \(monitor.root) (\(patterns.count) patterns, \(monitorPaths.count) objects)")
         do {
             _ = try await central.connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.monitorManagerInterface,
                 member: "RegisterMonitor", arguments: [.objectPath(monitor.root)], timeout: central.callTimeout)
         } catch {
-            monitor.unexport()
+            // a call that timed out or was cancelled may still register the application: undone
+            // (UnregisterMonitor after it; DoesNotExist when it did not), in a task of its own so
+            // that a cancellation does not cancel the undoing
+            await Task { _ = await unregister(central: central, adapter: adapter, root: root, monitorPaths: monitorPaths) }.value
             throw BluetoothError.from(error, operation: "register an advertisement monitor on \(adapter.name)")
         }
         switch await Deadline(after: central.callTimeout).run(shielded: false, { await monitor.activation() }) {
@@ -184,8 +199,8 @@ public final class AdvertisementMonitor: Sendable {
 
     private func stopOnLoop() -> Task<BluetoothError?, Never> {
         if let stopping = state.value.stopping { return stopping }
-        let (central, adapter, root, monitorPath) = (central, adapter, root, monitorPath)
-        let task = Task { await Self.unregister(central: central, adapter: adapter, root: root, monitorPath: monitorPath) }
+        let (central, adapter, root, monitorPaths) = (central, adapter, root, monitorPaths)
+        let task = Task { await Self.unregister(central: central, adapter: adapter, root: root, monitorPaths: monitorPaths) }
         state.value.stopping = task
         continuation.finish()
         resumeWaiters()
@@ -197,12 +212,9 @@ public final class AdvertisementMonitor: Sendable {
     /// `UnregisterMonitor`, then the objects no longer served: with the monitor's parts only,
     /// so that a monitor dropped without `stop()` is undone too.
     private static func unregister(central: CentralManager, adapter: AdapterInfo, root: ObjectPath,
-                                   monitorPath: ObjectPath) async -> BluetoothError? {
+                                   monitorPaths: [ObjectPath]) async -> BluetoothError? {
         Trace.log("monitor \(adapter.name): UnregisterMonitor \(root)")
-        defer {
-            central.connection.unexport(monitorPath)
-            central.connection.unexport(root)
-        }
+        defer { unexport(central.connection, root: root, monitorPaths: monitorPaths) }
         do {
             _ = try await central.connection.callMethod(
                 destination: BlueZ.service, path: adapter.path, interface: BlueZ.monitorManagerInterface,
@@ -217,8 +229,8 @@ public final class AdvertisementMonitor: Sendable {
     private func activation() async -> Bool {
         await withCheckedContinuation { (waiter: CheckedContinuation<Bool, Never>) in
             state.loop.execute { [self] in
-                if state.value.activated || state.value.stopping != nil {
-                    waiter.resume(returning: state.value.activated)
+                if isActive || state.value.stopping != nil {
+                    waiter.resume(returning: isActive)
                 } else {
                     state.value.waiting.append(waiter)
                 }
@@ -229,33 +241,44 @@ public final class AdvertisementMonitor: Sendable {
     private func resumeWaiters() {
         let waiting = state.value.waiting
         state.value.waiting = []
-        for waiter in waiting { waiter.resume(returning: state.value.activated) }
+        for waiter in waiting { waiter.resume(returning: isActive) }
     }
 
-    private func export(properties: [String: DBusValue]) {
-        let interfaces = [BlueZ.monitorInterface: properties]
+    /// Whether bluetoothd activated every monitor object (on the loop).
+    private var isActive: Bool { state.value.activated.count == monitorPaths.count }
+
+    /// Serves the root's ObjectManager and each monitor object with its properties.
+    private func export(objects: [(ObjectPath, [String: DBusValue])]) {
+        let managed = objects.map { ($0.0, [BlueZ.monitorInterface: $0.1]) }
         let connection = central.connection
-        connection.export(root) { [monitorPath] message, connection in
+        connection.export(root) { message, connection in
             guard message.interface == BlueZ.objectManager || message.interface == nil, message.member == "GetManagedObjects" else {
                 return PeripheralManager.unknownMethod(message, connection)
             }
             // not `self`: the served objects must not keep a dropped monitor alive
-            try? connection.send(.methodReturn(to: message, arguments: [PeripheralManager.managedObjects([(monitorPath, interfaces)])]))
+            try? connection.send(.methodReturn(to: message, arguments: [PeripheralManager.managedObjects(managed)]))
         }
-        connection.export(monitorPath) { [weak self] message, connection in
-            guard let self else { return PeripheralManager.refuse(message, connection) }
-            if message.interface == BlueZ.properties { return PeripheralManager.answerProperties(message, connection, interfaces) }
-            handle(message, connection)
+        for (path, interfaces) in managed {
+            connection.export(path) { [weak self] message, connection in
+                guard let self else { return PeripheralManager.refuse(message, connection) }
+                if message.interface == BlueZ.properties { return PeripheralManager.answerProperties(message, connection, interfaces) }
+                handle(message, object: path, connection)
+            }
         }
     }
 
-    private func unexport() {
-        central.connection.unexport(monitorPath)
-        central.connection.unexport(root)
+    private static func unexport(_ connection: DBusConnection, root: ObjectPath, monitorPaths: [ObjectPath]) {
+        for path in monitorPaths { connection.unexport(path) }
+        connection.unexport(root)
     }
 
-    /// Activate, Release, DeviceFound, DeviceLost: only from bluetoothd.
-    private func handle(_ message: DBusMessage, _ connection: DBusConnection) {
+    /// The patterns of each monitor object: `patternsPerObject` at most, in order.
+    static func objectPatterns(_ patterns: [AdvertisementPattern]) -> [[AdvertisementPattern]] {
+        stride(from: 0, to: patterns.count, by: patternsPerObject).map { Array(patterns[$0..<min($0 + patternsPerObject, patterns.count)]) }
+    }
+
+    /// Activate, Release, DeviceFound, DeviceLost to monitor object `object`: only from bluetoothd.
+    private func handle(_ message: DBusMessage, object: ObjectPath, _ connection: DBusConnection) {
         guard message.interface == BlueZ.monitorInterface || message.interface == nil else {
             return PeripheralManager.unknownMethod(message, connection)
         }
@@ -266,11 +289,11 @@ public final class AdvertisementMonitor: Sendable {
             return
         }
         let device = message.arguments.first?.objectPath
-        Trace.log("monitor \(adapter.name): \(message.member ?? "?")" + (device.map { " \($0)" } ?? ""))
+        Trace.log("monitor \(adapter.name) \(object.lastComponent): \(message.member ?? "?")" + (device.map { " \($0)" } ?? ""))
         switch message.member {
         case "Activate":
-            state.value.activated = true
-            resumeWaiters()
+            state.value.activated.insert(object)
+            if isActive { resumeWaiters() }
         case "Release":
             // bluetoothd keeps the application registered after releasing its monitor: unregistered here
             continuation.finish(throwing: BluetoothError.bluez(
@@ -280,7 +303,11 @@ public final class AdvertisementMonitor: Sendable {
             guard let device else { return PeripheralManager.unknownMethod(message, connection) }
             let address = central.mirror.tree.properties(device, BlueZ.deviceInterface)
                 .map { DeviceInfo(path: device, properties: $0).address } ?? DeviceInfo.addressFromPath(device)
-            continuation.yield(message.member == "DeviceFound" ? .deviceFound(address) : .deviceLost(address))
+            var finders = state.value.found[address, default: []]
+            let wasFound = !finders.isEmpty
+            if message.member == "DeviceFound" { finders.insert(object) } else { finders.remove(object) }
+            state.value.found[address] = finders.isEmpty ? nil : finders
+            if wasFound != !finders.isEmpty { continuation.yield(wasFound ? .deviceLost(address) : .deviceFound(address)) }
         default:
             return PeripheralManager.unknownMethod(message, connection)
         }

@@ -240,6 +240,7 @@ public final class CentralManager: Sendable {
                     member: "StartDiscovery", timeout: callTimeout)
             }
         } catch {
+            if options.passive != nil { end.registrationFailed() }
             mirror.loop.execute {
                 tracker.value.ended = true
                 tracker.value.held = nil
@@ -299,6 +300,10 @@ final class ScanEnd: Sendable {
         var timer: EventLoop.TimerID?
         /// A passive scan's monitor, stopped in place of StopDiscovery.
         var monitor: AdvertisementMonitor?
+        /// Whether a passive scan's registering ended (attached or failed), and who waits for it:
+        /// a stop before then waits for the monitor to stop it.
+        var registered = false
+        var awaitingMonitor: [CheckedContinuation<AdvertisementMonitor?, Never>] = []
     }
     /// The loop's: the limit asks there, the consumer's cancellation and
     /// any task hand their asking to it.
@@ -324,10 +329,10 @@ final class ScanEnd: Sendable {
         if let stopping = state.value.stopping { return stopping }
         let (central, adapter) = (central, adapter)
         let monitor = state.value.monitor
-        let task = Task { () -> BluetoothError? in
+        let task = Task { [self] () -> BluetoothError? in
             if let monitor { return await monitor.stop() }
-            // a monitor still being registered is stopped when it is attached
-            if passive { return nil }
+            // a monitor still being registered: stopped once attached (nothing when registering failed)
+            if passive { return await registeredMonitor()?.stop() }
             Trace.log("scan \(adapter.name): StopDiscovery")
             do {
                 _ = try await central.connection.callMethod(
@@ -349,11 +354,9 @@ final class ScanEnd: Sendable {
     /// ended meanwhile), and its failure (bluetoothd released it) ends the scan.
     func attach(_ monitor: AdvertisementMonitor) {
         state.loop.execute { [self] in
-            guard state.value.stopping == nil else {
-                Task { await monitor.stop() }
-                return
-            }
+            // a stop that came first waits in `registeredMonitor()` and stops it
             state.value.monitor = monitor
+            registering(ended: monitor)
         }
         let continuation = continuation
         Task {
@@ -361,6 +364,28 @@ final class ScanEnd: Sendable {
                 for try await _ in monitor.events {}
             } catch {
                 continuation.finish(throwing: error)
+            }
+        }
+    }
+
+    /// A passive scan's monitor could not be registered: a stop that came first has nothing to stop.
+    func registrationFailed() {
+        state.loop.execute { [self] in registering(ended: nil) }
+    }
+
+    /// On the loop: the monitor registered (nil: it was not); its waiters are told.
+    private func registering(ended monitor: AdvertisementMonitor?) {
+        state.value.registered = true
+        let waiting = state.value.awaitingMonitor
+        state.value.awaitingMonitor = []
+        for waiter in waiting { waiter.resume(returning: monitor) }
+    }
+
+    /// The passive scan's monitor once registering ended (nil: it failed).
+    private func registeredMonitor() async -> AdvertisementMonitor? {
+        await withCheckedContinuation { (waiter: CheckedContinuation<AdvertisementMonitor?, Never>) in
+            state.loop.execute { [self] in
+                if state.value.registered { waiter.resume(returning: state.value.monitor) } else { state.value.awaitingMonitor.append(waiter) }
             }
         }
     }

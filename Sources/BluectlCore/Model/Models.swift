@@ -31,6 +31,10 @@ public struct AdapterInfo: Sendable, Equatable {
     public var discoverable: Bool
     /// Whether it accepts pairing.
     public var pairable: Bool
+    /// The BlueZ release of the bluetoothd serving it ("5.66"), as its `Modalias` says (bluetoothd's
+    /// Device ID, `usb:v1D6Bp0246dMMmm`: Linux Foundation, BlueZ, major and minor in hex); nil when
+    /// main.conf sets another Device ID or there is none. D-Bus says the version nowhere else.
+    public var bluezVersion: String?
 
     /// Reads `Adapter1` properties; wrong types count as absent.
     package init(path: ObjectPath, properties p: PropertyMap) {
@@ -44,6 +48,15 @@ public struct AdapterInfo: Sendable, Equatable {
         discovering = p["Discovering"]?.bool ?? false
         discoverable = p["Discoverable"]?.bool ?? false
         pairable = p["Pairable"]?.bool ?? false
+        bluezVersion = p["Modalias"]?.string.flatMap(Self.bluezVersion(modalias:))
+    }
+
+    /// "5.66" from "usb:v1D6Bp0246d0542"; nil for another vendor or product.
+    package static func bluezVersion(modalias: String) -> String? {
+        let prefix = "usb:v1d6bp0246d"
+        let text = modalias.lowercased()
+        guard text.hasPrefix(prefix), let number = UInt16(text.dropFirst(prefix.count), radix: 16) else { return nil }
+        return "\(number >> 8).\(number & 0xff)"
     }
 
     /// CoreBluetooth's view of this adapter.

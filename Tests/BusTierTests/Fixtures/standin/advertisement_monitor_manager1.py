@@ -8,20 +8,28 @@ starting with "/", AlreadyExists for the same owner and path; else
 bluetoothd reads the application's ObjectManager.GetManagedObjects first
 and replies after (the lab: a client that blocks in RegisterMonitor gets
 NoReply, as its objects cannot be read meanwhile). Each AdvertisementMonitor1 object of Type "or_patterns"
-with valid Patterns (a(yyay): 1 to 16 of them, each 1 to 31 bytes ending
-within 31; the kernel's limit, "max number of supported patterns:16" in the
-lab's log) and RSSI
+with valid Patterns (a(yyay): at least one, each 1 to 31 bytes ending
+within 31) and RSSI
 fields (thresholds -127..20, low <= high, timeouts 1..300, all or none) is
 activated (Activate()); others are released (Release(): the lab's
 bluetoothd logs "released due to invalid content"). A pattern is (start
-position, AD type, content), in that order. While an
+position, AD type, content), in that order. A monitor of more than 7
+patterns ABORTS the stand-in (exit 134), as bluetoothd 5.66: it sizes its
+Add Adv Patterns Monitor command in a byte (1 + 34 a pattern, 8 + 34 with
+RSSI), writes the patterns past the short buffer it got and dies of the
+corrupted heap ("malloc(): invalid size (unsorted)" in the lab). While an
 activated monitor exists the adapter scans passively (Discovering stays
 false): advertisers whose advertisement matches one of a monitor's patterns
 are heard (their Device1 object is created and updated, as in a discovery)
-and the monitor gets DeviceFound(device) once per device; DeviceLost when
-the device goes (RemoveAdvertiser). UnregisterMonitor(o app): DoesNotExist
+and the monitor gets DeviceFound(device): without RSSI thresholds at each
+matching advertisement and never DeviceLost (5.66's adv_monitor_filter_rssi:
+"report the DeviceFound() event without tracking"; the lab's log has it once
+per advertisement); with them once per device, and DeviceLost when the
+device goes (RemoveAdvertiser). UnregisterMonitor(o app): DoesNotExist
 when unknown; the application goes without Release(). An application goes
 too when its owner leaves the bus.'''
+
+import os
 
 import dbus
 from gi.repository import GLib
@@ -31,15 +39,20 @@ from . import common
 MANAGER_IFACE = 'org.bluez.AdvertisementMonitorManager1'
 MONITOR_IFACE = 'org.bluez.AdvertisementMonitor1'
 OBJECT_MANAGER_IFACE = 'org.freedesktop.DBus.ObjectManager'
+MAX_PATTERNS = 7            # more: bluetoothd 5.66 corrupts its heap and aborts (above)
 EXPERIMENTAL = [False]      # set by load() from the parameters
 
 
+RSSI_KEYS = ('RSSIHighThreshold', 'RSSILowThreshold', 'RSSIHighTimeout', 'RSSILowTimeout')
+
+
 class Monitor:
-    def __init__(self, app, path, patterns):
+    def __init__(self, app, path, patterns, tracks=False):
         self.app = app
         self.path = path
         self.patterns = patterns        # [(ad_type, offset, bytes)]
-        self.found = set()              # device paths DeviceFound was sent for
+        self.tracks = tracks            # RSSI thresholds given: devices tracked (found once, lost)
+        self.found = set()              # device paths DeviceFound was sent for, when tracked
 
 
 class MonitorApp:
@@ -74,12 +87,16 @@ def register(st, sender, path, ok, err):
             if props is None:
                 continue
             patterns = parse_monitor(props)
+            if patterns is not None and len(patterns) > MAX_PATTERNS:
+                # merged_pattern_send_add_pattern: uint8_t cp_len overflows, memcpy past malloc0(cp_len)
+                common.log(f'monitor {sender}{opath}: {len(patterns)} patterns: malloc(): invalid size (unsorted)')
+                os._exit(134)
             if patterns is None:
                 # monitor_proxy_added_cb: "released due to invalid content"
                 common.log(f'monitor {sender}{opath}: invalid, released')
                 _call(Monitor(app, str(opath), []), 'Release')
                 continue
-            monitor = Monitor(app, str(opath), patterns)
+            monitor = Monitor(app, str(opath), patterns, any(k in props for k in RSSI_KEYS))
             app.monitors.append(monitor)
             _call(monitor, 'Activate')
         _hear_all(st)
@@ -108,7 +125,7 @@ def parse_monitor(props):
     '''monitor_new's checks: the patterns, or None when bluetoothd ignores the monitor.'''
     if str(props.get('Type', '')) != 'or_patterns':
         return None
-    rssi = [k for k in ('RSSIHighThreshold', 'RSSILowThreshold', 'RSSIHighTimeout', 'RSSILowTimeout') if k in props]
+    rssi = [k for k in RSSI_KEYS if k in props]
     if rssi:
         try:
             high, low = int(props['RSSIHighThreshold']), int(props['RSSILowThreshold'])
@@ -125,7 +142,7 @@ def parse_monitor(props):
         if not value or offset + len(value) > 31:
             return None
         patterns.append((ad_type, offset, value))
-    return patterns if 1 <= len(patterns) <= 16 else None
+    return patterns if patterns else None
 
 
 def ad_structures(adv):
@@ -169,8 +186,9 @@ def matching(st, adv):
 def heard(adv):
     '''After adapter1.discover made or updated adv's device: DeviceFound to the monitors it now matches.'''
     for monitor in matching(adv.adapter, adv):
-        if adv.path not in monitor.found:
-            monitor.found.add(adv.path)
+        if not monitor.tracks or adv.path not in monitor.found:
+            if monitor.tracks:
+                monitor.found.add(adv.path)
             _call(monitor, 'DeviceFound', 'o', (dbus.ObjectPath(adv.path),))
 
 

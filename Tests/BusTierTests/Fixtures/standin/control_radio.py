@@ -132,7 +132,7 @@ def AddAdapter(self, device_name, address, name, powered):
                              '0000180a-0000-1000-8000-00805f9b34fb',
                              '0000110e-0000-1000-8000-00805f9b34fb',
                              '0000110c-0000-1000-8000-00805f9b34fb'], signature='s'),
-        'Modalias': dbus.String('usb:v1D6Bp0246d054F'),
+        'Modalias': dbus.String('usb:v1D6Bp0246d0542'),    # BlueZ 5.66's Device ID
         'Roles': dbus.Array(['central', 'peripheral'], signature='s'),
     }
     obj = adapter1.AdapterObject(device_name, props)
