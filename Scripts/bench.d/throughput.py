@@ -22,9 +22,15 @@ bench.py on the host):
             logs the bytes, writes, SHA-256 and the time from its first write
             to its last: bytes/s over that span (the same for both tools),
             the writer's CPU from the moment it began reading stdin (the
-            harness's pipe first drained) to its exit, over the bytes; then one
-            bluectl stream under perf, not counted (diag-write-perf.txt), as one
-            l2cap transfer is (diag-l2cap-*-perf.txt)
+            harness's pipe first drained) to its exit, over the bytes (and
+            apart, the part after the harness closed the pipe: the input's
+            last 64 KiB, the wait until bluetoothd has read the socket, the
+            clean-up, the exit); then one stream of each tool under perf, not
+            counted, reported for that window alone (diag-write-perf.txt,
+            diag-write-C-perf.txt; the whole process in *.whole), as one l2cap
+            transfer is (diag-l2cap-*-perf.txt)
+CPU times: each process's CPU-time clock at a window's start (to the ns,
+procfs.cpu_s), its rusage at its exit.
 Targets: bluectl's bytes/s >= 0.95 x the C peer's, its CPU per byte <= 1.2 x."""
 import hashlib
 import os
@@ -106,17 +112,33 @@ def diagnose_l2cap(h, data, size, digest, psm):
 
 
 def diagnose_write(h, data, size, digest):
-    """Not counted: one bluectl write stream under perf (cpu-clock, call
-    graphs): where its CPU per byte goes."""
+    """Not counted: one stream of each tool, bluectl's and writestream.c, under
+    perf (cpu-clock, call graphs, CLOCK_MONOTONIC time stamps), reported for
+    the bench's CPU window alone (from the harness's mark, the writer reading
+    stdin, to the exit) and for the whole process: where the CPU per byte
+    goes, against the same window of the C peer."""
     perf = shutil.which("perf")
     if not (perf and h.BLUECTL):
         return
-    f = os.path.join(h.WORK, "perf-write.data")
-    h.ensure_connected()
-    r = write_stream_run(h, "bluectl", data, size, digest, "perf",
-                         [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", f, "--"])
-    h.RESULTS["throughput"]["write_diagnostic"] = dict(r, tool="(bluectl write --stream under perf)")
-    h.perf_report(perf, f, os.path.join(h.WORK, "diag-write-perf.txt"))
+    for tool, name in (("bluectl", "diag-write-perf.txt"), ("C", "diag-write-C-perf.txt")):
+        f = os.path.join(h.WORK, "perf-write-%s.data" % tool)
+        h.ensure_connected()
+        r = write_stream_run(h, tool, data, size, digest, "perf",
+                             [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-k", "CLOCK_MONOTONIC",
+                              "-o", f, "--"])
+        h.RESULTS["throughput"].setdefault("write_diagnostics", []).append(dict(r, tool="(%s write stream under perf)" % tool))
+        out = os.path.join(h.WORK, name)
+        if r.get("t0_monotonic"):
+            window = "%.6f," % r["t0_monotonic"]
+            with open(out, "w") as w:
+                for args in (["--no-children", "--sort", "comm,dso", "-g", "none"],
+                             ["--no-children", "--sort", "symbol", "-g", "none"],
+                             ["--children", "--sort", "symbol", "-g", "none"]):
+                    w.write("### the window alone (from %s s): perf report %s\n" % (window, " ".join(args)))
+                    rr = h.sh([perf, "report", "-i", f, "--stdio", "--percent-limit", "0.5", "--time", window] + args,
+                              timeout=300)
+                    w.write(rr.stdout[:60000] + rr.stderr[-2000:] + "\n")
+        h.perf_report(perf, f, out + ".whole")
 
 
 def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
@@ -257,6 +279,7 @@ def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
                 continue
             if off > 0 and cpu0 is None:
                 cpu0 = h.proc_cpu(p.pid)   # the pipe drained: the writer reads
+                res["t0_monotonic"] = time.monotonic()  # the window's start (perf -k CLOCK_MONOTONIC's clock)
             try:
                 off += os.write(fd, payload[off:off + (1 << 16)])
             except BlockingIOError:
@@ -264,6 +287,9 @@ def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
             except BrokenPipeError:
                 break
         p.stdin.close()
+        # the input all in the pipe: what follows is at most a pipe's last 64 KiB,
+        # the wait until bluetoothd has read the socket, the clean-up and the exit
+        cpu_in = h.proc_cpu(p.pid)
         ru = reap(p, 120)
         res["rc"] = p.returncode
         if ru is not None:
@@ -286,6 +312,8 @@ def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
         res["setup_cpu_s"] = cpu0
         if cpu0 is not None and res.get("cpu_s") is not None and total:
             res["transfer_cpu_s"] = res["cpu_s"] - cpu0
+            if cpu_in is not None:
+                res["tail_cpu_s"] = res["cpu_s"] - cpu_in
             res["cpu_per_byte_us"] = res["transfer_cpu_s"] / total * 1e6
         if len(got) > 1:
             res["note"] = "the sink logged %d summaries (a pause of 0.5 s in the stream)" % len(got)
@@ -294,10 +322,12 @@ def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
     if p.returncode != 0 or not res.get("intact"):
         res["error"] = "exit %s, the sink got %s of %d bytes%s" % (
             p.returncode, res.get("received"), size, ", content differs" if res.get("received") == size else "")
-    h.log("throughput %-36s rep %s: %s bytes in %s writes, %s s = %s B/s, CPU/byte %s us%s" % (
+    h.log("throughput %-36s rep %s: %s bytes in %s writes, %s s = %s B/s, CPU/byte %s us (%s s, %s s after the input's end)%s" % (
         name, rep, res.get("received"), res.get("writes"), "%.2f" % res["window_s"] if res.get("window_s") else "?",
         "%.0f" % res["bytes_per_s"] if res.get("bytes_per_s") else "?",
         "%.3f" % res["cpu_per_byte_us"] if res.get("cpu_per_byte_us") else "?",
+        "%.3f" % res["transfer_cpu_s"] if res.get("transfer_cpu_s") is not None else "?",
+        "%.3f" % res["tail_cpu_s"] if res.get("tail_cpu_s") is not None else "?",
         " ERROR " + res["error"] if res.get("error") else ""))
     return res
 
