@@ -105,7 +105,7 @@ struct GatewayGattTests {
         }
     }
 
-    @Test("A write under way when the gateway stops is answered on its result topic (failed, the gateway stopping) and the device is still disconnected")
+    @Test("A write under way when the gateway stops is answered on its result topic (failed, the gateway stopping), a command during the stop is answered too, and the device is still disconnected")
     func writeUnderWayAtStop() async throws {
         try await withGattScene { bus, broker, reader, g, gatewayProcess in
             try await bus.hang(g.control, "WriteValue")
@@ -117,11 +117,19 @@ struct GatewayGattTests {
             }
             #expect(try await bus.callCount(g.control, "WriteValue") == 1, "the write reached the device: \(gatewayProcess.stderr)")
             gatewayProcess.signal(SIGTERM)
+            // A command during the stop (the gateway waits up to 2 s for the write under way):
+            // refused, or, if it came before the stop began, cancelled with the other.
+            try await broker.publish(control + "/write", #"{"value": "08", "id": "later"}"#)
             #expect(await gatewayProcess.wait(timeout: .seconds(20)).exitCode == 143, "\(gatewayProcess.stderr)")
-            #expect(await reader.wait(timeout: .seconds(10)) { !$0.payloads(control + "/result").isEmpty }, "\(reader.messages)")
-            let result = try JSONValue.parse(try #require(reader.payloads(control + "/result").first))
-            #expect(result["result"] == .string("failed") && result["id"] == .string("late"), "\(result)")
+            #expect(await reader.wait(timeout: .seconds(10)) { $0.payloads(control + "/result").count == 2 }, "\(reader.messages)")
+            let results = try reader.payloads(control + "/result").map { try JSONValue.parse($0) }
+            let result = try #require(results.first { $0["id"] == .string("late") })
+            #expect(result["result"] == .string("failed"), "\(result)")
             #expect(result["reason"]?.string?.hasPrefix("the gateway stopped before the write") == true, "\(result)")
+            let later = try #require(results.first { $0["id"] == .string("later") })
+            #expect((later["result"] == .string("refused") && later["reason"] == .string("the gateway is stopping"))
+                    || (later["result"] == .string("failed") && later["reason"]?.string?.hasPrefix("the gateway stopped before") == true),
+                    "\(later)")
             #expect(try await bus.callCount(g.device, "Disconnect") >= 1, "the connection it made was undone")
         }
     }

@@ -270,11 +270,18 @@ struct GatewayTests {
                 """
             let decoded = try await runProcess(python, ["-c", script], timeout: .seconds(60))
             let theirs = try JSONValue.parse(decoded.stdout)
-            for field in ["id", "mac", "tempc", "tempf", "hum", "batt", "volt"] {
+            for field in ["id", "mac", "brand", "model", "model_id", "type", "tempc", "tempf", "hum", "batt", "volt"] {
                 #expect(ours[field] != nil && ours[field]?.number == theirs[field]?.number && ours[field]?.text == theirs[field]?.text,
                         "\(field): ours \(String(describing: ours[field])), Theengs \(String(describing: theirs[field]))")
             }
             #expect(ours["rssi"] == .int(-70))
+            let raw = "home/TheengsGateway/BTtoMQTT/C0FFEE000001"
+            #expect(await home.wait(timeout: .seconds(20)) { !$0.payloads(raw).isEmpty }, "\(home.messages)")
+            let undecoded = try JSONValue.parse(try #require(home.payloads(raw).first))
+            #expect(undecoded["manufacturerdata"] == .string("59000102") && undecoded["mfr"] == .string("Nordic Semiconductor ASA"),
+                    "\(undecoded)")
+            #expect(undecoded["servicedata"] == .string("0007") && undecoded["servicedatauuid"] == .string("fe9f"), "\(undecoded)")
+            #expect(undecoded["brand"] == nil && undecoded["tempc"] == nil, "\(undecoded)")
             let config = try JSONValue.parse(try #require(home.payloads("homeassistant/sensor/bluectl_a4c1380b5eed/temperature_c/config").first))
             #expect(config["state_topic"] == .string(topic))
             #expect(config["value_template"] == .string("{{ value_json.tempc }}"))

@@ -37,7 +37,7 @@ struct GatewayGatt: Sendable {
         let (stream, writes) = AsyncStream<Write>.makeStream()
         self.writes = writes
         writer = Task {
-            await withTaskGroup(of: Void.self) { group in
+            await withDiscardingTaskGroup { group in
                 for await write in stream { group.addTask { await write.run(reply: send) } }
             }
         }
@@ -112,6 +112,7 @@ struct GatewayGatt: Sendable {
             return refuse("\(uuid.label) of \(address) is not writable from MQTT (the config's devices.\(address).writable)")
         }
         let write = Write(device: device, characteristic: uuid, bytes: command.bytes, id: command.id, resultTopic: resultTopic)
+        // (After `stop`: GatewayRun refuses commands itself then, but a later caller is answered too.)
         if case .terminated = writes.yield(write) { refuse("the gateway is stopping") }
     }
 }

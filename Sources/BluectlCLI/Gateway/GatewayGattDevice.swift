@@ -100,6 +100,7 @@ final class GatewayGattDevice: Sendable {
     func write(_ bytes: [UInt8], to characteristic: BluetoothUUID) async -> Result<WriteType, CLIFailure> {
         guard let peripheral = try? await session.known(address.description), await peripheral.isConnected(),
               let chr = try? peripheral.characteristic(.uuid(characteristic)) else {
+            if Task.isCancelled { return .failure(Self.stopped(characteristic.label)) }
             return .failure(CLIFailure(.unavailable, "\(address) is not connected now (the gateway is connecting to it)"))
         }
         let type = WriteType.preferred(for: chr)
@@ -110,11 +111,15 @@ final class GatewayGattDevice: Sendable {
             }
             return .success(type)
         } catch where Task.isCancelled {
-            // The gateway is stopping (`GatewayGatt.stop` cancels the writes it does not wait for).
-            return .failure(CLIFailure(.terminated, "the gateway stopped before the write of \(chr.uuid.label) was answered (it may have reached the device)"))
+            return .failure(Self.stopped(chr.uuid.label))
         } catch {
             return .failure(cliFailure(error, what: "write \(chr.uuid.label)"))
         }
+    }
+
+    /// A write's answer when the gateway stopped first (`GatewayGatt.stop` cancels the writes it does not wait for).
+    private static func stopped(_ characteristic: String) -> CLIFailure {
+        CLIFailure(.terminated, "the gateway stopped before the write of \(characteristic) was answered (it may have reached the device)")
     }
 
     // MARK: - Set-up and serving

@@ -120,8 +120,19 @@ struct GatewayRun {
                                                       report: { feed.yield(.scan($0)) })
         announceScanning(plan)
         let session = self.session
+        // Once the loop below has ended (stopped, or the scan failed), what still comes
+        // for MQTT goes through `late`, handled before the session closes: the GATT
+        // devices' messages (the answers of writes under way at the stop, their last
+        // events) are published, commands from MQTT refused (the gateway is stopping).
+        let (late, lateFeed) = AsyncStream<GatewayInput>.makeStream()
+        let hand: @Sendable (GatewayInput) -> Void = { input in
+            guard case .terminated = feed.yield(input), case .terminated = lateFeed.yield(input) else { return }
+            if case .gatt(let message) = input {
+                Output.error("gateway: a message for \(message.topic) came after the session closed; not published")
+            }
+        }
+        let mqttEvents = Task { for await event in session.events { hand(.mqtt(event)) } }
         let helpers = [
-            Task { for await event in session.events { feed.yield(.mqtt(event)) } },
             Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
             Task { [scanSilence] in await Self.ticks(scanSilence) { feed.yield(.tick) } },
         ]
@@ -130,19 +141,14 @@ struct GatewayRun {
         } catch {
             Output.error("gateway: \(error); readings are kept until the broker can be reached")
         }
-        // What the GATT devices publish once the loop below has ended (the answers of
-        // writes under way at the stop, the devices' last events) comes through `late`.
-        let (late, lateFeed) = AsyncStream<GatewayMessage>.makeStream()
         let gatt = config.devices.isEmpty ? nil : gattSettings.map { settings in
-            GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { message in
-                if case .terminated = feed.yield(.gatt(message)) { lateFeed.yield(message) }
-            }
+            GatewayGatt(config: config, central: central, adapter: adapter, settings: settings, topics: topics) { hand(.gatt($0)) }
         }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
         var ledger = GatewayLedger()
         var watchdog = ScanWatchdog(silence: scanSilence)
         var failure: (any Error)?
-        loop: for await input in inputs {
+        for await input in inputs {
             switch input {
             case .discovery(let discovery):
                 watchdog.heard(at: .now)
@@ -154,8 +160,9 @@ struct GatewayRun {
             case .gatt(let message):
                 publish(message, ledger: &ledger)
             case .scan(.failed(let error)):
+                // Ends the loop once what is already queued has been handled (nothing dropped).
                 failure = error
-                break loop
+                feed.finish()
             case .scan(let event):
                 handle(event, watchdog: &watchdog)
             case .tick:
@@ -168,10 +175,19 @@ struct GatewayRun {
         feed.finish()
         await gatt?.stop(hurry: SignalScope.interrupted)
         lateFeed.finish()
-        // Published before the session closes (on a task of its own: this one may be cancelled).
-        _ = await Deadline(after: .seconds(1)).run(shielded: true) {
-            for await message in late {
-                do { try session.publish(message.topic, message.payload) } catch { Output.error("gateway: \(error)") }
+        mqttEvents.cancel()
+        // `late` has ended: this takes what it holds without waiting (also in a cancelled task).
+        for await input in late {
+            switch input {
+            case .gatt(let message):
+                publish(message, ledger: &ledger)
+            case .mqtt(.message(let topic, let payload)):
+                guard case let (device, characteristic)? = topics.command(topic) else { continue }
+                let id = try? GatewayWriteCommand.parse(payload).get().id
+                publish(GatewayCommandResult(outcome: .refused("the gateway is stopping"), id: id ?? nil)
+                            .message(topics.result(device, characteristic)), ledger: &ledger)
+            default:
+                continue
             }
         }
         await scanner.stop()

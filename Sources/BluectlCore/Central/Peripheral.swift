@@ -219,20 +219,31 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// Pitfall 26 (`BlueZ566.mtuMissing`): once the services are resolved,
-    /// a characteristic without its `MTU` has it asked for, and the answer
-    /// recorded on every characteristic of the device (they share the link's).
+    /// a connected device's characteristic without its `MTU` has it asked
+    /// for (within 2 s, as the machines' polls: bluetoothd answers a Get at
+    /// once) and the answer recorded on every characteristic of the device
+    /// (they share the link's). Costs one loop hop when the MTU is there.
     private func recoverMTU() async {
-        let tree = await central.mirror.currentTree()
-        guard tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true else { return }
-        let characteristics = tree.paths(with: BlueZ.characteristicInterface).filter { $0.isDescendant(of: path) }
-        guard let first = characteristics.first,
-              BlueZ566.mtuMissing(tree.properties(first, BlueZ.characteristicInterface)) else { return }
+        let (mirror, path) = (central.mirror, path)
+        let lacking = await mirror.loop.submit { () -> [ObjectPath] in
+            let tree = mirror.tree   // on the loop: read in place
+            guard tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true else { return [] }
+            let characteristics = tree.paths(with: BlueZ.characteristicInterface).filter { $0.isDescendant(of: path) }
+            guard let first = characteristics.first,
+                  BlueZ566.mtuMissing(tree.properties(first, BlueZ.characteristicInterface)) else { return [] }
+            return characteristics
+        }
+        guard let first = lacking.first, let mtu = await askMTU(first, timeout: .seconds(2)) else { return }
+        await mirror.record([DBusProperty(name: "MTU", value: .uint16(UInt16(clamping: mtu)))],
+                            interface: BlueZ.characteristicInterface, at: lacking)
+    }
+
+    /// bluetoothd's `MTU` of the characteristic at `path` (`Properties.Get`), nil when it gives none.
+    private func askMTU(_ path: ObjectPath, timeout: Duration) async -> Int? {
         let reply = try? await central.connection.callMethod(
-            destination: BlueZ.service, path: first, interface: BlueZ.properties, member: "Get",
-            arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: central.callTimeout)
-        guard let mtu = reply?.first?.unwrapped, mtu.integer != nil else { return }
-        await central.mirror.record([DBusProperty(name: "MTU", value: mtu)], interface: BlueZ.characteristicInterface,
-                                    at: characteristics)
+            destination: BlueZ.service, path: path, interface: BlueZ.properties, member: "Get",
+            arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: timeout)
+        return reply?.first?.unwrapped.integer
     }
 
     private func waitForServicesResolvedSignalled(timeout: Duration) async throws {
@@ -354,10 +365,7 @@ public final class Peripheral: Sendable, CustomStringConvertible {
         var limit = characteristic.maximumWriteValueLength(for: type)
         if BlueZ566.mayHaveLostMTU(characteristic, type: type, length: value.count, limit: limit) {
             // Ask before refusing on the 23-byte default.
-            let reply = try? await central.connection.callMethod(
-                destination: BlueZ.service, path: characteristic.path, interface: BlueZ.properties, member: "Get",
-                arguments: [.string(BlueZ.characteristicInterface), .string("MTU")], timeout: central.callTimeout)
-            if let mtu = reply?.first?.unwrapped.integer {
+            if let mtu = await askMTU(characteristic.path, timeout: central.callTimeout) {
                 limit = GattCharacteristicLimits.maximum(type: type, mtu: mtu)
             }
         }
