@@ -76,6 +76,18 @@ struct SharedReadingsTests {
         #expect(outcome13.map(\.payload) == [record(2)], "only the newest")
     }
 
+    @Test("A reading published at once drops the device's older ones still held (seen in the lab: 1 then 0)")
+    func newerFirst() {
+        var shared = SharedReadings(me: "alpha")
+        let early = shared.heard(address, packetID: 0, payload: record(0), now: start)
+        #expect(early == nil, "before the first connection: held")
+        shared.connected(now: start)
+        let later = shared.heard(address, packetID: 1, payload: record(1), now: start + .seconds(1))
+        #expect(later == record(1))
+        let due = shared.due(now: start + .seconds(3))
+        #expect(due.isEmpty, "0 is older than 1: \(due.map(\.payload))")
+    }
+
     @Test("Statuses: a new gateway or a cleared one changes the availability; a status again does not")
     func statuses() {
         var shared = SharedReadings(me: "alpha")

@@ -79,8 +79,13 @@ struct SharedReadings: Sendable {
 
     /// A reading this gateway heard, rendered for the shared topic: the payload to publish now,
     /// or nil (already there, or held back: `due`).
+    /// A reading published now drops the device's readings still held: they are older, and
+    /// published after it they would put an old state back on the retained topic.
     mutating func heard(_ address: String, packetID: Int?, payload: [UInt8], now: ContinuousClock.Instant = .now) -> [UInt8]? {
-        guard let packetID else { return payload }
+        guard let packetID else {
+            held.removeAll { $0.address == address }
+            return payload
+        }
         if arrivedIDs[address]?.contains(packetID) == true || held.contains(where: { $0.address == address && $0.packetID == packetID }) { return nil }
         guard let settledAt, settledAt <= now else {
             // Before the first connection only a device's newest reading waits: one per device.
@@ -91,6 +96,7 @@ struct SharedReadings: Sendable {
         let rank = rank
         guard rank > 0 else {
             note(address, packetID)
+            held.removeAll { $0.address == address }
             return payload
         }
         held.append(Held(address: address, packetID: packetID, payload: payload, due: now + hold * rank, ranked: true))
