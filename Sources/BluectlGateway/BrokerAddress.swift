@@ -117,6 +117,30 @@ public struct GatewayTopics: Sendable, Equatable {
     /// The gateway's events (JSON).
     public var events: String { "bluectl/\(gateway)/events" }
 
+    /// A device's state shared by every gateway (`--home-assistant`, bluectl's layout):
+    /// `bluectl/sensors/<MAC>`, the state topic of its Home Assistant configs. No gateway's topic
+    /// is at this level: theirs are `bluectl/<id>/status`, `events` and `devices/…`.
+    public static func sharedDevice(_ address: String) -> String { "bluectl/sensors/\(address)" }
+
+    /// The filter of every shared device topic, `bluectl/sensors/+`.
+    public static let sharedDevices = "bluectl/sensors/+"
+
+    /// The filter of every gateway's status in bluectl's layout, `bluectl/+/status`.
+    public static let statuses = "bluectl/+/status"
+
+    /// The gateway whose status `topic` is (`bluectl/<id>/status`), nil for any other topic.
+    public static func statusGateway(_ topic: String) -> String? {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 3, levels[0] == "bluectl", levels[2] == "status", !levels[1].isEmpty else { return nil }
+        return String(levels[1])
+    }
+
+    /// Whether `topic` is a shared device topic (`bluectl/sensors/<MAC>`).
+    public static func isSharedDevice(_ topic: String) -> Bool {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        return levels.count == 3 && levels[0] == "bluectl" && levels[1] == "sensors" && !levels[2].isEmpty
+    }
+
     /// A device's state topic.
     public func device(_ address: String) -> String {
         switch layout {

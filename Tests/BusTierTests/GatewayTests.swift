@@ -120,7 +120,7 @@ struct GatewayTests {
         }
     }
 
-    @Test("--home-assistant: a retained discovery config per decoded number, its state the device's topic")
+    @Test("--home-assistant: a retained discovery config per decoded number, its state the device's shared topic")
     func homeAssistantDiscovery() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "hall", "--home-assistant"],
@@ -130,13 +130,20 @@ struct GatewayTests {
             let config = try JSONValue.parse(try #require(reader.payloads(topic).first))
             #expect(config == .object([
                 "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
-                "state_topic": .string("bluectl/hall/devices/\(sensorAddress)"),
+                "state_topic": .string("bluectl/sensors/\(sensorAddress)"),
                 "value_template": .string("{{ value_json.sensor.temperature_c }}"),
                 "device_class": .string("temperature"), "state_class": .string("measurement"),
-                "unit_of_measurement": .string("°C"), "availability_topic": .string("bluectl/hall/status"),
+                "unit_of_measurement": .string("°C"),
+                "availability": .array([.object(["topic": .string("bluectl/hall/status")])]), "availability_mode": .string("any"),
                 "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("DIY-sensor"),
-                                   "model": .string("bthome"), "via_device": .string("bluectl_gateway_hall")]),
+                                   "model": .string("bthome")]),
             ]))
+            // The shared state topic carries the gateway's record (a reading without a packet id:
+            // published as heard).
+            #expect(await reader.wait(timeout: .seconds(20)) { !$0.payloads("bluectl/sensors/\(sensorAddress)").isEmpty },
+                    "\(reader.messages)")
+            let shared = try JSONValue.parse(try #require(reader.payloads("bluectl/sensors/\(sensorAddress)").first))
+            #expect(shared["gateway"] == .string("hall") && shared["sensor"]?["temperature_c"] == .int(20), "\(shared)")
             // Retained, and once per run: a new reading does not publish it again.
             try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2010))
             #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "hall") == [20.0, 20.1] }, "\(reader.messages)")

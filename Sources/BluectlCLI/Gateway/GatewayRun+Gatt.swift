@@ -13,6 +13,7 @@ extension GatewayRun {
         var filters: [String] = []
         if gattSettings != nil, !config.devices.isEmpty { filters.append(topics.gattCommands) }
         if homeAssistant { filters.append(Self.homeAssistantStatus) }
+        if sharesReadings { filters += [GatewayTopics.sharedDevices, GatewayTopics.statuses] }
         guard !filters.isEmpty else { return }
         do { try session.subscribe(filters) } catch { Output.error("gateway: \(error)") }
     }
@@ -32,11 +33,10 @@ extension GatewayRun {
     func received(_ topic: String, _ payload: [UInt8], gatt: GatewayGatt?, ledger: inout GatewayLedger) {
         if topic == Self.homeAssistantStatus {
             guard homeAssistant, payload == Array("online".utf8) else { return }
-            for (topic, payload) in ledger.announced.sorted(by: { $0.key < $1.key }) {
-                do { try session.publish(topic, payload, retained: true) } catch { Output.error("gateway: \(error)") }
-            }
+            announceAgain(ledger: &ledger)
             return
         }
+        if receivedShared(topic, payload, ledger: &ledger) { return }
         guard case let (device, characteristic)? = topics.command(topic) else { return }
         guard let gatt else {
             publish(GatewayCommandResult(outcome: .refused("this gateway has no GATT devices")).message(topics.result(device, characteristic)),

@@ -152,9 +152,10 @@ extension GatewayRun {
     }
 
     /// Calls `tick` often enough for the watchdog (a quarter of its silence) and for the buffer's
-    /// report (`greetAndReport`): at least each second, until cancelled.
-    static func ticks(_ silence: Duration?, tick: @Sendable () -> Void) async {
-        let every = min(.seconds(1), (silence ?? .seconds(4)) / 4)
+    /// report (`greetAndReport`): at least every `atMost` (the shared readings held back want
+    /// more than each second), until cancelled.
+    static func ticks(_ silence: Duration?, atMost: Duration = .seconds(1), tick: @Sendable () -> Void) async {
+        let every = min(atMost, (silence ?? .seconds(4)) / 4)
         while (try? await Task.sleep(for: every)) != nil { tick() }
     }
 }

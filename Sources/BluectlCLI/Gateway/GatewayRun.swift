@@ -51,14 +51,25 @@ struct GatewayLedger: Sendable {
     struct Greeting: Sendable {
         let away: Duration?
     }
-    /// Home Assistant configs published by this run (retained: once is enough, until Home
-    /// Assistant says it started again), by topic.
-    private(set) var announced: [String: [UInt8]] = [:]
+    /// Home Assistant configs published by this run (retained: once is enough, until it
+    /// changes or Home Assistant says it started again), by topic, with what they were made of.
+    private(set) var announced: [String: Announced] = [:]
 
-    /// Whether `topic`'s config is still to be published (and notes it as published).
-    mutating func announces(_ topic: String, _ payload: [UInt8]) -> Bool {
-        announced.updateValue(payload, forKey: topic) == nil
+    /// A config as published, and the device and reading it was made from (to make it again
+    /// when the gateways change).
+    struct Announced: Sendable {
+        let payload: [UInt8]
+        let device: DeviceInfo
+        let reading: SensorReading
     }
+
+    /// Whether `topic`'s config is still to be published: new, or changed (and notes it as published).
+    mutating func announces(_ topic: String, _ config: Announced) -> Bool {
+        announced.updateValue(config, forKey: topic)?.payload != config.payload
+    }
+
+    /// Several gateways' shared state topics (`--home-assistant` in bluectl's layout), else nil.
+    var shared: SharedReadings?
 
     /// When each device's last reading was published (kept only with a minimum interval).
     private var lastPublished: [BluetoothAddress: ContinuousClock.Instant] = [:]
@@ -134,7 +145,9 @@ struct GatewayRun {
         let mqttEvents = Task { for await event in session.events { hand(.mqtt(event)) } }
         let helpers = [
             Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
-            Task { [scanSilence] in await Self.ticks(scanSilence) { feed.yield(.tick) } },
+            Task { [scanSilence, sharesReadings] in
+                await Self.ticks(scanSilence, atMost: sharesReadings ? SharedReadings.tick : .seconds(1)) { feed.yield(.tick) }
+            },
         ]
         do {
             try session.start()
@@ -146,6 +159,7 @@ struct GatewayRun {
         }
         ServiceNotifier.ready(status: "publishing \(adapter.name)'s advertisements to \(broker) as \(topics.gateway)")
         var ledger = GatewayLedger()
+        if sharesReadings { ledger.shared = SharedReadings(me: topics.gateway) }
         var watchdog = ScanWatchdog(silence: scanSilence)
         var failure: (any Error)?
         for await input in inputs {
@@ -167,6 +181,7 @@ struct GatewayRun {
                 handle(event, watchdog: &watchdog)
             case .tick:
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
+                shareDue(ledger: &ledger)
                 greetAndReport(&ledger)
             }
         }
@@ -197,12 +212,8 @@ struct GatewayRun {
 
     private func publish(_ discovery: Discovery, ledger: inout GatewayLedger) {
         guard config.admits(discovery.device, sensor: discovery.sensor), ledger.isNew(discovery.device, minInterval: config.minInterval) else { return }
-        if homeAssistant, let reading = try? discovery.sensor?.get() {
-            for config in HomeAssistantDiscovery.configs(device: discovery.device, reading: reading, topics: topics)
-            where ledger.announces(config.topic, config.payload) {
-                do { try session.publish(config.topic, config.payload, retained: true) } catch { Output.error("gateway: \(error)") }
-            }
-        }
+        let reading = try? discovery.sensor?.get()
+        if homeAssistant, let reading { announce(discovery.device, reading, ledger: &ledger) }
         let record: any OutputRecord = switch topics.layout {
         case .bluectl:
             GatewayDeviceRecord(
@@ -218,6 +229,7 @@ struct GatewayRun {
         } catch {
             Output.error("gateway: \(error)")
         }
+        if let reading { share(discovery.device.address.description, reading, payload, ledger: &ledger) }
     }
 
     /// Once connected and the buffer has room: the connection's greeting (`online`, and
@@ -257,6 +269,7 @@ struct GatewayRun {
             Output.error("gateway: \(ledger.connections > 1 ? "reconnected" : "connected") to \(broker)")
             ServiceNotifier.status("connected to \(broker)")
             subscribe()
+            ledger.shared?.connected()
             ledger.greeting = .init(away: ledger.lostAt.map { ContinuousClock.now - $0 })
             ledger.lostAt = nil
             greetAndReport(&ledger, now: true)

@@ -3,11 +3,15 @@ import BluectlGateway
 
 /// Home Assistant's MQTT discovery (home-assistant.io/integrations/sensor.mqtt): one
 /// retained config per decoded numeric measurement of a device, on
-/// `homeassistant/sensor/bluectl_<mac>/<key>/config`, whose state is the device's
-/// state topic and whose value is read out of its JSON (`value_json.sensor.<key>`; in
-/// Theengs' layout `value_json.<its field>`).
-/// Home Assistant reads retained configs when it starts, so each is published once
-/// per device, measurement and connection to the broker.
+/// `homeassistant/sensor/bluectl_<mac>/<key>/config`, whose value is read out of the state's
+/// JSON (`value_json.sensor.<key>`; in Theengs' layout `value_json.<its field>`).
+/// In bluectl's layout the state is the device's shared topic (`GatewayTopics.sharedDevice`),
+/// fed by every gateway, and the config the same bytes from every gateway that knows the same
+/// gateways: available while any of them is online (`availability_mode: any`), no `via_device`
+/// (a device heard by several gateways comes through none in particular). In Theengs' layout
+/// it is this gateway's device topic, available with this gateway, `via_device` this gateway.
+/// Home Assistant reads retained configs when it starts, so each is published when it
+/// changes (a device, measurement or gateway new to this run; a name heard later).
 enum HomeAssistantDiscovery {
     /// Device class and state class of the quantities Home Assistant has a class for;
     /// other numbers are sensors with their unit and no class.
@@ -47,7 +51,10 @@ enum HomeAssistantDiscovery {
 
     /// The config topics and payloads for `reading`'s numeric measurements (its JSON keys,
     /// `_2` for a second of a quantity, as scan prints them).
-    static func configs(device: DeviceInfo, reading: SensorReading, topics: GatewayTopics) -> [(topic: String, payload: [UInt8])] {
+    /// `gateways`: the ids of the gateways whose status makes the device available (bluectl's layout).
+    static func configs(device: DeviceInfo, reading: SensorReading, topics: GatewayTopics,
+                        gateways: [String]) -> [(topic: String, payload: [UInt8])] {
+        let shared = topics.layout == .bluectl
         let node = nodeID(device.address)
         let keyed = reading.keyedMeasurements
         return zip(reading.measurements, keyed).compactMap { measurement, keyed in
@@ -58,7 +65,7 @@ enum HomeAssistantDiscovery {
             var config = JSONLine()
             config.add("name", keyed.key)
             config.add("unique_id", "\(node)_\(keyed.key)")
-            config.add("state_topic", topics.device(device.address.description))
+            config.add("state_topic", shared ? GatewayTopics.sharedDevice(device.address.description) : topics.device(device.address.description))
             let field = topics.layout == .theengs ? TheengsRecord.field(keyed.key) : "sensor.\(keyed.key)"
             config.add("value_template", "{{ value_json.\(field) }}")
             if let classes = classes[measurement.quantity.key] {
@@ -68,12 +75,21 @@ enum HomeAssistantDiscovery {
                 config.add("state_class", "measurement")
             }
             if !measurement.quantity.unit.isEmpty { config.add("unit_of_measurement", measurement.quantity.unit) }
-            config.add("availability_topic", topics.status)
+            if shared {
+                config.add("availability", objects: gateways.map { gateway in
+                    var entry = JSONLine()
+                    entry.add("topic", GatewayTopics(gateway: gateway).status)
+                    return entry
+                })
+                config.add("availability_mode", "any")
+            } else {
+                config.add("availability_topic", topics.status)
+            }
             var deviceObject = JSONLine()
             deviceObject.add("identifiers", strings: [node])
             deviceObject.add("name", device.name ?? device.address.description)
             deviceObject.add("model", reading.model ?? reading.format.rawValue)
-            deviceObject.add("via_device", "bluectl_gateway_\(topics.gateway)")
+            if !shared { deviceObject.add("via_device", "bluectl_gateway_\(topics.gateway)") }
             config.add("device", object: deviceObject)
             return ("homeassistant/sensor/\(node)/\(keyed.key)/config", config.renderedBytes(newline: false))
         }

@@ -1,0 +1,72 @@
+// What the gateway's owner task does for Home Assistant: the discovery configs, and the
+// shared state topics several gateways feed (SharedReadings; docs/gateway.md, "Home Assistant").
+
+import BluectlCore
+import BluectlGateway
+
+extension SharedReadings {
+    /// How often the owner task looks at the readings held back (`GatewayRun.ticks`).
+    static let tick = Duration.milliseconds(250)
+}
+
+extension GatewayRun {
+    /// Whether this gateway feeds the shared state topics: `--home-assistant` in bluectl's layout.
+    var sharesReadings: Bool { homeAssistant && topics.layout == .bluectl }
+
+    /// Publishes the Home Assistant configs of `reading`'s measurements that are new to this run
+    /// or changed (retained).
+    func announce(_ device: DeviceInfo, _ reading: SensorReading, ledger: inout GatewayLedger) {
+        let gateways = ledger.shared?.availability ?? [topics.gateway]
+        for config in HomeAssistantDiscovery.configs(device: device, reading: reading, topics: topics, gateways: gateways)
+        where ledger.announces(config.topic, .init(payload: config.payload, device: device, reading: reading)) {
+            publishRetained(config.topic, config.payload)
+        }
+    }
+
+    /// Publishes every config of this run again, made anew: Home Assistant said it started (it
+    /// may have lost them), or the gateways changed (their availability).
+    func announceAgain(ledger: inout GatewayLedger) {
+        let gateways = ledger.shared?.availability ?? [topics.gateway]
+        for (topic, made) in ledger.announced.sorted(by: { $0.key < $1.key }) {
+            let configs = HomeAssistantDiscovery.configs(device: made.device, reading: made.reading, topics: topics, gateways: gateways)
+            guard let config = configs.first(where: { $0.topic == topic }) else { continue }
+            _ = ledger.announces(topic, .init(payload: config.payload, device: made.device, reading: made.reading))
+            publishRetained(topic, config.payload)
+        }
+    }
+
+    /// `reading`'s record (`payload`, as published on this gateway's topic) on the device's shared
+    /// topic, unless it is already there or held back (`SharedReadings.heard`). Not while the
+    /// connection is lost: a gateway cut from the broker cannot see what the others published,
+    /// and its buffered copies, sent later, would put an old state back on the retained topic
+    /// (before the first connection, a reading with a packet id waits for it: the newest per device).
+    func share(_ address: String, _ reading: SensorReading, _ payload: [UInt8], ledger: inout GatewayLedger) {
+        guard session.isConnected || ledger.connections == 0,
+              let shared = ledger.shared?.heard(address, packetID: reading.packetID, payload: payload) else { return }
+        publishRetained(GatewayTopics.sharedDevice(address), shared)
+    }
+
+    /// The held readings whose turn came and that no other gateway published meanwhile (looked
+    /// at only while connected: they wait for the connection).
+    func shareDue(ledger: inout GatewayLedger) {
+        guard session.isConnected, let due = ledger.shared?.due(), !due.isEmpty else { return }
+        for (address, payload) in due { publishRetained(GatewayTopics.sharedDevice(address), payload) }
+    }
+
+    /// A message on a shared topic or a gateway's status: noted (a status new or gone publishes
+    /// the configs again with the new availability). False for any other topic.
+    func receivedShared(_ topic: String, _ payload: [UInt8], ledger: inout GatewayLedger) -> Bool {
+        guard ledger.shared != nil else { return false }
+        if let gateway = GatewayTopics.statusGateway(topic) {
+            if ledger.shared?.status(of: gateway, payload) == true, homeAssistant { announceAgain(ledger: &ledger) }
+            return true
+        }
+        guard GatewayTopics.isSharedDevice(topic) else { return false }
+        ledger.shared?.arrived(payload)
+        return true
+    }
+
+    private func publishRetained(_ topic: String, _ payload: [UInt8]) {
+        do { try session.publish(topic, payload, retained: true) } catch { Output.error("gateway: \(error)") }
+    }
+}

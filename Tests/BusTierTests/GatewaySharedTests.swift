@@ -1,0 +1,108 @@
+// End to end: two `bluectl gateway --home-assistant` processes (different ids, different
+// adapters of the stand-in) hearing one BTHome sensor make one Home Assistant device: the same
+// discovery configs from both, the state on the shared topic `bluectl/sensors/<MAC>`, each
+// reading (packet id) there once, and each gateway's own topic still fed (docs/gateway.md,
+// "Several gateways").
+
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A BTHome v2 frame with packet id `packetID` and temperature `centidegrees` / 100 °C.
+private func bthome(packet packetID: Int, _ centidegrees: Int) -> [AdField] {
+    let t = UInt16(centidegrees)
+    return [.addressType("public"), .rssi(-60), .name("DIY-sensor"), .flags([0x06]),
+            .serviceData(["fcd2": [0x40, 0x00, UInt8(packetID), 0x02, UInt8(t & 0xff), UInt8(t >> 8)]])]
+}
+
+/// The packet ids of the records on `topic`, in the order they arrived (repeats kept).
+private func packetIDs(_ reader: MQTTReader, _ topic: String) -> [Int] {
+    reader.payloads(topic).compactMap { payload in
+        (try? JSONValue.parse(payload))?["sensor"]?["packet_id"]?.number.map(Int.init)
+    }
+}
+
+@Suite("Two gateways feed one Home Assistant device", .timeLimit(.minutes(3)))
+struct GatewaySharedTests {
+    @Test("Two gateways: the same configs from both, each packet id once on bluectl/sensors/MAC, both own topics fed")
+    func twoGateways() async throws {
+        let second = AdapterSpec("hci1", address: "00:AA:01:01:00:27", alias: "second-gateway")
+        try await withPrivateBus(adapters: [.hci0, second]) { bus in
+            let broker = try await MosquittoBroker()
+            try await broker.start()
+            let reader = try await broker.subscribe()
+            defer { reader.stop() }
+            let (stateA, stateB) = (try stateFolder(), try stateFolder())
+            defer { for state in [stateA, stateB] { try? FileManager.default.removeItem(atPath: state) } }
+            // One sensor in range of both adapters: the same frames on each.
+            func advertise(_ packetID: Int, on adapters: [String] = ["hci0", "hci1"]) async throws {
+                for adapter in adapters { try await bus.updateAdvertiser(adapter, sensorAddress, bthome(packet: packetID, 2000 + packetID * 10)) }
+            }
+            for adapter in ["hci0", "hci1"] { try await bus.addAdvertiser(adapter, sensorAddress, bthome(packet: 0, 2000)) }
+            let shared = "bluectl/sensors/\(sensorAddress)"
+            let (ownA, ownB) = ("bluectl/alpha/devices/\(sensorAddress)", "bluectl/beta/devices/\(sensorAddress)")
+            let alpha = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "alpha", "--adapter", "hci0", "--home-assistant"],
+                                             environment: ["STATE_DIRECTORY": stateA])
+            #expect(await reader.wait(timeout: .seconds(30)) { packetIDs($0, shared) == [0] }, "\(reader.messages) \(alpha.stderr)")
+            let beta = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "beta", "--adapter", "hci1", "--home-assistant"],
+                                            environment: ["STATE_DIRECTORY": stateB])
+            // Each knows the other: a config naming both gateways' status, from each (beta's once it
+            // read alpha's retained status, alpha's once beta said online).
+            let config = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            let both = JSONValue.array([.object(["topic": .string("bluectl/alpha/status")]), .object(["topic": .string("bluectl/beta/status")])])
+            let namesBoth = { (reader: MQTTReader) in reader.payloads(config).filter { (try? JSONValue.parse($0))?["availability"] == both }.count >= 2 }
+            #expect(await reader.wait(timeout: .seconds(30)) { namesBoth($0) && packetIDs($0, ownB) == [0] },
+                    "\(reader.messages) \(beta.stderr)")
+
+            // Home Assistant starts: each gateway publishes its config again, the same bytes.
+            let before = reader.payloads(config).count
+            try await broker.publish("homeassistant/status", "online")
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == before + 2 }, "\(reader.messages)")
+            let again = Array(reader.payloads(config).dropFirst(before))
+            #expect(again.count == 2 && Set(again).count == 1, "\(again)")
+            #expect(try JSONValue.parse(try #require(again.first)) == .object([
+                "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
+                "state_topic": .string(shared), "value_template": .string("{{ value_json.sensor.temperature_c }}"),
+                "device_class": .string("temperature"), "state_class": .string("measurement"), "unit_of_measurement": .string("°C"),
+                "availability": both, "availability_mode": .string("any"),
+                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("DIY-sensor"),
+                                   "model": .string("bthome")]),
+            ]))
+
+            // Readings both hear, one only beta hears (alpha, first in rank, never publishes it: beta
+            // does, after its hold), then both again; a last one only beta hears ends beta's holds
+            // of all before it (its messages arrive in order).
+            for packetID in 1...4 {
+                try await advertise(packetID)
+                #expect(await reader.wait(timeout: .seconds(20)) { packetIDs($0, shared).contains(packetID) }, "\(reader.messages)")
+            }
+            try await advertise(5, on: ["hci1"])
+            #expect(await reader.wait(timeout: .seconds(20)) { packetIDs($0, shared).contains(5) }, "\(reader.messages) \(beta.stderr)")
+            for packetID in 6...8 {
+                try await advertise(packetID)
+                #expect(await reader.wait(timeout: .seconds(20)) { packetIDs($0, shared).contains(packetID) }, "\(reader.messages)")
+            }
+            #expect(await reader.wait(timeout: .seconds(20)) { packetIDs($0, ownA).contains(8) && packetIDs($0, ownB).contains(8) },
+                    "\(reader.messages)")
+            try await advertise(9, on: ["hci1"])
+            #expect(await reader.wait(timeout: .seconds(20)) { packetIDs($0, shared).contains(9) }, "\(reader.messages)")
+
+            #expect(packetIDs(reader, shared) == Array(0...9), "each reading once, in order: \(packetIDs(reader, shared))")
+            #expect(Set(packetIDs(reader, ownA)) == Set([0, 1, 2, 3, 4, 6, 7, 8]), "\(packetIDs(reader, ownA))")
+            #expect(Set(packetIDs(reader, ownB)) == Set(0...9), "\(packetIDs(reader, ownB))")
+            // Each record on the shared topic says which gateway published it.
+            let publishers = reader.payloads(shared).compactMap { (try? JSONValue.parse($0))?["gateway"]?.text }
+            #expect(publishers.count == 10 && Set(publishers).isSubset(of: ["alpha", "beta"]), "\(publishers)")
+
+            for gateway in [alpha, beta] { gateway.signal(SIGTERM) }
+            for (gateway, id) in [(alpha, "alpha"), (beta, "beta")] {
+                #expect(await gateway.wait(timeout: .seconds(15)).exitCode == 143)
+                #expect(await reader.wait(timeout: .seconds(10)) { $0.payloads("bluectl/\(id)/status").last == "offline" }, "\(reader.messages)")
+            }
+            await broker.stop()
+        }
+    }
+}
