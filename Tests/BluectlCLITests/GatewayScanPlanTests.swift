@@ -43,14 +43,18 @@ struct GatewayScanPlanTests {
     func auto() throws {
         let why = "hci0 has no AdvertisementMonitorManager1 (bluetoothd 5.66 offers it only with --experimental)"
         #expect(GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: why, bluezVersion: "5.66") == GatewayScanPlan(patterns: nil, reason: why))
-        let proven = GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: "5.66")
+        // no services or sensor formats: every advertisement is admitted, which a monitor cannot hear
+        #expect(GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: "5.66")
+                == GatewayScanPlan(patterns: nil, reason: GatewayScanPlan.everyAdvertisement))
+        let formats = try Self.config(#"{"advertisements": {"sensor_formats": [\#(SensorFormat.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))]}}"#)
+        let proven = GatewayScanPlan.choose(.auto, config: formats, unavailable: nil, bluezVersion: "5.66")
         #expect(proven.patterns == SensorFormat.allAdvertisementPatterns)
         #expect(proven.reason.hasPrefix("bluetoothd 5.66 offers advertisement monitors and is proven with them; 16 patterns: "), "\(proven.reason)")
         // 5.70 matches no service data; an unknown release may be one of those
-        let unproven = GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: "5.70")
+        let unproven = GatewayScanPlan.choose(.auto, config: formats, unavailable: nil, bluezVersion: "5.70")
         #expect(unproven == GatewayScanPlan(patterns: nil, reason: GatewayScanPlan.passiveUnproven("5.70")))
         #expect(unproven.reason.contains("bluetoothd 5.70 is not one it is proven with (5.66;") && unproven.reason.hasSuffix("--scan passive asks for it"))
-        let unknown = GatewayScanPlan.choose(.auto, config: GatewayConfig(), unavailable: nil, bluezVersion: nil)
+        let unknown = GatewayScanPlan.choose(.auto, config: formats, unavailable: nil, bluezVersion: nil)
         #expect(unknown.patterns == nil && unknown.reason.contains("names no BlueZ release"))
         // services making more patterns than a monitor takes: active, saying so (passive would be refused)
         let six = try Self.config(#"{"advertisements": {"services": ["fcd1", "fcd2", "fcd3", "fcd4", "fcd5", "fcd6"]}}"#)

@@ -163,11 +163,19 @@ struct PassiveScanTests {
         }
     }
 
-    @Test("gateway, --scan auto on bluetoothd 5.66 -E: passive, said at start, BTHome readings published, nothing registered after SIGTERM")
+    /// A gateway config naming every sensor format (the 16 patterns), in `state`.
+    static func everyFormatConfig(_ state: String) throws -> String {
+        let path = state + "/formats.json"
+        let names = SensorFormat.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+        try #"{"advertisements": {"sensor_formats": [\#(names)]}}"#.write(toFile: path, atomically: false, encoding: .utf8)
+        return path
+    }
+
+    @Test("gateway, --scan auto on bluetoothd 5.66 -E with the sensor formats: passive, said at start, BTHome readings published, nothing registered after SIGTERM")
     func gatewayScansPassively() async throws {
         try await GatewayTests().withScene(brokerUp: true, experimental: true) { bus, broker, reader, state in
             try await bus.addAdvertiser("hci0", Self.plain, [.addressType("public"), .rssi(-50), .name("plain")])
-            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "quiet"],
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "quiet", "--config", try Self.everyFormatConfig(state)],
                                                environment: ["STATE_DIRECTORY": state])
             #expect(await gateway.waitForStderr(timeout: .seconds(20)) {
                 $0.contains("scanning hci0 passively (AdvertisementMonitor1): bluetoothd 5.66 offers advertisement monitors")
@@ -204,10 +212,11 @@ struct PassiveScanTests {
         }
     }
 
-    @Test("gateway: active without --experimental and with --scan active, saying why")
+    @Test("gateway: active without --experimental, with --scan active, and with no services or sensor formats in the config, saying why")
     func gatewayScansActively() async throws {
         for (experimental, arguments, reason) in [(false, [String](), "no AdvertisementMonitorManager1 (bluetoothd 5.66 offers it only with --experimental)"),
-                                                  (true, ["--scan", "active"], "--scan active")] {
+                                                  (true, ["--scan", "active"], "--scan active"),
+                                                  (true, [], "passive scanning is offered, but the config admits every advertisement")] {
             try await withPrivateBus(experimental: experimental) { bus in
                 let state = try stateFolder()
                 defer { try? FileManager.default.removeItem(atPath: state) }
@@ -222,6 +231,25 @@ struct PassiveScanTests {
                 _ = await gateway.wait(timeout: .seconds(10))
                 #expect(try await Self.monitors(bus).isEmpty)
             }
+        }
+    }
+
+    @Test("gateway, --scan auto: a monitor bluetoothd refuses at start leaves it scanning actively, saying why (it did not ask for passive)")
+    func gatewayAutoFallsBackToActive() async throws {
+        try await withPrivateBus(experimental: true) { bus in
+            let state = try stateFolder()
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            try await bus.injectError(Self.adapter, "RegisterMonitor", "org.bluez.Error.Failed", "Failed")
+            let gateway = try bus.startBluectl(["gateway", "--broker", "mqtt://127.0.0.1:1", "--id", "fallback", "--config", try Self.everyFormatConfig(state)],
+                                               environment: ["STATE_DIRECTORY": state])
+            #expect(await gateway.waitForStderr(timeout: .seconds(20)) {
+                $0.contains("scanning hci0 actively (StartDiscovery, duplicates on): passive scanning failed at start (")
+            }, "\(gateway.stderr)")
+            #expect(try await bus.callCount(Self.adapter, "RegisterMonitor") == 1)
+            #expect(try await bus.discoverySessions().count == 1)
+            gateway.signal(SIGTERM)
+            #expect(await gateway.wait(timeout: .seconds(10)).exitCode == 143, "\(gateway.stderr)")
+            #expect(try await Self.monitors(bus).isEmpty)
         }
     }
 }

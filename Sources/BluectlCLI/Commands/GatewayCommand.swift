@@ -79,7 +79,7 @@ struct GatewayCommand: AsyncParsableCommand {
     var scanWatchdog: Double = 120
 
     @Option(name: .customLong("scan"), help: ArgumentHelp(
-        "active (StartDiscovery), passive (an advertisement monitor: bluetoothd --experimental), or auto: passive where bluetoothd 5.66 offers monitors, else active; said at start.",
+        "active (StartDiscovery), passive (an advertisement monitor: bluetoothd --experimental), or auto: passive where bluetoothd 5.66 offers monitors and the config names services or sensor formats, else active; said at start.",
         valueName: "MODE"))
     var scanMode: GatewayScanMode = .auto
 

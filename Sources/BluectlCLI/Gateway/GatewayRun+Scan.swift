@@ -53,6 +53,10 @@ struct GatewayScanPlan: Sendable, Equatable {
             + "more than an advertisement monitor takes (\(AdvertisementMonitor.maxPatterns): at most 5 services)"
     }
 
+    /// Why `auto` scans actively for a config that names no services and no sensor formats.
+    static let everyAdvertisement = "passive scanning is offered, but the config admits every advertisement (no advertisements.services "
+        + "or advertisements.sensor_formats), and a monitor hears only what its patterns match; --scan passive hears the sensor formats only"
+
     /// The bluetoothd releases `auto` scans passively with: proven in the lab to take the gateway's
     /// monitor without aborting (its patterns spread over objects of at most 7) and to match service
     /// and manufacturer data (`extra_gateway_passive`, docs/advertisement-monitor.md). 5.69 and 5.70
@@ -74,6 +78,11 @@ struct GatewayScanPlan: Sendable, Equatable {
         case .active: return GatewayScanPlan(patterns: nil, reason: "--scan active")
         case .auto:
             if let unavailable { return GatewayScanPlan(patterns: nil, reason: unavailable) }
+            // A monitor hears only what its patterns match: without services or sensor formats
+            // the config admits every advertisement (the gateway's default), which it cannot.
+            guard !config.services.isEmpty || !config.sensorFormats.isEmpty else {
+                return GatewayScanPlan(patterns: nil, reason: everyAdvertisement)
+            }
             guard let version = bluezVersion, passiveProven.contains(version) else {
                 return GatewayScanPlan(patterns: nil, reason: passiveUnproven(bluezVersion))
             }
@@ -101,9 +110,27 @@ extension GatewayRun {
                                           bluezVersion: adapter.bluezVersion)
         var options = base
         options.passive = plan.patterns
-        let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: options,
-                                                     onDiscovery: onDiscovery, report: report)
-        return (scanner, plan)
+        let started: Result<GatewayScanner, BluetoothError>
+        do {
+            started = .success(try await GatewayScanner.start(central: central, adapter: adapter, options: options,
+                                                              onDiscovery: onDiscovery, report: report))
+        } catch {
+            started = .failure(error)
+        }
+        switch started {
+        case .success(let scanner):
+            return (scanner, plan)
+        case .failure(let error) where scanMode == .auto && plan.patterns != nil:
+            // Passive was `auto`'s choice, not the user's: a monitor bluetoothd refuses or
+            // releases (or dies on) leaves the gateway scanning actively, saying why.
+            var active = base
+            active.passive = nil
+            let scanner = try await GatewayScanner.start(central: central, adapter: adapter, options: active,
+                                                         onDiscovery: onDiscovery, report: report)
+            return (scanner, GatewayScanPlan(patterns: nil, reason: "passive scanning failed at start (\(error)), so active"))
+        case .failure(let error):
+            throw error
+        }
     }
 
     /// Says at start how the gateway scans, and why.

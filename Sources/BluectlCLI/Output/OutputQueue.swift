@@ -202,8 +202,12 @@ public final class OutputQueue: Sendable {
     private func hand(_ handed: Handed) -> Outcome {
         var roomNow: (@Sendable () -> Void)?
         let (outcome, signal) = state.withLock { s -> (Outcome, Bool) in
+            // A writer that is writing (or lingering) comes back for more by
+            // itself: wake it only from idle (a wake-up per line cost more than the write).
+            let idle = s.pending.isEmpty && !s.writing
             switch handed {
             case .roomWaiter(let body):
+                // (Taken after `close()` too: the writer still reports room until it ends.)
                 if s.writeError != nil { return (.closed, false) }
                 if s.pending.count + s.inHand <= byteLimit / 2 { roomNow = body } else { s.roomWaiter = body }
                 return (.queued, false)
@@ -212,21 +216,16 @@ public final class OutputQueue: Sendable {
                 s.queueGapReport(gapLine)
                 s.closed = true
                 return (.queued, true)
-            default:
-                break
-            }
-            if s.closed { return (.closed, false) }
-            // A writer that is writing (or lingering) comes back for more by
-            // itself: wake it only from idle (a wake-up per line cost more than the write).
-            let idle = s.pending.isEmpty && !s.writing
-            switch handed {
             case .notice(let text):
+                if s.closed { return (.closed, false) }
                 s.notices.append(text)
                 return (.queued, true)
             case .stream(let bytes):
+                if s.closed { return (.closed, false) }
                 s.pending.append(contentsOf: bytes)
                 return (s.pending.count + s.inHand >= byteLimit ? .full : .queued, idle)
             case .line(let bytes), .bytes(let bytes):
+                if s.closed { return (.closed, false) }
                 guard s.lines < capacity else {
                     s.unreported += 1
                     s.droppedTotal += 1
@@ -244,8 +243,6 @@ public final class OutputQueue: Sendable {
                 if case .line = handed { s.pending.append(0x0a) }
                 s.lines += 1
                 return (.queued, signal)
-            case .roomWaiter, .close:
-                preconditionFailure("handled above")
             }
         }
         if signal { wakeWriter() }

@@ -258,8 +258,8 @@ def _(c):
 @lab_check('extra_gateway_passive')
 def _(c):
     """Needs bluetoothd -E (a boot of its own: Scripts/lab test --bluetoothd-opts -E
-    extra_gateway_passive; Scripts/test does so). The gateway with --scan auto (the default) on
-    hci1, which offers AdvertisementMonitorManager1 and is bluetoothd 5.66 (its Modalias), scans
+    extra_gateway_passive; Scripts/test does so). The gateway with --scan auto (the default) and a
+    config naming every sensor format on hci1, which offers AdvertisementMonitorManager1 and is bluetoothd 5.66 (its Modalias), scans
     passively and says why: its 16 patterns in three monitor objects of at most 7 (more in one and
     5.66 aborts, docs/advertisement-monitor.md), each added to the kernel and activated, bluetoothd
     alive throughout; it hears `bluectl advertise --bthome` on hci3 through its monitor alone
@@ -273,7 +273,9 @@ def _(c):
         c.fail('%s has no AdvertisementMonitorManager1: this check needs bluetoothd -E (--bluetoothd-opts -E)' % CENTRAL)
     log_start = len(read_text(lab.BTD_LOG))
     deaths = read_text(lab.SUPERVISOR_LOG).count('restarting')
-    gw, gw_out, mqtt, _ = start_gateway(c, 'passive', {'advertisements': {'addresses': [SERVER_ADDR]}}, 600)
+    # every sensor format named (a config that names none admits every advertisement: auto is active then)
+    formats = ['bthome', 'ruuvi', 'xiaomi', 'pvvx', 'atc1441', 'switchbot', 'govee', 'inkbird']
+    gw, gw_out, mqtt, _ = start_gateway(c, 'passive', {'advertisements': {'addresses': [SERVER_ADDR], 'sensor_formats': formats}}, 600)
     if not wait_out(c, gw_out + '.err', r'scanning %s passively \(AdvertisementMonitor1\): bluetoothd 5\.66 offers' % CENTRAL, 60, gw) or \
             not wait_out(c, gw_out + '.err', 'connected to mqtt://', 60, gw):
         c.echo(read_text(gw_out + '.err'))
