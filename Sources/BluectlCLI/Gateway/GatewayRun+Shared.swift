@@ -43,7 +43,7 @@ extension GatewayRun {
     func share(_ address: String, _ reading: SensorReading, _ payload: [UInt8], ledger: inout GatewayLedger) {
         guard session.isConnected || ledger.connections == 0,
               let shared = ledger.shared?.heard(address, packetID: reading.packetID, payload: payload) else { return }
-        publishRetained(GatewayTopics.sharedDevice(address), shared)
+        for payload in shared { publishRetained(GatewayTopics.sharedDevice(address), payload) }
     }
 
     /// The held readings whose turn came and that no other gateway published meanwhile (looked

@@ -71,36 +71,49 @@ struct SharedReadings: Sendable {
 
     /// A message arrived on a shared topic (another gateway's, or this one's own coming back):
     /// its packet id is noted; a payload without one, or not JSON, changes nothing.
+    /// The device's readings still held that are older than it are dropped (published after
+    /// it they would put an old state back on the retained topic): those heard before this
+    /// gateway's own copy of it, or, when it heard none, all (heard before it arrived: older,
+    /// unless the broker is slower than the sensor's next frame).
     mutating func arrived(_ payload: [UInt8]) {
         guard let record = try? JSONInput.parse(payload) as? [String: Any], let address = record["address"] as? String,
               let packetID = ((record["sensor"] as? [String: Any])?["packet_id"] as? Double).map(Int.init) else { return }
+        let mine = held.indices.filter { held[$0].address == address }
+        let through = mine.last { held[$0].packetID == packetID } ?? mine.last
+        if let through {
+            let older = Set(mine.filter { $0 <= through })
+            held = held.indices.filter { !older.contains($0) }.map { held[$0] }
+        }
         note(address, packetID)
     }
 
-    /// A reading this gateway heard, rendered for the shared topic: the payload to publish now,
-    /// or nil (already there, or held back: `due`).
-    /// A reading published now drops the device's readings still held: they are older, and
-    /// published after it they would put an old state back on the retained topic.
-    mutating func heard(_ address: String, packetID: Int?, payload: [UInt8], now: ContinuousClock.Instant = .now) -> [UInt8]? {
+    /// A reading this gateway heard, rendered for the shared topic: the payloads to publish now,
+    /// in order (none: already there, or held back: `due`).
+    /// A reading published now takes the device's readings still held with it, first: they are
+    /// older (heard before it) and no other gateway published them (that would have dropped
+    /// them, `arrived`); after it they would put an old state back on the retained topic.
+    mutating func heard(_ address: String, packetID: Int?, payload: [UInt8], now: ContinuousClock.Instant = .now) -> [[UInt8]] {
         guard let packetID else {
             held.removeAll { $0.address == address }
-            return payload
+            return [payload]
         }
-        if arrivedIDs[address]?.contains(packetID) == true || held.contains(where: { $0.address == address && $0.packetID == packetID }) { return nil }
+        if arrivedIDs[address]?.contains(packetID) == true || held.contains(where: { $0.address == address && $0.packetID == packetID }) { return [] }
         guard let settledAt, settledAt <= now else {
             // Before the first connection only a device's newest reading waits: one per device.
             held.removeAll { $0.address == address && !$0.ranked }
             held.append(Held(address: address, packetID: packetID, payload: payload, due: settledAt ?? now + hold, ranked: false))
-            return nil
+            return []
         }
         let rank = rank
         guard rank > 0 else {
-            note(address, packetID)
+            let older = held.filter { $0.address == address && arrivedIDs[address]?.contains($0.packetID) != true }
             held.removeAll { $0.address == address }
-            return payload
+            for reading in older { note(address, reading.packetID) }
+            note(address, packetID)
+            return older.map(\.payload) + [payload]
         }
         held.append(Held(address: address, packetID: packetID, payload: payload, due: now + hold * rank, ranked: true))
-        return nil
+        return []
     }
 
     /// The held readings whose time has come and that no other gateway published meanwhile,
