@@ -274,6 +274,23 @@ struct EmbeddedBlueZ {
         #expect(try await discovering.value == [BluetoothUUID(uint16: 0x2a37)])
     }
 
+    /// Pitfalls 24 and 26 together (the lab's proxy reported MTU 23): bluetoothd never
+    /// signalled Connected, and the cached characteristic has no MTU. Once the services are
+    /// found resolved by asking, the MTU is asked for and recorded.
+    @Test func mtuAskedForWhenConnectedWasNeverSignalled() async throws {
+        let lab = try await EmbeddedBlueZ.start(EmbeddedBlueZ.sensor(connected: false, resolved: true))
+        defer { lab.close() }
+        let peripheral = try lab.peripheral
+        #expect(peripheral.mtu == nil)
+        let discovering = Task { try await peripheral.discoverServices() }
+        try await lab.answerGetAll(["Connected": .boolean(true), "ServicesResolved": .boolean(true)])
+        let get = try #require(await lab.bus.nextCall("Get"))
+        #expect(get.path == EmbeddedBlueZ.characteristic)
+        lab.bus.reply(to: get, [.variant(.uint16(517))])
+        #expect(try await discovering.value.count == 1)
+        #expect(peripheral.mtu == 517)
+    }
+
     /// No signal at all: the machine's poll finds ServicesResolved.
     @Test func servicesResolvedFoundByAskingWhenNoSignalComes() async throws {
         let (lab, discovering) = try await EmbeddedBlueZ.discoveringExportedServices()

@@ -219,15 +219,16 @@ public final class Peripheral: Sendable, CustomStringConvertible {
     }
 
     /// Pitfall 26 (`BlueZ566.mtuMissing`): once the services are resolved,
-    /// a connected device's characteristic without its `MTU` has it asked
+    /// a characteristic of the device without its `MTU` has it asked
     /// for (within 2 s, as the machines' polls: bluetoothd answers a Get at
     /// once) and the answer recorded on every characteristic of the device
     /// (they share the link's). Costs one loop hop when the MTU is there.
     private func recoverMTU() async {
         let (mirror, path) = (central.mirror, path)
         let lacking = await mirror.loop.submit { () -> [ObjectPath] in
+            // (Not the mirror's `Connected`: 5.66 may never signal it (pitfall 24), and the
+            // caller has just found the device connected and resolved, asking if need be.)
             let tree = mirror.tree   // on the loop: read in place
-            guard tree.properties(path, BlueZ.deviceInterface)?["Connected"]?.bool == true else { return [] }
             let characteristics = tree.paths(with: BlueZ.characteristicInterface).filter { $0.isDescendant(of: path) }
             guard let first = characteristics.first,
                   BlueZ566.mtuMissing(tree.properties(first, BlueZ.characteristicInterface)) else { return [] }
