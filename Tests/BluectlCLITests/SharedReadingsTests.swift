@@ -31,7 +31,7 @@ struct SharedReadingsTests {
         #expect(outcome1 == [record(1)])
         let outcome2 = shared.heard(address, packetID: 1, payload: record(1), now: now)
         #expect(outcome2.isEmpty, "the same id again")
-        shared.arrived(record(2, gateway: "beta"))
+        shared.arrived(record(2, gateway: "beta"), now: now)
         let outcome3 = shared.heard(address, packetID: 2, payload: record(2), now: now)
         #expect(outcome3.isEmpty, "beta published it")
         let outcome4 = shared.heard(address, packetID: nil, payload: [1], now: now)
@@ -49,7 +49,7 @@ struct SharedReadingsTests {
         #expect(outcome6.isEmpty)
         let outcome7 = shared.due(now: now + .milliseconds(900))
         #expect(outcome7.isEmpty)
-        shared.arrived(record(7, gateway: "alpha"))
+        shared.arrived(record(7, gateway: "alpha"), now: now)
         let due = shared.due(now: now + .seconds(1))
         #expect(due.map(\.payload) == [record(8)] && due.map(\.address) == [address], "7 came from alpha; 8 did not")
         let outcome8 = shared.due(now: now + .seconds(5))
@@ -95,13 +95,44 @@ struct SharedReadingsTests {
         #expect(shared.heard(address, packetID: 0, payload: record(0), now: now).isEmpty)
         #expect(shared.heard(address, packetID: 1, payload: record(1), now: now).isEmpty)
         #expect(shared.heard(address, packetID: 2, payload: record(2), now: now).isEmpty)
-        shared.arrived(record(1, gateway: "alpha"))
+        shared.arrived(record(1, gateway: "alpha"), now: now)
         let due = shared.due(now: now + .seconds(1))
         #expect(due.map(\.payload) == [record(2)], "0 is older than alpha's 1; 2 is newer: \(due.map(\.payload))")
         // a reading this gateway did not hear arrives: everything held before it is older
         #expect(shared.heard(address, packetID: 3, payload: record(3), now: now).isEmpty)
-        shared.arrived(record(4, gateway: "alpha"))
+        shared.arrived(record(4, gateway: "alpha"), now: now)
         #expect(shared.due(now: now + .seconds(5)).isEmpty)
+    }
+
+    @Test("A gateway's own published reading coming back changes nothing: the next one held is still published")
+    func ownReadingBack() {
+        var shared = settled("beta", others: ["alpha": "online"])
+        let now = start + .seconds(2)
+        #expect(shared.heard(address, packetID: 7, payload: record(7), now: now).isEmpty)
+        #expect(shared.heard(address, packetID: 8, payload: record(8), now: now + .milliseconds(500)).isEmpty)
+        #expect(shared.due(now: now + .seconds(1)).map(\.payload) == [record(7)])
+        shared.arrived(record(7, gateway: "beta"), now: now + .milliseconds(1100))
+        #expect(shared.due(now: now + .milliseconds(1500)).map(\.payload) == [record(8)])
+    }
+
+    @Test("A packet id that is no integer (1e300, 1.5) is ignored, not a trap")
+    func badPacketID() {
+        var shared = settled("alpha")
+        for id in ["1e300", "1.5", "-1e19"] {
+            shared.arrived(Array(#"{"address": "\#(address)", "sensor": {"packet_id": \#(id)}}"#.utf8), now: start + .seconds(2))
+        }
+        #expect(shared.heard(address, packetID: 1, payload: record(1), now: start + .seconds(2)) == [record(1)])
+    }
+
+    @Test("After a connection (again), readings held before it and what the broker brings back wait for the settling")
+    func heldAcrossConnection() {
+        var shared = SharedReadings(me: "alpha")
+        #expect(shared.heard(address, packetID: 5, payload: record(5), now: start).isEmpty)
+        shared.connected(now: start + .seconds(5))
+        #expect(shared.due(now: start + .milliseconds(5200)).isEmpty, "still settling")
+        // the retained record (id 4, older) arrives while settling: noted, nothing held dropped
+        shared.arrived(record(4, gateway: "beta"), now: start + .milliseconds(5300))
+        #expect(shared.due(now: start + .seconds(6)).map(\.payload) == [record(5)], "ranked once settled: first, at once")
     }
 
     @Test("Statuses: a new gateway or a cleared one changes the availability; a status again does not")
@@ -122,9 +153,9 @@ struct SharedReadingsTests {
     func wrap() {
         var shared = settled("alpha")
         let now = start + .seconds(2)
-        for id in 0..<20 { let outcome18 = shared.heard(address, packetID: id, payload: record(id), now: now); #expect(outcome18 != nil) }
+        for id in 0..<20 { let outcome18 = shared.heard(address, packetID: id, payload: record(id), now: now); #expect(outcome18 == [record(id)]) }
         let outcome19 = shared.heard(address, packetID: 3, payload: record(3), now: now)
-        #expect(outcome19 != nil, "3 is 17 readings back")
+        #expect(outcome19 == [record(3)], "3 is 17 readings back")
         let outcome20 = shared.heard(address, packetID: 19, payload: record(19), now: now)
         #expect(outcome20.isEmpty)
     }

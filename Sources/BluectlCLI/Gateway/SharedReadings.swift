@@ -58,7 +58,16 @@ struct SharedReadings: Sendable {
     var rank: Int { gateways.filter(\.value).keys.sorted().firstIndex(of: me) ?? 0 }
 
     /// Connected to the broker (again): what the subscriptions bring back arrives within `hold`.
-    mutating func connected(now: ContinuousClock.Instant = .now) { settledAt = now + hold }
+    /// Readings held from before (the first connection, or an outage) wait for the settling too,
+    /// and are ranked then.
+    mutating func connected(now: ContinuousClock.Instant = .now) {
+        let settled = now + hold
+        settledAt = settled
+        for index in held.indices {
+            held[index].ranked = false
+            held[index].due = settled
+        }
+    }
 
     /// Gateway `gateway`'s status said `payload` (empty: the retained status was cleared, the
     /// gateway is forgotten). True when the set of gateways changed: the configs must be
@@ -75,9 +84,18 @@ struct SharedReadings: Sendable {
     /// it they would put an old state back on the retained topic): those heard before this
     /// gateway's own copy of it, or, when it heard none, all (heard before it arrived: older,
     /// unless the broker is slower than the sensor's next frame).
-    mutating func arrived(_ payload: [UInt8]) {
+    /// An id seen before (this gateway's own copy coming back, a repeat) changes nothing; what
+    /// arrives while settling after a connection (the retained record, what the broker queued
+    /// while this gateway was away: old) only has its id noted and a held copy of it dropped.
+    mutating func arrived(_ payload: [UInt8], now: ContinuousClock.Instant = .now) {
         guard let record = try? JSONInput.parse(payload) as? [String: Any], let address = record["address"] as? String,
-              let packetID = ((record["sensor"] as? [String: Any])?["packet_id"] as? Double).map(Int.init) else { return }
+              let packetID = ((record["sensor"] as? [String: Any])?["packet_id"] as? Double).flatMap({ Int(exactly: $0) }) else { return }
+        if arrivedIDs[address]?.contains(packetID) == true { return }
+        guard let settledAt, settledAt <= now else {
+            held.removeAll { $0.address == address && $0.packetID == packetID }
+            note(address, packetID)
+            return
+        }
         let mine = held.indices.filter { held[$0].address == address }
         let through = mine.last { held[$0].packetID == packetID } ?? mine.last
         if let through {

@@ -434,7 +434,9 @@ def _(c):
     for t in range(1, last + 1):
         adv.p.stdin.write(b'{"temperature": %d}\n' % t)
         adv.p.stdin.flush()
-        time.sleep(1)
+        # 2 s apart, more than gwb's hold (1 s) and a tick: a reading only gwb heard is
+        # published before gwa's next one arrives (which drops readings held as older)
+        time.sleep(2)
     end = time.monotonic() + 60   # a limit only against a hang
     while time.monotonic() < end and not all(float(last) in received(mqtt, g)[0] for g in own):
         time.sleep(0.5)
