@@ -28,10 +28,13 @@ private func smallPipe() throws -> (read: Int32, write: Int32) {
 }
 
 /// Reads `fd` to its end on a thread of its own, once `go` is signalled.
-private final class PipeReader: @unchecked Sendable {
+private final class PipeReader: Sendable {
     let go = DispatchSemaphore(value: 0)
     let done = DispatchSemaphore(value: 0)
-    private(set) var bytes: [UInt8] = []
+    /// What was read: the reader thread appends, the test reads once `done` (a lock, not the
+    /// semaphore alone: TSan did not see the semaphore's ordering and reported the pair as a race).
+    private let received = Locked<[UInt8]>([])
+    var bytes: [UInt8] { received.withLock { $0 } }
 
     init(_ fd: Int32) {
         Thread.detachNewThread { [self] in
@@ -41,7 +44,7 @@ private final class PipeReader: @unchecked Sendable {
                 let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n < 0, errno == EINTR { continue }
                 if n <= 0 { break }
-                bytes += buffer[0..<n]
+                received.withLock { $0 += buffer[0..<n] }
             }
             done.signal()
         }

@@ -68,7 +68,7 @@ struct GatewaySharedTests {
                 "state_topic": .string(shared), "value_template": .string("{{ value_json.sensor.temperature_c }}"),
                 "device_class": .string("temperature"), "state_class": .string("measurement"), "unit_of_measurement": .string("°C"),
                 "availability": both, "availability_mode": .string("any"),
-                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("DIY-sensor"),
+                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("A4:C1:38:00:00:27"),
                                    "model": .string("bthome")]),
             ]))
 

@@ -135,7 +135,7 @@ struct GatewayTests {
                 "device_class": .string("temperature"), "state_class": .string("measurement"),
                 "unit_of_measurement": .string("°C"),
                 "availability": .array([.object(["topic": .string("bluectl/hall/status")])]), "availability_mode": .string("any"),
-                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("DIY-sensor"),
+                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("A4:C1:38:00:00:27"),
                                    "model": .string("bthome")]),
             ]))
             // The shared state topic carries the gateway's record (a reading without a packet id:

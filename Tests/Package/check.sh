@@ -111,8 +111,10 @@ page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl-help.1.gz")
 grep -q "Prints the help of a subcommand" <<< "$page" && pass "man bluectl-help: says what it does" || fail "man bluectl-help: $page"
 page=$(LC_ALL=C man_page "$root/usr/share/man/man1/bluectl-remove.1.gz")
 grep -q "bluectl remove \[--adapter" <<< "$page" && pass "man bluectl-remove: its synopsis" || fail "man bluectl-remove: $(head -8 <<< "$page")"
-dpkg-deb -f "$deb" Description | grep -q "central and peripheral" && pass "Description: central and peripheral" \
-  || fail "Description: $(dpkg-deb -f "$deb" Description | head -1)"
+# (read whole first: `dpkg-deb | grep -q` under pipefail fails when grep leaves before dpkg-deb has written all)
+description=$(dpkg-deb -f "$deb" Description)
+grep -q "central and peripheral" <<< "$description" && pass "Description: central and peripheral" \
+  || fail "Description: $(head -1 <<< "$description")"
 ref=$root/usr/share/doc/bluectl-doc/reference
 [ -f "$ref/index.html" ] && [ -f "$ref/data/documentation/bluectlcore.json" ] \
   && pass "DocC reference of BluectlCore installed ($(du -sk "$ref" | cut -f1) KB)" || fail "no DocC reference under $ref"

@@ -11,7 +11,7 @@ import BluectlGateway
 /// (a device heard by several gateways comes through none in particular). In Theengs' layout
 /// it is this gateway's device topic, available with this gateway, `via_device` this gateway.
 /// Home Assistant reads retained configs when it starts, so each is published when it
-/// changes (a device, measurement or gateway new to this run; a name heard later).
+/// changes (a device, measurement or gateway new to this run; in Theengs' layout, a name heard later).
 enum HomeAssistantDiscovery {
     /// Device class and state class of the quantities Home Assistant has a class for;
     /// other numbers are sensors with their unit and no class.
@@ -87,7 +87,9 @@ enum HomeAssistantDiscovery {
             }
             var deviceObject = JSONLine()
             deviceObject.add("identifiers", strings: [node])
-            deviceObject.add("name", device.name ?? device.address.description)
+            // Shared: the address, what every gateway knows alike (a name depends on what each
+            // hears: a passive scan gets no scan response); Theengs' layout: the name heard.
+            deviceObject.add("name", shared ? device.address.description : device.name ?? device.address.description)
             deviceObject.add("model", reading.model ?? reading.format.rawValue)
             if !shared { deviceObject.add("via_device", "bluectl_gateway_\(topics.gateway)") }
             config.add("device", object: deviceObject)
