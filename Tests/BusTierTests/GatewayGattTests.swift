@@ -64,7 +64,7 @@ struct GatewayGattTests {
         }
     }
 
-    @Test("Commands: an allow-listed write reaches the device and is answered done; others are refused on the result topic and never reach it; Home Assistant's online re-publishes the configs")
+    @Test("Commands: an allow-listed write reaches the device and is answered done; others are refused on the result topic and never reach it; a GATT value's numeric field has its Home Assistant config; Home Assistant's online re-publishes the configs")
     func commands() async throws {
         try await withGattScene(homeAssistant: true) { bus, broker, reader, g, gatewayProcess in
             let control = deviceTopic + "/gatt/2a39"
@@ -93,13 +93,31 @@ struct GatewayGattTests {
             }
             #expect(try await bus.callCount(g.custom, "WriteValue") == 0)
             #expect(try await bus.gattWrites(g.control).map(\.hex) == ["0102"], "the bad payload reached nothing")
+            // A GATT value's numeric field is an entity too: the heart rate (bpm) on the
+            // characteristic's topic, available with this gateway (its connection).
+            _ = try await bus.emitNotification(g.hrm, [0x00, 0x48])
+            let bpm = "homeassistant/sensor/bluectl_aabbccddeeff/2a37_bpm/config"
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(bpm).count == 1 && !values($0, deviceTopic + "/gatt/2a38").isEmpty },
+                    "\(reader.messages) \(gatewayProcess.stderr)")
+            #expect(try JSONValue.parse(try #require(reader.payloads(bpm).first)) == .object([
+                "name": .string("Heart Rate Measurement"), "unique_id": .string("bluectl_aabbccddeeff_2a37_bpm"),
+                "state_topic": .string(deviceTopic + "/gatt/2a37"), "value_template": .string("{{ value_json.decoded.bpm }}"),
+                "state_class": .string("measurement"), "unit_of_measurement": .string("bpm"),
+                "availability_topic": .string("bluectl/\(gateway)/status"),
+                "device": .object(["identifiers": .array([.string("bluectl_aabbccddeeff")]), "name": .string(heartRateAddress)]),
+            ]))
+            // The field the template reads is in the values.
+            #expect(reader.payloads(deviceTopic + "/gatt/2a37").contains { (try? JSONValue.parse($0))?["decoded"]?["bpm"] == .int(0x48) })
+            // The body sensor location (read every second, text) is no sensor to graph: no config.
+            #expect(!reader.messages.contains { $0.topic.contains("/bluectl_aabbccddeeff/2a38") }, "\(reader.messages)")
             // Home Assistant says it started: every config published so far goes out again.
             let config = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 1 }, "\(reader.messages)")
             try await broker.publish("homeassistant/status", "offline")
             try await broker.publish("homeassistant/status", "online")
-            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 2 }, "\(reader.messages)")
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 2 && $0.payloads(bpm).count == 2 }, "\(reader.messages)")
             #expect(Set(reader.payloads(config)).count == 1, "the same config again")
+            #expect(Set(reader.payloads(bpm)).count == 1, "the same GATT config again")
             gatewayProcess.signal(SIGTERM)
             #expect(await gatewayProcess.wait(timeout: .seconds(15)).exitCode == 143)
         }

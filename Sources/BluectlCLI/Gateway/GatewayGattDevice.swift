@@ -9,6 +9,15 @@ import BluectlGateway
 struct GatewayMessage: Sendable {
     let topic: String
     let payload: [UInt8]
+    /// What the message carries when it is a characteristic's value (for Home Assistant's configs).
+    var value: GattValue?
+}
+
+/// A characteristic's value as the gateway published it, and where from.
+struct GattValue: Sendable {
+    let device: BluetoothAddress
+    let characteristic: BluetoothUUID
+    let bytes: [UInt8]
 }
 
 /// How the gateway's GATT devices connect: the device commands' options (`--timeout` for
@@ -239,7 +248,8 @@ final class GatewayGattDevice: Sendable {
         let record = ValueRecord(time: ValueText.timestamp(), device: device.description, characteristic: characteristic,
                                  bytes: value, format: .json, namesCharacteristic: true)
         return GatewayMessage(topic: topics.gatt(device.description, characteristic.shortString),
-                              payload: record.jsonObject(capacity: 256).renderedBytes(newline: false))
+                              payload: record.jsonObject(capacity: 256).renderedBytes(newline: false),
+                              value: GattValue(device: device, characteristic: characteristic, bytes: value))
     }
 
     /// `{"event": name, "device": MAC, …}` on the events topic.

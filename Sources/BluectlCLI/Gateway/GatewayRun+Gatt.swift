@@ -19,7 +19,9 @@ extension GatewayRun {
     }
 
     /// A GATT value, device event or command outcome: published, counted as readings are.
+    /// With `--home-assistant`, a value's numeric fields get their configs first.
     func publish(_ message: GatewayMessage, ledger: inout GatewayLedger) {
+        if homeAssistant, let value = message.value { announce(.gatt(value), ledger: &ledger) }
         do {
             try session.publish(message.topic, message.payload)
             ledger.accepted()

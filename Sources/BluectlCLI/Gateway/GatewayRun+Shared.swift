@@ -13,12 +13,10 @@ extension GatewayRun {
     /// Whether this gateway feeds the shared state topics: `--home-assistant` in bluectl's layout.
     var sharesReadings: Bool { homeAssistant && topics.layout == .bluectl }
 
-    /// Publishes the Home Assistant configs of `reading`'s measurements that are new to this run
-    /// or changed (retained).
-    func announce(_ device: DeviceInfo, _ reading: SensorReading, ledger: inout GatewayLedger) {
-        let gateways = ledger.shared?.availability ?? [topics.gateway]
-        for config in HomeAssistantDiscovery.configs(device: device, reading: reading, topics: topics, gateways: gateways)
-        where ledger.announces(config.topic, .init(payload: config.payload, device: device, reading: reading)) {
+    /// Publishes the Home Assistant configs made from `source` (a reading's measurements, a GATT
+    /// value's numeric fields) that are new to this run or changed (retained).
+    func announce(_ source: GatewayLedger.Announced.Source, ledger: inout GatewayLedger) {
+        for config in configs(source, ledger: ledger) where ledger.announces(config.topic, .init(payload: config.payload, source: source)) {
             publishRetained(config.topic, config.payload)
         }
     }
@@ -26,12 +24,21 @@ extension GatewayRun {
     /// Publishes every config of this run again, made anew: Home Assistant said it started (it
     /// may have lost them), or the gateways changed (their availability).
     func announceAgain(ledger: inout GatewayLedger) {
-        let gateways = ledger.shared?.availability ?? [topics.gateway]
         for (topic, made) in ledger.announced.sorted(by: { $0.key < $1.key }) {
-            let configs = HomeAssistantDiscovery.configs(device: made.device, reading: made.reading, topics: topics, gateways: gateways)
-            guard let config = configs.first(where: { $0.topic == topic }) else { continue }
-            _ = ledger.announces(topic, .init(payload: config.payload, device: made.device, reading: made.reading))
+            guard let config = configs(made.source, ledger: ledger).first(where: { $0.topic == topic }) else { continue }
+            _ = ledger.announces(topic, .init(payload: config.payload, source: made.source))
             publishRetained(topic, config.payload)
+        }
+    }
+
+    private func configs(_ source: GatewayLedger.Announced.Source, ledger: GatewayLedger) -> [(topic: String, payload: [UInt8])] {
+        switch source {
+        case .sensor(let device, let reading):
+            HomeAssistantDiscovery.configs(device: device, reading: reading, topics: topics, gateways: ledger.shared?.availability ?? [topics.gateway])
+        case .gatt(let value):
+            CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes).map {
+                HomeAssistantDiscovery.gattConfigs(value.device, characteristic: value.characteristic, decoded: $0, topics: topics)
+            } ?? []
         }
     }
 

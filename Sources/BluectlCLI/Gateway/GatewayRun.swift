@@ -55,12 +55,16 @@ struct GatewayLedger: Sendable {
     /// changes or Home Assistant says it started again), by topic, with what they were made of.
     private(set) var announced: [String: Announced] = [:]
 
-    /// A config as published, and the device and reading it was made from (to make it again
-    /// when the gateways change).
+    /// A config as published, and what it was made from (to make it again when the gateways change).
     struct Announced: Sendable {
         let payload: [UInt8]
-        let device: DeviceInfo
-        let reading: SensorReading
+        let source: Source
+
+        /// A decoded advertisement's device and reading, or a GATT value.
+        enum Source: Sendable {
+            case sensor(DeviceInfo, SensorReading)
+            case gatt(GattValue)
+        }
     }
 
     /// Whether `topic`'s config is still to be published: new, or changed (and notes it as published).
@@ -216,7 +220,7 @@ struct GatewayRun {
     private func publish(_ discovery: Discovery, ledger: inout GatewayLedger) {
         guard config.admits(discovery.device, sensor: discovery.sensor), ledger.isNew(discovery.device, minInterval: config.minInterval) else { return }
         let reading = try? discovery.sensor?.get()
-        if homeAssistant, let reading { announce(discovery.device, reading, ledger: &ledger) }
+        if homeAssistant, let reading { announce(.sensor(discovery.device, reading), ledger: &ledger) }
         let record: any OutputRecord = switch topics.layout {
         case .bluectl:
             GatewayDeviceRecord(

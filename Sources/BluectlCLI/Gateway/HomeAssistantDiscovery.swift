@@ -85,15 +85,77 @@ enum HomeAssistantDiscovery {
             } else {
                 config.add("availability_topic", topics.status)
             }
-            var deviceObject = JSONLine()
-            deviceObject.add("identifiers", strings: [node])
             // Shared: the address, what every gateway knows alike (a name depends on what each
             // hears: a passive scan gets no scan response); Theengs' layout: the name heard.
-            deviceObject.add("name", shared ? device.address.description : device.name ?? device.address.description)
-            deviceObject.add("model", reading.model ?? reading.format.rawValue)
-            if !shared { deviceObject.add("via_device", "bluectl_gateway_\(topics.gateway)") }
-            config.add("device", object: deviceObject)
+            config.add("device", object: deviceObject(device.address, name: shared ? nil : device.name,
+                                                      model: reading.model ?? reading.format.rawValue, topics: topics))
             return ("homeassistant/sensor/\(node)/\(keyed.key)/config", config.renderedBytes(newline: false))
         }
+    }
+
+    /// What Home Assistant makes of a decoded GATT field: device class (nil: none), unit, state class.
+    typealias GattEntity = (deviceClass: String?, unit: String, stateClass: String)
+
+    /// The numeric fields of `CharacteristicDecoding`'s values that are sensors to graph, by
+    /// field name (the same name means the same quantity in every characteristic that has it).
+    /// 2A1C's `temperature` takes its unit from the value's `unit` field (`gattConfigs`).
+    static let gattEntities: [String: GattEntity] = [
+        "level_percent": ("battery", "%", "measurement"),
+        "bpm": (nil, "bpm", "measurement"),
+        "celsius": ("temperature", "°C", "measurement"),
+        "temperature": ("temperature", "°C", "measurement"),
+        "humidity_percent": ("humidity", "%", "measurement"),
+        "pressure_hpa": ("atmospheric_pressure", "hPa", "measurement"),
+        "uv_index": (nil, "", "measurement"),
+        "irradiance_w_m2": ("irradiance", "W/m²", "measurement"),
+        "illuminance_lux": ("illuminance", "lx", "measurement"),
+        "elevation_m": ("distance", "m", "measurement"),
+    ]
+
+    /// The config topics and payloads for the numeric fields of a GATT value `decoded` from
+    /// `characteristic` of `address` (`gattEntities`), one entity each, on
+    /// `homeassistant/sensor/bluectl_<mac>/<uuid>_<field>/config`. The state is this gateway's
+    /// characteristic topic (`subscribe --json`'s records, `value_json.decoded.<field>`), available
+    /// with this gateway: a GATT connection is one gateway's, whatever the layout.
+    static func gattConfigs(_ address: BluetoothAddress, characteristic: BluetoothUUID, decoded: DecodedCharacteristic,
+                            topics: GatewayTopics) -> [(topic: String, payload: [UInt8])] {
+        let node = nodeID(address)
+        let numeric = decoded.fields.filter { field in
+            switch field.value {
+            case .int, .double: gattEntities[field.name] != nil
+            default: false
+            }
+        }
+        let fahrenheit = decoded.fields.contains { $0.name == "unit" && $0.value == .string("fahrenheit") }
+        let characteristicName = characteristic.name ?? characteristic.shortString
+        return numeric.compactMap { field in
+            guard var entity = gattEntities[field.name] else { return nil }
+            if field.name == "temperature", fahrenheit { entity.unit = "°F" }
+            let object = "\(characteristic.shortString)_\(field.name)"
+            var config = JSONLine()
+            // One field: the characteristic's name says it ("Battery Level"); several: which one too.
+            config.add("name", numeric.count == 1 ? characteristicName : "\(characteristicName) \(field.name)")
+            config.add("unique_id", "\(node)_\(object)")
+            config.add("state_topic", topics.gatt(address.description, characteristic.shortString))
+            config.add("value_template", "{{ value_json.decoded.\(field.name) }}")
+            if let deviceClass = entity.deviceClass { config.add("device_class", deviceClass) }
+            config.add("state_class", entity.stateClass)
+            if !entity.unit.isEmpty { config.add("unit_of_measurement", entity.unit) }
+            config.add("availability_topic", topics.status)
+            config.add("device", object: deviceObject(address, name: nil, model: nil, topics: topics))
+            return ("homeassistant/sensor/\(node)/\(object)/config", config.renderedBytes(newline: false))
+        }
+    }
+
+    /// A config's `device`: the identifiers every config of `address` shares (Home Assistant
+    /// makes them one device), its name (`name`, else the address) and model when known; in
+    /// Theengs' layout also `via_device`, this gateway.
+    private static func deviceObject(_ address: BluetoothAddress, name: String?, model: String?, topics: GatewayTopics) -> JSONLine {
+        var object = JSONLine()
+        object.add("identifiers", strings: [nodeID(address)])
+        object.add("name", name ?? address.description)
+        if let model { object.add("model", model) }
+        if topics.layout == .theengs { object.add("via_device", "bluectl_gateway_\(topics.gateway)") }
+        return object
     }
 }

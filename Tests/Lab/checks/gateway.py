@@ -339,12 +339,14 @@ def _(c):
     body sensor location read every 2 s arrive on their topics as `subscribe
     --json` records; commands to the allow-listed control point are answered
     `done` (01, which the example takes) and `failed` (02, which it refuses),
-    one to a characteristic not allow-listed `refused`; SIGTERM: 143, the
-    status offline."""
+    one to a characteristic not allow-listed `refused`; with --home-assistant,
+    the heart rate's bpm has its retained discovery config (on this gateway's
+    2a37 topic, the field its values carry), the location (text) none;
+    SIGTERM: 143, the status offline."""
     gw, gw_out, mqtt, _ = start_gateway(c, 'labgatt', {
         'advertisements': {'addresses': [DEV]},
         'devices': {DEV: {'subscribe': ['heart_rate_measurement'], 'read': [{'characteristic': '2a38', 'every': 2}],
-                          'writable': ['2a39']}}}, 600)
+                          'writable': ['2a39']}}}, 600, ['--home-assistant'])
     base = 'bluectl/labgatt/devices/%s/gatt/' % DEV
     hrm, location, control = base + '2a37', base + '2a38', base + '2a39'
     end = time.monotonic() + 120   # a limit only against a hang: find, connect, discover under TCG
@@ -366,6 +368,18 @@ def _(c):
     check(all(r['characteristic'] == BODY_LOC and r['value'] == '01' for r in reads), 'location reads %r' % reads)
     events = [e.get('event') for e in gatt_messages(mqtt, 'bluectl/labgatt/events') if isinstance(e, dict)]
     check(events[:1] == ['device_connected'], 'events %r' % events)
+    # Home Assistant's configs of the GATT values, retained: what a subscriber gets now.
+    node = 'bluectl_' + DEV.lower().replace(':', '')
+    configs = subprocess.run(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'homeassistant/sensor/%s/+/config' % node,
+                              '-W', '3'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20).stdout.decode()
+    c.note('retained configs:\n' + configs)
+    found = dict(line.split(' ', 1) for line in configs.splitlines() if ' ' in line)
+    bpm = json.loads(found.get('homeassistant/sensor/%s/2a37_bpm/config' % node, '{}'))
+    check(sorted(found) == ['homeassistant/sensor/%s/2a37_bpm/config' % node], 'config topics %r' % sorted(found))
+    check(bpm.get('state_topic') == hrm and bpm.get('value_template') == '{{ value_json.decoded.bpm }}' and
+          bpm.get('unit_of_measurement') == 'bpm' and bpm.get('availability_topic') == 'bluectl/labgatt/status',
+          'bpm config %r' % bpm)
+    check(all(isinstance((r.get('decoded') or {}).get('bpm'), int) for r in notes), 'values without decoded.bpm: %r' % notes[:3])
 
     def command(topic, payload, n):
         """Publishes a command; returns the n-th result on its result topic."""

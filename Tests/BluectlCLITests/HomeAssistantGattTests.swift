@@ -1,0 +1,64 @@
+import BluectlCore
+import BluectlGateway
+import Foundation
+import Testing
+@testable import BluectlCLI
+
+/// Home Assistant configs of GATT values (`HomeAssistantDiscovery.gattConfigs`, docs/gateway.md,
+/// "Home Assistant"): which decoded fields become entities, with what unit and name.
+@Suite("gateway: Home Assistant configs of decoded GATT values")
+struct HomeAssistantGattTests {
+    private let address = BluetoothAddress("C0:FF:EE:00:00:01")!
+    private let topics = GatewayTopics(gateway: "hall")
+
+    /// The configs of `bytes` read from `uuid16`, parsed: topic → JSON object.
+    private func configs(_ uuid16: UInt16, _ bytes: [UInt8], topics: GatewayTopics? = nil) throws -> [String: [String: Any]] {
+        let uuid = BluetoothUUID(uint16: uuid16)
+        let decoded = try #require(CharacteristicDecoding.decode(uuid: uuid, bytes))
+        var out: [String: [String: Any]] = [:]
+        for config in HomeAssistantDiscovery.gattConfigs(address, characteristic: uuid, decoded: decoded, topics: topics ?? self.topics) {
+            out[config.topic] = try #require(try JSONSerialization.jsonObject(with: Data(config.payload)) as? [String: Any])
+        }
+        return out
+    }
+
+    @Test("Battery Level: one battery entity in %, named by the characteristic, on this gateway's characteristic topic")
+    func batteryLevel() throws {
+        let all = try configs(0x2A19, [87])
+        let config = try #require(all["homeassistant/sensor/bluectl_c0ffee000001/2a19_level_percent/config"], "\(all.keys)")
+        #expect(all.count == 1)
+        #expect(config["name"] as? String == "Battery Level")
+        #expect(config["device_class"] as? String == "battery")
+        #expect(config["unit_of_measurement"] as? String == "%")
+        #expect(config["state_topic"] as? String == "bluectl/hall/devices/C0:FF:EE:00:00:01/gatt/2a19")
+        #expect(config["value_template"] as? String == "{{ value_json.decoded.level_percent }}")
+        #expect(config["availability_topic"] as? String == "bluectl/hall/status")
+        #expect((config["device"] as? [String: Any])?["via_device"] == nil, "bluectl's layout: no via_device")
+    }
+
+    @Test("Temperature Measurement in Fahrenheit: °F; its text and timestamp fields are no entities")
+    func fahrenheit() throws {
+        // flags 0x03: Fahrenheit, time stamp; 98.6 (mantissa 986, exponent -1); 2026-11-27 13:30:00
+        let all = try configs(0x2A1C, [0x03, 0xDA, 0x03, 0x00, 0xFF, 0xEA, 0x07, 11, 27, 13, 30, 0])
+        #expect(Array(all.keys) == ["homeassistant/sensor/bluectl_c0ffee000001/2a1c_temperature/config"])
+        #expect(all.values.first?["unit_of_measurement"] as? String == "°F")
+        #expect(all.values.first?["device_class"] as? String == "temperature")
+    }
+
+    @Test("Heart rate with energy expended: bpm is an entity, energy, contact and RR intervals are not; Theengs' layout adds via_device")
+    func heartRate() throws {
+        // flags 0x18: uint8 bpm, energy expended, RR intervals
+        let all = try configs(0x2A37, [0x18, 72, 0x10, 0x00, 0x00, 0x04], topics: GatewayTopics(gateway: "hall", layout: .theengs))
+        let config = try #require(all["homeassistant/sensor/bluectl_c0ffee000001/2a37_bpm/config"], "\(all.keys)")
+        #expect(all.count == 1)
+        #expect(config["unit_of_measurement"] as? String == "bpm")
+        #expect(config["device_class"] == nil)
+        #expect((config["device"] as? [String: Any])?["via_device"] as? String == "bluectl_gateway_hall")
+    }
+
+    @Test("A value with no numeric field Home Assistant can graph makes no config")
+    func none() throws {
+        #expect(try configs(0x2A38, [0x01]).isEmpty)     // body sensor location: text
+        #expect(try configs(0x2A29, Array("ACME".utf8)).isEmpty)   // manufacturer name
+    }
+}
