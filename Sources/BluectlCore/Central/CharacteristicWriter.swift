@@ -79,33 +79,13 @@ public final class CharacteristicWriter: Sendable, CustomStringConvertible {
             guard let socket = sender as? L2CAPChannelEngine else { return await sender.loop.submit { sender.isOpenSender } }
             // Closing the socket with datagrams bluetoothd has not read yet
             // can lose them (its hang-up handler may run first): wait until
-            // the socket's queue is empty, asked every 2 ms by a timer on the
-            // loop (not a hop there and back and a task's sleep per question).
-            let read = HandOff<Bool>()
-            socket.loop.execute { Self.whenUnreadEmpty(socket, read) }
-            return await withTaskCancellationHandler {
-                (try? await read.wait()) ?? false
-            } onCancel: {
-                read.settle(.failure(CancellationError()))
+            // bluetoothd has read the socket empty.
+            return await socket.whenKernelQueueEmpty {
+                guard socket.isOpen else { return false }
+                return Self.unread(socket.socket.fd) == 0 ? true : nil
             }
         }
         return done ?? false
-    }
-
-    /// Settles `read` with true once bluetoothd has read `socket` empty,
-    /// false once it ended first; asks again in 2 ms until then, or until
-    /// `read` was settled otherwise (cancelled). Loop only.
-    private static func whenUnreadEmpty(_ socket: L2CAPChannelEngine, _ read: HandOff<Bool>) {
-        guard !read.isSettled else { return }
-        guard socket.isOpen else {
-            read.settle(.success(false))
-            return
-        }
-        if unread(socket.socket.fd) == 0 {
-            read.settle(.success(true))
-            return
-        }
-        _ = socket.loop.schedule(after: .milliseconds(2)) { whenUnreadEmpty(socket, read) }
     }
 
     /// Flushes (`flush(timeout:)`), then releases the socket.

@@ -136,13 +136,10 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
         let engine = engine
         let done = await Deadline(after: timeout).run { () async -> Bool in
             guard await engine.drained() else { return false }
-            while !Task.isCancelled {
-                let (unsent, open) = await engine.loop.submit { (engine.unsentInKernel, engine.isOpen) }
-                guard open else { return false }
-                guard let unsent, unsent > 0 else { return true }
-                try? await Task.sleep(for: .milliseconds(5))
+            return await engine.whenKernelQueueEmpty {
+                guard engine.isOpen else { return false }
+                return (engine.unsentInKernel ?? 0) > 0 ? nil : true
             }
-            return false
         }
         return done ?? false
     }

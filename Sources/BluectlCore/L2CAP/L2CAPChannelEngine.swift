@@ -422,6 +422,28 @@ extension LoopSender {
         }
     }
 
+    /// Waits until `emptied`, asked on the loop now and then every 2 ms by a timer there (not a
+    /// hop there and back and a task's sleep per question), answers: true (the kernel's queue
+    /// of the socket is empty), false (the sender ended); nil is "not yet". False when cancelled.
+    func whenKernelQueueEmpty(_ emptied: @escaping @Sendable () -> Bool?) async -> Bool {
+        let answer = HandOff<Bool>()
+        let loop = loop
+        @Sendable func ask() {
+            guard !answer.isSettled else { return }
+            if let done = emptied() {
+                answer.settle(.success(done))
+            } else {
+                _ = loop.schedule(after: .milliseconds(2)) { ask() }
+            }
+        }
+        loop.execute { ask() }
+        return await withTaskCancellationHandler {
+            (try? await answer.wait()) ?? false
+        } onCancel: {
+            answer.settle(.failure(CancellationError()))
+        }
+    }
+
     /// Waits until the backlog is handed on (or the sender ended); false when cancelled.
     func drained() async -> Bool {
         let drained = HandOff<Void>()
