@@ -64,7 +64,7 @@ struct OutputQueueStreamTests {
         let data = noise(1 << 20)
         let reader = PipeReader(readEnd)
         let room = DispatchSemaphore(value: 0)
-        let counts = Locked((fulls: 0, rooms: 0, acceptedAtFirstFull: 0))
+        let counts = Locked((fulls: 0, rooms: 0, acceptedAtFirstFull: 0, waits: 0))
         let produced = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             var offset = 0
@@ -81,14 +81,15 @@ struct OutputQueueStreamTests {
                         counts.withLock { $0.rooms += 1 }
                         room.signal()
                     }
+                    counts.withLock { $0.waits += 1 }
                     room.wait()
                 }
             }
             produced.signal()
         }
-        // The reader reads nothing yet: the producer fills the queue and stops.
-        #expect(await waitFor { counts.withLock { $0.fulls } == 1 })
-        try await Task.sleep(for: .milliseconds(300))
+        // The reader reads nothing yet: the producer fills the queue and stops, waiting for room,
+        // and the writer fills the pipe and can write no more (nothing can move until the reader reads).
+        #expect(await waitFor { counts.withLock { $0.waits } == 1 && !writable(writeEnd) })
         let stalled = counts.withLock { $0 }
         #expect(stalled.rooms == 0, "room reported while nothing was read")
         #expect(stalled.fulls == 1, "the producer went on past .full")
@@ -127,6 +128,12 @@ struct OutputQueueStreamTests {
         queue.whenRoom { rooms.withLock { $0 += 1 } }
         #expect(rooms.withLock { $0 } == 0)
         #expect(await queue.finish() == true)
+    }
+
+    /// Whether `fd` (a pipe's write end) has room for a write now.
+    private func writable(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLOUT) != 0
     }
 
     /// Polls `condition` every 10 ms for up to 20 s.

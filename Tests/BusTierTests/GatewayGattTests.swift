@@ -152,6 +152,27 @@ struct GatewayGattTests {
         }
     }
 
+    @Test("A command that reaches a gateway without GATT devices (its persistent session still subscribed by a run that had some) is refused, with the command's id")
+    func commandWithoutDevices() async throws {
+        try await withGattScene { bus, broker, reader, _, gatewayProcess in
+            gatewayProcess.signal(SIGTERM)
+            #expect(await gatewayProcess.wait(timeout: .seconds(15)).exitCode == 143, "\(gatewayProcess.stderr)")
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-gw-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            // The same id, no config: the broker still delivers the command topics to its session.
+            let plain = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", gateway], environment: ["STATE_DIRECTORY": state])
+            defer { plain.signal(SIGKILL) }
+            let control = deviceTopic + "/gatt/2a39"
+            try await broker.publish(control + "/write", #"{"value": "07", "id": "c9"}"#)
+            #expect(await reader.wait(timeout: .seconds(20)) { !$0.payloads(control + "/result").isEmpty }, "\(reader.messages) \(plain.stderr)")
+            let result = try JSONValue.parse(try #require(reader.payloads(control + "/result").first))
+            #expect(result == .object(["result": .string("refused"), "id": .string("c9"), "reason": .string("this gateway has no GATT devices")]))
+            plain.signal(SIGTERM)
+            #expect(await plain.wait(timeout: .seconds(15)).exitCode == 143, "\(plain.stderr)")
+        }
+    }
+
     @Test("A set-up that fails after a subscription stops that subscription: the device's work ends with device_failed and nothing is left notifying")
     func failedSetUpStopsItsSubscriptions() async throws {
         // 2a37 is subscribed first; 2a38 cannot notify, so the set-up fails after it, for good.

@@ -42,7 +42,7 @@ struct AdapterSetting: Sendable {
     static func asked(power: Switch?, alias: String?, discoverable: Switch?, pairable: Switch?,
                       before: AdapterInfo, after: AdapterInfo) -> [AdapterSetting] {
         func onOff(_ on: Bool) -> String { on ? "on" : "off" }
-        func quoted(_ info: AdapterInfo) -> String { "\"\(TextSafety.terminalSafe(info.alias ?? info.systemName ?? ""))\"" }
+        func quoted(_ info: AdapterInfo) -> String { TextSafety.quoted(info.alias ?? info.systemName ?? "") }
         var settings: [AdapterSetting] = []
         let powerSetting = AdapterSetting(name: "power", before: onOff(before.powered), after: onOff(after.powered))
         if power == .on { settings.append(powerSetting) }   // on first, off last, as applied

@@ -39,12 +39,18 @@ extension GatewayRun {
             return
         }
         if receivedShared(topic, payload, ledger: &ledger) { return }
+        // (A persistent session may still hold the command topics of a run that had devices.)
+        guard let gatt else { return refuse(topic, payload, "this gateway has no GATT devices", ledger: &ledger) }
         guard case let (device, characteristic)? = topics.command(topic) else { return }
-        guard let gatt else {
-            publish(GatewayCommandResult(outcome: .refused("this gateway has no GATT devices")).message(topics.result(device, characteristic)),
-                    ledger: &ledger)
-            return
-        }
         gatt.command(device: device, characteristic: characteristic, payload: payload)
+    }
+
+    /// Answers a message on a command topic (any other is ignored) `refused` for `reason`,
+    /// with the command's id when its payload has one: the gateway takes no commands (it has
+    /// no GATT devices, or it is stopping).
+    func refuse(_ topic: String, _ payload: [UInt8], _ reason: String, ledger: inout GatewayLedger) {
+        guard case let (device, characteristic)? = topics.command(topic) else { return }
+        let id = try? GatewayWriteCommand.parse(payload).get().id
+        publish(GatewayCommandResult(outcome: .refused(reason), id: id ?? nil).message(topics.result(device, characteristic)), ledger: &ledger)
     }
 }

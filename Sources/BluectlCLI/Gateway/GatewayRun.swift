@@ -201,10 +201,7 @@ struct GatewayRun {
             case .gatt(let message):
                 publish(message, ledger: &ledger)
             case .mqtt(.message(let topic, let payload)):
-                guard case let (device, characteristic)? = topics.command(topic) else { continue }
-                let id = try? GatewayWriteCommand.parse(payload).get().id
-                publish(GatewayCommandResult(outcome: .refused("the gateway is stopping"), id: id ?? nil)
-                            .message(topics.result(device, characteristic)), ledger: &ledger)
+                refuse(topic, payload, "the gateway is stopping", ledger: &ledger)
             default:
                 continue
             }

@@ -122,7 +122,7 @@ final class GatewayScanner: Sendable {
                 lose(Self.reason(error))
                 await resume()
             case .stateChanged:
-                let state = central.state(adapter: adapterName)
+                let state = await adapterState()
                 if session != nil, state != .poweredOn {
                     await dropSession()
                     lose(state == .poweredOff ? "\(adapterName) was powered off" : Self.reason(state))
@@ -137,7 +137,7 @@ final class GatewayScanner: Sendable {
                 var failure: String?
                 if step == .powerCycle {
                     do {
-                        let adapter = try central.adapter(named: adapterName)
+                        let adapter = try await currentAdapter()
                         try await central.setPowered(false, adapter: adapter, timeout: .seconds(10))
                         try await central.setPowered(true, adapter: adapter, timeout: .seconds(10))
                     } catch {
@@ -172,7 +172,7 @@ final class GatewayScanner: Sendable {
         /// Starts the scan again if it is lost and the adapter is there and powered;
         /// a refusal is tried again a second later.
         mutating func resume() async {
-            guard let lost, session == nil, central.state(adapter: adapterName) == .poweredOn else { return }
+            guard let lost, session == nil, await adapterState() == .poweredOn else { return }
             if let failure = await startSession() {
                 if !complained { Output.error("gateway: cannot scan yet: \(failure); trying again each second") }
                 complained = true
@@ -187,7 +187,7 @@ final class GatewayScanner: Sendable {
         /// A new session on the adapter as BlueZ exports it now; nil when started, else why not.
         mutating func startSession() async -> String? {
             do {
-                let adapter = try central.adapter(named: adapterName)
+                let adapter = try await currentAdapter()
                 session = try await central.startScan(adapter: adapter, options: options, onDiscovery: onDiscovery)
                 watch()
                 return nil
@@ -206,6 +206,19 @@ final class GatewayScanner: Sendable {
         }
 
         mutating func stop() async { await dropSession() }
+
+        /// The adapter's state now, read on the central's loop (`onLoop`: no thread of the
+        /// task's pool blocked, as the synchronous getter would from here).
+        func adapterState() async -> CentralState {
+            await central.onLoop { [central, adapterName] in central.state(adapter: adapterName) }
+        }
+
+        /// The adapter as BlueZ exports it now (read as `adapterState` is).
+        func currentAdapter() async throws(BluetoothError) -> AdapterInfo {
+            try await central.onLoop { [central, adapterName] in
+                Result { () throws(BluetoothError) in try central.adapter(named: adapterName) }
+            }.get()
+        }
 
         static func reason(_ error: (any Error)?) -> String {
             switch error as? BluetoothError {

@@ -83,11 +83,10 @@ struct TheengsIdentity: Equatable {
     let model: String
     let modelID: String
     let type: String
+}
 
-    init(brand: String, model: String, modelID: String, type: String) {
-        (self.brand, self.model, self.modelID, self.type) = (brand, model, modelID, type)
-    }
-
+// (In an extension, so that the memberwise initializer stays.)
+extension TheengsIdentity {
     /// Theengs' identity of the device that sent `reading`, when Theengs has one for it.
     init?(_ reading: SensorReading) {
         let thermometer = { (brand: String, model: String, id: String) in

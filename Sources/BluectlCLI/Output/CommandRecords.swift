@@ -67,7 +67,7 @@ struct ConnectRecord: OutputRecord {
 
     func describe<Sink: RecordSink>(into sink: inout Sink) {
         let how = madeConnection ? "connected" : "already connected"
-        let quotedName = name.map { " \"\(TextSafety.terminalSafe($0))\"" } ?? ""
+        let quotedName = name.map { " " + TextSafety.quoted($0) } ?? ""
         sink.field("device", .string(device.description), text: .plain("device", "\(how) \(device)\(quotedName)"))
         sink.json("name", name.map { .string($0) })  // in the device part
         sink.json("connected", .bool(true))  // the device part says how

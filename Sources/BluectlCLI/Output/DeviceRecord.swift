@@ -57,7 +57,7 @@ struct DeviceRecord: OutputRecord {
                    text: .plain("type", device.addressType?.rawValue ?? "-"))
         sink.field("rssi", device.rssi.map { .int($0) }, text: .plain("rssi", device.rssi.map { "\($0) dBm" } ?? "- dBm"))
         sink.field("name", device.name.map { .string($0) },
-                   text: .plain("name", device.displayName.map { "\"\(TextSafety.terminalSafe($0))\"" } ?? "(no name)"))
+                   text: .plain("name", device.displayName.map(TextSafety.quoted) ?? "(no name)"))
         sink.json("alias", device.alias.map { .string($0) })  // the text's name is the alias when there is no name
     }
 

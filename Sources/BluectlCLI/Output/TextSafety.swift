@@ -26,6 +26,10 @@ public enum TextSafety {
         return out
     }
 
+    /// `s` escaped as `terminalSafe` does, between double quotes: a name a device or adapter
+    /// gave, in the text output (shown as given: a `"` in it stays, unlike `escapedForMessage`).
+    static func quoted(_ s: String) -> String { "\"" + terminalSafe(s) + "\"" }
+
     /// A whole message as one line: line breaks and tabs become spaces, other
     /// C0/C1 controls and DEL are escaped (text already escaped stays as it is).
     /// BlueZ's error messages are not ours: a multi-line one must not break

@@ -134,13 +134,14 @@ public final class AdvertisementMonitor: Sendable {
     /// Numbers each application of this process (the paths must differ while several are registered).
     private static let counter = Atomic<Int>(0)
 
-    private init(central: CentralManager, adapter: AdapterInfo, patterns: [AdvertisementPattern]) {
+    /// `objects`: how many monitor objects carry the patterns (`objectPatterns`).
+    private init(central: CentralManager, adapter: AdapterInfo, patterns: [AdvertisementPattern], objects: Int) {
         self.central = central
         self.adapter = adapter
         self.patterns = patterns
         let number = Self.counter.add(1, ordering: .relaxed).newValue
         root = ObjectPath("/org/bluectl/monitor\(getpid())_\(number)") ?? ObjectPath(verified: "/org/bluectl/monitor")
-        monitorPaths = Self.objectPatterns(patterns).indices.map { [root] in root.appending("monitor\($0)")! }
+        monitorPaths = (0..<objects).map { [root] in root.appending("monitor\($0)")! }
         (events, continuation) = AsyncThrowingStream<AdvertisementMonitorEvent, any Error>.makeStream()
         state = LoopBound(MonitorState(), loop: central.mirror.loop)
     }
@@ -155,8 +156,9 @@ public final class AdvertisementMonitor: Sendable {
             throw .invalidRequest("an advertisement monitor takes 1 to \(maxPatterns) patterns, not \(patterns.count)")
         }
         if let reason = central.advertisementMonitorUnavailability(adapter: adapter) { throw .notSupported(reason) }
-        let monitor = AdvertisementMonitor(central: central, adapter: adapter, patterns: patterns)
-        monitor.export(objects: zip(monitor.monitorPaths, objectPatterns(patterns)).map { ($0, properties($1, rssi)) })
+        let objects = objectPatterns(patterns)
+        let monitor = AdvertisementMonitor(central: central, adapter: adapter, patterns: patterns, objects: objects.count)
+        monitor.export(objects: zip(monitor.monitorPaths, objects).map { ($0, properties($1, rssi)) })
         let (root, monitorPaths) = (monitor.root, monitor.monitorPaths)
         monitor.continuation.onTermination = { [weak monitor] termination in
             guard case .cancelled = termination else { return }
