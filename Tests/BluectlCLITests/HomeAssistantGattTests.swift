@@ -56,6 +56,22 @@ struct HomeAssistantGattTests {
         #expect((config["device"] as? [String: Any])?["via_device"] as? String == "bluectl_gateway_hall")
     }
 
+    @Test("Values of one shape (field names, the unit a value names) share their configs: another value, same shape; °F after °C, another; a ledger makes configs again only then")
+    func shapes() throws {
+        func shape(_ uuid16: UInt16, _ bytes: [UInt8]) throws -> [String] {
+            HomeAssistantDiscovery.gattShape(try #require(CharacteristicDecoding.decode(uuid: BluetoothUUID(uint16: uuid16), bytes)))
+        }
+        let celsius = try shape(0x2A1C, [0x00, 0x6C, 0x0E, 0x00, 0xFE]), celsius2 = try shape(0x2A1C, [0x00, 0x70, 0x0E, 0x00, 0xFE])
+        let fahrenheit = try shape(0x2A1C, [0x01, 0xDA, 0x03, 0x00, 0xFF])
+        #expect(celsius == celsius2)
+        #expect(celsius != fahrenheit)
+        #expect(try shape(0x2A37, [0x00, 72]) != shape(0x2A37, [0x08, 72, 0x10, 0x00]), "energy expended present or not")
+        var ledger = GatewayLedger()
+        let changes = [ledger.gattFieldsChanged("t", celsius), ledger.gattFieldsChanged("t", celsius2),
+                       ledger.gattFieldsChanged("t", fahrenheit), ledger.gattFieldsChanged("u", celsius)]
+        #expect(changes == [true, false, true, true], "new, same shape, °F, another topic")
+    }
+
     @Test("A value with no numeric field Home Assistant can graph makes no config")
     func none() throws {
         #expect(try configs(0x2A38, [0x01]).isEmpty)     // body sensor location: text

@@ -19,9 +19,14 @@ extension GatewayRun {
     }
 
     /// A GATT value, device event or command outcome: published, counted as readings are.
-    /// With `--home-assistant`, a value's numeric fields get their configs first.
+    /// With `--home-assistant`, a value's numeric fields get their configs first (made only
+    /// when the value's fields differ from the last value's of that characteristic).
     func publish(_ message: GatewayMessage, ledger: inout GatewayLedger) {
-        if homeAssistant, let value = message.value { announce(.gatt(value), ledger: &ledger) }
+        if homeAssistant, let value = message.value,
+           let decoded = CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes),
+           ledger.gattFieldsChanged(message.topic, HomeAssistantDiscovery.gattShape(decoded)) {
+            announce(.gatt(value), ledger: &ledger)
+        }
         do {
             try session.publish(message.topic, message.payload)
             ledger.accepted()

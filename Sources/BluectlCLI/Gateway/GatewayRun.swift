@@ -67,6 +67,15 @@ struct GatewayLedger: Sendable {
         }
     }
 
+    /// The shape of each characteristic topic's last decoded value (`HomeAssistantDiscovery.gattShape`).
+    private var gattShapes: [String: [String]] = [:]
+
+    /// Whether the value on `topic` has another shape than the last one there (and notes it):
+    /// only then can its Home Assistant configs differ.
+    mutating func gattFieldsChanged(_ topic: String, _ shape: [String]) -> Bool {
+        gattShapes.updateValue(shape, forKey: topic) != shape
+    }
+
     /// Whether `topic`'s config is still to be published: new, or changed (and notes it as published).
     mutating func announces(_ topic: String, _ config: Announced) -> Bool {
         announced.updateValue(config, forKey: topic)?.payload != config.payload

@@ -147,6 +147,14 @@ enum HomeAssistantDiscovery {
         }
     }
 
+    /// What of a decoded value its configs depend on: its fields' names, and the unit a value
+    /// names (2A1C's `unit`). Values of one shape make the same configs.
+    static func gattShape(_ decoded: DecodedCharacteristic) -> [String] {
+        decoded.fields.map { field in
+            if field.name == "unit", case .string(let unit) = field.value { "unit=\(unit)" } else { field.name }
+        }
+    }
+
     /// A config's `device`: the identifiers every config of `address` shares (Home Assistant
     /// makes them one device), its name (`name`, else the address) and model when known; in
     /// Theengs' layout also `via_device`, this gateway.
