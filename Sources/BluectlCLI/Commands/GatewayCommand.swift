@@ -41,7 +41,7 @@ struct GatewayCommand: AsyncParsableCommand {
                                valueName: "LAYOUT"))
     var layout: String = "bluectl"
 
-    @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings.")
+    @Flag(name: .customLong("home-assistant"), help: "Publish Home Assistant's MQTT discovery configs for decoded sensor readings and GATT values.")
     var homeAssistant = false
 
     @Option(help: ArgumentHelp("With mqtts://: the CA certificates (PEM) that sign the broker's (default: the system's).",

@@ -70,7 +70,8 @@ public final class CharacteristicWriter: Sendable, CustomStringConvertible {
     /// Waits (at most `timeout`) until bluetoothd has taken everything
     /// written (read it from the socket, or answered every call). True
     /// when it has; false at the timeout, when cancelled or when the writer
-    /// ended first.
+    /// ended first. Flush before closing the central manager: its loop
+    /// (timers, the socket's events) ends with it.
     @discardableResult
     public func flush(timeout: Duration = .seconds(30)) async -> Bool {
         let sender = sender

@@ -130,7 +130,8 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
     /// SDUs back until the peer's credits let them go). True when it has;
     /// false at the timeout, when cancelled, or when the channel ended first.
     /// That the controller has sent is not that the peer has read: see
-    /// `close(timeout:)`.
+    /// `close(timeout:)`. Flush before closing the central manager: its
+    /// loop (timers, the socket's events) ends with it.
     @discardableResult
     public func flush(timeout: Duration = .seconds(30)) async -> Bool {
         let engine = engine
