@@ -164,12 +164,12 @@ struct AdapterOptions: ParsableArguments {
         let central = try await CentralManager.open(callTimeout: callTimeout)
         do {
             let adapter = self.adapter
-            var chosen = try await central.onLoop { Result { () throws(BluetoothError) in try central.adapter(named: adapter) } }.get()
+            var chosen = try await central.adapterOnLoop(named: adapter)
             if !chosen.powered, requirePowered || powerOn {
                 guard powerOn else { throw BluetoothError.adapterPoweredOff(chosen.name) }
                 try await central.setPowered(true, adapter: chosen, timeout: .seconds(10))
                 let name = chosen.name
-                chosen = try await central.onLoop { Result { () throws(BluetoothError) in try central.adapter(named: name) } }.get()
+                chosen = try await central.adapterOnLoop(named: name)
             }
             return (central, chosen)
         } catch {
@@ -185,4 +185,12 @@ func parseSeconds(_ text: String, option: String) throws -> Double {
         throw ValidationError("invalid \(option) \"\(TextSafety.escapedForMessage(text))\": expected a positive number of seconds")
     }
     return value
+}
+
+extension CentralManager {
+    /// The adapter `name` (nil: the default) as BlueZ exports it now, read on the central's
+    /// loop: no thread of the task's pool blocked, as the synchronous `adapter(named:)` would.
+    func adapterOnLoop(named name: String?) async throws(BluetoothError) -> AdapterInfo {
+        try await onLoop { [self] in Result { () throws(BluetoothError) in try adapter(named: name) } }.get()
+    }
 }

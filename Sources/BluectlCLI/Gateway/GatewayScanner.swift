@@ -215,9 +215,7 @@ final class GatewayScanner: Sendable {
 
         /// The adapter as BlueZ exports it now (read as `adapterState` is).
         func currentAdapter() async throws(BluetoothError) -> AdapterInfo {
-            try await central.onLoop { [central, adapterName] in
-                Result { () throws(BluetoothError) in try central.adapter(named: adapterName) }
-            }.get()
+            try await central.adapterOnLoop(named: adapterName)
         }
 
         static func reason(_ error: (any Error)?) -> String {
