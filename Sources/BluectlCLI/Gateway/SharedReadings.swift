@@ -118,7 +118,10 @@ struct SharedReadings: Sendable {
         if arrivedIDs[address]?.contains(packetID) == true || held.contains(where: { $0.address == address && $0.packetID == packetID }) { return [] }
         guard let settledAt, settledAt <= now else {
             // Before the first connection only a device's newest reading waits: one per device.
-            held.removeAll { $0.address == address && !$0.ranked }
+            // While settling (connected) every reading waits, in order: they were heard live, and
+            // the others may be settling too (lab: two gateways that connected within the second
+            // before packet ids 0 and 1 came each kept only 1, and 0 reached neither's shared topic).
+            if settledAt == nil { held.removeAll { $0.address == address && !$0.ranked } }
             held.append(Held(address: address, packetID: packetID, payload: payload, due: settledAt ?? now + hold, ranked: false))
             return []
         }
