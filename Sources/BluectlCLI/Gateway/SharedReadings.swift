@@ -96,11 +96,9 @@ struct SharedReadings: Sendable {
             note(address, packetID)
             return
         }
-        let mine = held.indices.filter { held[$0].address == address }
-        let through = mine.last { held[$0].packetID == packetID } ?? mine.last
-        if let through {
-            let older = Set(mine.filter { $0 <= through })
-            held = held.indices.filter { !older.contains($0) }.map { held[$0] }
+        if let through = held.lastIndex(where: { $0.address == address && $0.packetID == packetID })
+            ?? held.lastIndex(where: { $0.address == address }) {
+            held = held[...through].filter { $0.address != address } + held[(through + 1)...]
         }
         note(address, packetID)
     }
