@@ -76,6 +76,24 @@ struct SharedReadingsTests {
         #expect(outcome13.map(\.payload) == [record(2)], "only the newest")
     }
 
+    @Test("While settling after a connection every reading waits, in order (seen in the lab: 0 and 1 heard in the settling second, 0 on neither gateway's shared topic)")
+    func everyReadingWhileSettling() {
+        var alpha = settled("alpha", others: ["beta": "online"])
+        let heard0 = alpha.heard(address, packetID: 0, payload: record(0), now: start + .milliseconds(600))
+        let heard1 = alpha.heard(address, packetID: 1, payload: record(1), now: start + .milliseconds(800))
+        #expect(heard0.isEmpty && heard1.isEmpty, "settling")
+        let first = alpha.due(now: start + .seconds(1))
+        #expect(first.map(\.payload) == [record(0), record(1)], "first in rank: both, in order")
+        var beta = settled("beta", others: ["alpha": "online"])
+        let held0 = beta.heard(address, packetID: 0, payload: record(0), now: start + .milliseconds(600))
+        let held1 = beta.heard(address, packetID: 1, payload: record(1), now: start + .milliseconds(800))
+        #expect(held0.isEmpty && held1.isEmpty, "settling")
+        let ranked = beta.due(now: start + .seconds(1))
+        #expect(ranked.isEmpty, "ranked now: second, one hold more")
+        let second = beta.due(now: start + .seconds(2))
+        #expect(second.map(\.payload) == [record(0), record(1)], "alpha published neither: both, in order")
+    }
+
     @Test("A reading published at once takes the device's older ones still held with it, first (seen in the lab: 1 then 0)")
     func newerFirst() {
         var shared = SharedReadings(me: "alpha")

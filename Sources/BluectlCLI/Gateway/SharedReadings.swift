@@ -96,11 +96,9 @@ struct SharedReadings: Sendable {
             note(address, packetID)
             return
         }
-        let mine = held.indices.filter { held[$0].address == address }
-        let through = mine.last { held[$0].packetID == packetID } ?? mine.last
-        if let through {
-            let older = Set(mine.filter { $0 <= through })
-            held = held.indices.filter { !older.contains($0) }.map { held[$0] }
+        if let through = held.lastIndex(where: { $0.address == address && $0.packetID == packetID })
+            ?? held.lastIndex(where: { $0.address == address }) {
+            held = held[...through].filter { $0.address != address } + held[(through + 1)...]
         }
         note(address, packetID)
     }
@@ -118,7 +116,10 @@ struct SharedReadings: Sendable {
         if arrivedIDs[address]?.contains(packetID) == true || held.contains(where: { $0.address == address && $0.packetID == packetID }) { return [] }
         guard let settledAt, settledAt <= now else {
             // Before the first connection only a device's newest reading waits: one per device.
-            held.removeAll { $0.address == address && !$0.ranked }
+            // While settling (connected) every reading waits, in order: they were heard live, and
+            // the others may be settling too (lab: two gateways that connected within the second
+            // before packet ids 0 and 1 came each kept only 1, and 0 reached neither's shared topic).
+            if settledAt == nil { held.removeAll { $0.address == address && !$0.ranked } }
             held.append(Held(address: address, packetID: packetID, payload: payload, due: settledAt ?? now + hold, ranked: false))
             return []
         }

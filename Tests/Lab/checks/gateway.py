@@ -412,7 +412,7 @@ def packet_ids(path, topic):
             if isinstance(m, dict) and 'packet_id' in (m.get('sensor') or {})]
 
 
-@lab_check('extra_gateway_two')
+@lab_check('gateway_two')
 def _(c):
     """Two gateways with --home-assistant hearing one BTHome sensor (`bluectl advertise
     --bthome` on hci3, fed a temperature a second): gwa on hci1, also doing gateway_gatt's
