@@ -3,6 +3,7 @@ mosquitto of the guest's own (the host's package, seen through the guest's
 root; the guest's loopback brought up first), hearing `bluectl advertise
 --bthome` on the server adapter (hci3); faults injected into the stack."""
 import json
+import os
 import re
 import signal
 import socket
@@ -28,9 +29,13 @@ def start_broker(c, log='mosquitto.log'):
     if c.run(['ip', 'link', 'set', 'lo', 'up']) != 0:
         c.fail('cannot bring the loopback interface up')
     conf = c.path('mosquitto.conf')
+    # its database in a folder of the check's own (a folder that does not exist makes
+    # mosquitto keep nothing across the restart, saying so only in its log)
+    store = c.path('mosquitto.d')
+    os.makedirs(store, exist_ok=True)
     with open(conf, 'w') as f:
         f.write('listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\nuser root\n'
-                % (PORT, c.path('')))
+                % (PORT, store))
     log = c.path(log)
     broker = c.spawn(['mosquitto', '-c', conf], log, show='mosquitto -c %s   (background)' % conf)
     end = time.monotonic() + 30
