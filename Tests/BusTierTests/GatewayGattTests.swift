@@ -96,22 +96,23 @@ struct GatewayGattTests {
             // A GATT value's numeric field is an entity too: the heart rate (bpm) on the
             // characteristic's topic, available with this gateway (its connection).
             _ = try await bus.emitNotification(g.hrm, [0x00, 0x48])
-            let bpm = "homeassistant/sensor/bluectl_aabbccddeeff/2a37_bpm/config"
+            let bpm = "homeassistant/device/bluectl_aabbccddeeff/config"
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(bpm).count == 1 && !values($0, deviceTopic + "/gatt/2a38").isEmpty },
                     "\(reader.messages) \(gatewayProcess.stderr)")
-            #expect(try JSONValue.parse(try #require(reader.payloads(bpm).first)) == .object([
+            let device = try JSONValue.parse(try #require(reader.payloads(bpm).first))
+            #expect(device["device"] == .object(["identifiers": .array([.string("bluectl_aabbccddeeff")]), "name": .string(heartRateAddress)]))
+            // The body sensor location (read every second, text) is no sensor to graph: no component.
+            #expect(device["components"] == .object(["2a37_bpm": .object([
+                "platform": .string("sensor"),
                 "name": .string("Heart Rate Measurement"), "unique_id": .string("bluectl_aabbccddeeff_2a37_bpm"),
                 "state_topic": .string(deviceTopic + "/gatt/2a37"), "value_template": .string("{{ value_json.decoded.bpm }}"),
                 "state_class": .string("measurement"), "unit_of_measurement": .string("bpm"),
                 "availability_topic": .string("bluectl/\(gateway)/status"),
-                "device": .object(["identifiers": .array([.string("bluectl_aabbccddeeff")]), "name": .string(heartRateAddress)]),
-            ]))
+            ])]), "\(device)")
             // The field the template reads is in the values.
             #expect(reader.payloads(deviceTopic + "/gatt/2a37").contains { (try? JSONValue.parse($0))?["decoded"]?["bpm"] == .int(0x48) })
-            // The body sensor location (read every second, text) is no sensor to graph: no config.
-            #expect(!reader.messages.contains { $0.topic.contains("/bluectl_aabbccddeeff/2a38") }, "\(reader.messages)")
             // Home Assistant says it started: every config published so far goes out again.
-            let config = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            let config = "homeassistant/device/bluectl_a4c138000027/config"
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 1 }, "\(reader.messages)")
             try await broker.publish("homeassistant/status", "offline")
             try await broker.publish("homeassistant/status", "online")

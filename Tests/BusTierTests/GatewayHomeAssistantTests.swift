@@ -25,7 +25,7 @@ struct GatewayHomeAssistantTests {
             defer { try? FileManager.default.removeItem(atPath: state) }
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "hall", "--home-assistant"],
                                                environment: ["STATE_DIRECTORY": state])
-            let config = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            let config = "homeassistant/device/bluectl_a4c138000027/config"
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == 1 }, "\(reader.messages) \(gateway.stderr)")
             // Subscribed once connected: `offline` changes nothing, `online` sends the config again.
             // Retained, as a broker keeps Home Assistant's status: whether the gateway's subscription

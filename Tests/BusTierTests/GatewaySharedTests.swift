@@ -27,8 +27,9 @@ private func packetIDs(_ reader: MQTTReader, _ topic: String) -> [Int] {
 
 @Suite("Two gateways feed one Home Assistant device", .timeLimit(.minutes(3)))
 struct GatewaySharedTests {
-    @Test("Two gateways: the same configs from both, each packet id once on bluectl/sensors/MAC, both own topics fed")
-    func twoGateways() async throws {
+    /// The stand-in with two adapters (hci0, hci1), a mosquitto, a reader of everything on it
+    /// and a state folder for each gateway.
+    private func withTwoGatewaysScene(_ body: (PrivateBus, MosquittoBroker, MQTTReader, String, String) async throws -> Void) async throws {
         let second = AdapterSpec("hci1", address: "00:AA:01:01:00:27", alias: "second-gateway")
         try await withPrivateBus(adapters: [.hci0, second]) { bus in
             let broker = try await MosquittoBroker()
@@ -37,6 +38,14 @@ struct GatewaySharedTests {
             defer { reader.stop() }
             let (stateA, stateB) = (try stateFolder(), try stateFolder())
             defer { for state in [stateA, stateB] { try? FileManager.default.removeItem(atPath: state) } }
+            try await body(bus, broker, reader, stateA, stateB)
+            await broker.stop()
+        }
+    }
+
+    @Test("Two gateways: the same configs from both, each packet id once on bluectl/sensors/MAC, both own topics fed")
+    func twoGateways() async throws {
+        try await withTwoGatewaysScene { bus, broker, reader, stateA, stateB in
             // One sensor in range of both adapters: the same frames on each.
             func advertise(_ packetID: Int, on adapters: [String] = ["hci0", "hci1"]) async throws {
                 for adapter in adapters { try await bus.updateAdvertiser(adapter, sensorAddress, bthome(packet: packetID, 2000 + packetID * 10)) }
@@ -51,9 +60,10 @@ struct GatewaySharedTests {
                                             environment: ["STATE_DIRECTORY": stateB])
             // Each knows the other: a config naming both gateways' status, from each (beta's once it
             // read alpha's retained status, alpha's once beta said online).
-            let config = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            let config = "homeassistant/device/bluectl_a4c138000027/config"
             let both = JSONValue.array([.object(["topic": .string("bluectl/alpha/status")]), .object(["topic": .string("bluectl/beta/status")])])
-            let namesBoth = { (reader: MQTTReader) in reader.payloads(config).filter { (try? JSONValue.parse($0))?["availability"] == both }.count >= 2 }
+            let temperature = { (payload: String) in (try? JSONValue.parse(payload))?["components"]?["temperature_c"] }
+            let namesBoth = { (reader: MQTTReader) in reader.payloads(config).filter { temperature($0)?["availability"] == both }.count >= 2 }
             #expect(await reader.wait(timeout: .seconds(30)) { namesBoth($0) && packetIDs($0, ownB) == [0] },
                     "\(reader.messages) \(beta.stderr)")
 
@@ -63,13 +73,13 @@ struct GatewaySharedTests {
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(config).count == before + 2 }, "\(reader.messages)")
             let again = Array(reader.payloads(config).dropFirst(before))
             #expect(again.count == 2 && Set(again).count == 1, "\(again)")
-            #expect(try JSONValue.parse(try #require(again.first)) == .object([
-                "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
+            #expect(try JSONValue.parse(try #require(again.first))["device"] == .object([
+                "identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("A4:C1:38:00:00:27"), "model": .string("bthome")]))
+            #expect(temperature(try #require(again.first)) == .object([
+                "platform": .string("sensor"), "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
                 "state_topic": .string(shared), "value_template": .string("{{ value_json.sensor.temperature_c }}"),
                 "device_class": .string("temperature"), "state_class": .string("measurement"), "unit_of_measurement": .string("°C"),
                 "availability": both, "availability_mode": .string("any"),
-                "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("A4:C1:38:00:00:27"),
-                                   "model": .string("bthome")]),
             ]))
 
             // Readings both hear, one only beta hears (alpha, first in rank, never publishes it: beta
@@ -102,7 +112,46 @@ struct GatewaySharedTests {
                 #expect(await gateway.wait(timeout: .seconds(15)).exitCode == 143)
                 #expect(await reader.wait(timeout: .seconds(10)) { $0.payloads("bluectl/\(id)/status").last == "offline" }, "\(reader.messages)")
             }
-            await broker.stop()
+        }
+    }
+
+    @Test("A measurement only one gateway hears: its entity stays in the device's config whichever gateway publishes it last")
+    func componentsCarriedOn() async throws {
+        try await withTwoGatewaysScene { bus, broker, reader, stateA, stateB in
+            // alpha's adapter hears the temperature only; beta's a frame with the humidity too.
+            let temperature: [UInt8] = [0x40, 0x02, 0xd0, 0x07]
+            try await bus.addAdvertiser("hci0", sensorAddress, [.addressType("public"), .rssi(-60), .serviceData(["fcd2": temperature])])
+            try await bus.addAdvertiser("hci1", sensorAddress, [.addressType("public"), .rssi(-60),
+                                                                .serviceData(["fcd2": temperature + [0x03, 0x88, 0x13]])])
+            let topic = "homeassistant/device/bluectl_a4c138000027/config"
+            func ids(_ payload: String) -> [String] {
+                guard case .object(let components)? = (try? JSONValue.parse(payload))?["components"] else { return [] }
+                return components.keys.sorted()
+            }
+            let alpha = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "alpha", "--adapter", "hci0", "--home-assistant"],
+                                             environment: ["STATE_DIRECTORY": stateA])
+            #expect(await reader.wait(timeout: .seconds(30)) { $0.payloads(topic).map(ids) == [["temperature_c"]] }, "\(reader.messages) \(alpha.stderr)")
+            let beta = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "beta", "--adapter", "hci1", "--home-assistant"],
+                                            environment: ["STATE_DIRECTORY": stateB])
+            #expect(await reader.wait(timeout: .seconds(30)) { $0.payloads(topic).last.map(ids)?.count == 2 }, "\(reader.messages) \(beta.stderr)")
+            let union = try #require(reader.payloads(topic).last.map(ids))
+            #expect(union.contains("temperature_c"), "\(union)")
+            // Home Assistant starts: each publishes the device's config again, alpha's with beta's humidity
+            // (and any config a gateway's status brings meanwhile holds both too).
+            let before = reader.payloads(topic).count
+            try await broker.publish("homeassistant/status", "online")
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(topic).count >= before + 2 }, "\(reader.messages)")
+            let again = reader.payloads(topic).dropFirst(before).map(ids)
+            #expect(again.count >= 2 && again.allSatisfy { $0 == union }, "\(again)")
+            // What Home Assistant reads when it starts: the retained config, with both.
+            let late = try await broker.subscribe([topic])
+            defer { late.stop() }
+            // (The first is the retained one; any later one, too, holds both.)
+            #expect(await late.wait(timeout: .seconds(10)) { !$0.payloads(topic).isEmpty }, "\(late.messages)")
+            #expect(late.payloads(topic).allSatisfy { ids($0) == union }, "\(late.messages)")
+            for gateway in [alpha, beta] { gateway.signal(SIGTERM) }
+            for gateway in [alpha, beta] { #expect(await gateway.wait(timeout: .seconds(15)).exitCode == 143) }
         }
     }
 }
+

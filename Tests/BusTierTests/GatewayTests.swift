@@ -120,24 +120,29 @@ struct GatewayTests {
         }
     }
 
-    @Test("--home-assistant: a retained discovery config per decoded number, its state the device's shared topic")
+    @Test("--home-assistant: a retained device config, one component per decoded number, its state the device's shared topic")
     func homeAssistantDiscovery() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "hall", "--home-assistant"],
                                                environment: ["STATE_DIRECTORY": state])
-            let topic = "homeassistant/sensor/bluectl_a4c138000027/temperature_c/config"
+            let topic = "homeassistant/device/bluectl_a4c138000027/config"
             #expect(await reader.wait(timeout: .seconds(20)) { !$0.payloads(topic).isEmpty }, "\(reader.messages) \(gateway.stderr)")
             let config = try JSONValue.parse(try #require(reader.payloads(topic).first))
+            let bluectlVersion = try await ProxyMDNSTests.bluectlVersion(bus)
             #expect(config == .object([
-                "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
-                "state_topic": .string("bluectl/sensors/\(sensorAddress)"),
-                "value_template": .string("{{ value_json.sensor.temperature_c }}"),
-                "device_class": .string("temperature"), "state_class": .string("measurement"),
-                "unit_of_measurement": .string("°C"),
-                "availability": .array([.object(["topic": .string("bluectl/hall/status")])]), "availability_mode": .string("any"),
                 "device": .object(["identifiers": .array([.string("bluectl_a4c138000027")]), "name": .string("A4:C1:38:00:00:27"),
                                    "model": .string("bthome")]),
-            ]))
+                "origin": .object(["name": .string("bluectl"), "sw_version": .string(bluectlVersion)]),
+                "components": .object(["temperature_c": .object([
+                    "platform": .string("sensor"),
+                    "name": .string("temperature_c"), "unique_id": .string("bluectl_a4c138000027_temperature_c"),
+                    "state_topic": .string("bluectl/sensors/\(sensorAddress)"),
+                    "value_template": .string("{{ value_json.sensor.temperature_c }}"),
+                    "device_class": .string("temperature"), "state_class": .string("measurement"),
+                    "unit_of_measurement": .string("°C"),
+                    "availability": .array([.object(["topic": .string("bluectl/hall/status")])]), "availability_mode": .string("any"),
+                ])]),
+            ]), "\(config)")
             // The shared state topic carries the gateway's record (a reading without a packet id:
             // published as heard).
             #expect(await reader.wait(timeout: .seconds(20)) { !$0.payloads("bluectl/sensors/\(sensorAddress)").isEmpty },
@@ -289,7 +294,9 @@ struct GatewayTests {
                     "\(undecoded)")
             #expect(undecoded["servicedata"] == .string("0007") && undecoded["servicedatauuid"] == .string("fe9f"), "\(undecoded)")
             #expect(undecoded["brand"] == nil && undecoded["tempc"] == nil, "\(undecoded)")
-            let config = try JSONValue.parse(try #require(home.payloads("homeassistant/sensor/bluectl_a4c1380b5eed/temperature_c/config").first))
+            let device = try JSONValue.parse(try #require(home.payloads("homeassistant/device/bluectl_a4c1380b5eed/config").first))
+            let config = try #require(device["components"]?["temperature_c"], "\(device)")
+            #expect(device["device"]?["via_device"] == .string("bluectl_gateway_TheengsGateway"), "\(device)")
             #expect(config["state_topic"] == .string(topic))
             #expect(config["value_template"] == .string("{{ value_json.tempc }}"))
             #expect(config["availability_topic"] == .string("home/TheengsGateway/LWT"))

@@ -8,11 +8,12 @@ extension GatewayRun {
     static let homeAssistantStatus = "homeassistant/status"
 
     /// The topics to take messages from: the GATT command topics (when the config has
-    /// devices) and, with `--home-assistant`, Home Assistant's status. At each connection.
+    /// devices) and, with `--home-assistant`, Home Assistant's status and the device configs
+    /// (`receivedDeviceConfig`). At each connection.
     func subscribe() {
         var filters: [String] = []
         if gattSettings != nil, !config.devices.isEmpty { filters.append(topics.gattCommands) }
-        if homeAssistant { filters.append(Self.homeAssistantStatus) }
+        if homeAssistant { filters += [Self.homeAssistantStatus, HomeAssistantDiscovery.deviceTopics] }
         if sharesReadings { filters += [GatewayTopics.sharedDevices, GatewayTopics.statuses] }
         guard !filters.isEmpty else { return }
         do { try session.subscribe(filters) } catch { Output.error("gateway: \(error)") }
@@ -43,7 +44,7 @@ extension GatewayRun {
             announceAgain(ledger: &ledger)
             return
         }
-        if receivedShared(topic, payload, ledger: &ledger) { return }
+        if receivedShared(topic, payload, ledger: &ledger) || receivedDeviceConfig(topic, payload, ledger: &ledger) { return }
         // (A persistent session may still hold the command topics of a run that had devices.)
         guard let gatt else { return refuse(topic, payload, "this gateway has no GATT devices", ledger: &ledger) }
         guard case let (device, characteristic)? = topics.command(topic) else { return }

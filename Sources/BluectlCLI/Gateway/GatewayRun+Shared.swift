@@ -13,33 +13,48 @@ extension GatewayRun {
     /// Whether this gateway feeds the shared state topics: `--home-assistant` in bluectl's layout.
     var sharesReadings: Bool { homeAssistant && topics.layout == .bluectl }
 
-    /// Publishes the Home Assistant configs made from `source` (a reading's measurements, a GATT
-    /// value's numeric fields) that are new to this run or changed (retained).
-    func announce(_ source: GatewayLedger.Announced.Source, ledger: inout GatewayLedger) {
-        for config in configs(source, ledger: ledger) where ledger.announces(config.topic, .init(payload: config.payload, source: source)) {
-            publishRetained(config.topic, config.payload)
-        }
+    /// Publishes the Home Assistant config of the device `source` (a reading's measurements, a
+    /// GATT value's numeric fields) is of, when what it makes is new to this run or changed (retained).
+    func announce(_ source: HomeAssistantDevices.Source, ledger: inout GatewayLedger) {
+        guard let made = make(source, ledger: ledger), ledger.deviceConfigs.note(made, from: source) else { return }
+        publishConfig(made.node, ledger: ledger)
     }
 
-    /// Publishes every config of this run again, made anew: Home Assistant said it started (it
-    /// may have lost them), or the gateways changed (their availability).
+    /// Publishes every device config of this run again, made anew: Home Assistant said it started
+    /// (it may have lost them), or the gateways changed (their availability).
     func announceAgain(ledger: inout GatewayLedger) {
-        for (topic, made) in ledger.announced.sorted(by: { $0.key < $1.key }) {
-            guard let config = configs(made.source, ledger: ledger).first(where: { $0.topic == topic }) else { continue }
-            _ = ledger.announces(topic, .init(payload: config.payload, source: made.source))
-            publishRetained(topic, config.payload)
-        }
+        let snapshot = ledger
+        ledger.deviceConfigs.remake { make($0, ledger: snapshot) }
+        for node in ledger.deviceConfigs.devices.keys.sorted() { publishConfig(node, ledger: ledger) }
     }
 
-    private func configs(_ source: GatewayLedger.Announced.Source, ledger: GatewayLedger) -> [(topic: String, payload: [UInt8])] {
+    /// A device config on the broker (another gateway's, or this one's coming back): noted, and
+    /// this gateway's published again if it lacks a component this one knows of
+    /// (`HomeAssistantDevices.heard`). False for any other topic.
+    func receivedDeviceConfig(_ topic: String, _ payload: [UInt8], ledger: inout GatewayLedger) -> Bool {
+        guard homeAssistant, let node = HomeAssistantDiscovery.node(ofDeviceTopic: topic) else { return false }
+        guard let components = HomeAssistantDiscovery.components(ofDeviceConfig: payload) else {
+            Output.error("gateway: \(topic) holds no device config with components; its entities are not carried on")
+            return true
+        }
+        if ledger.deviceConfigs.heard(node, components: components) { publishConfig(node, ledger: ledger) }
+        return true
+    }
+
+    private func make(_ source: HomeAssistantDevices.Source, ledger: GatewayLedger) -> HomeAssistantDiscovery.Made? {
         switch source {
         case .sensor(let device, let reading):
             HomeAssistantDiscovery.configs(device: device, reading: reading, topics: topics, gateways: ledger.shared?.availability ?? [topics.gateway])
         case .gatt(let value):
             CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes).map {
                 HomeAssistantDiscovery.gattConfigs(value.device, characteristic: value.characteristic, decoded: $0, topics: topics)
-            } ?? []
+            }
         }
+    }
+
+    private func publishConfig(_ node: String, ledger: GatewayLedger) {
+        guard let config = ledger.deviceConfigs.config(node) else { return }
+        publishRetained(HomeAssistantDiscovery.deviceTopic(node), config)
     }
 
     /// `reading`'s record (`payload`, as published on this gateway's topic) on the device's shared

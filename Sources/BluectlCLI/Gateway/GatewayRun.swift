@@ -51,21 +51,8 @@ struct GatewayLedger: Sendable {
     struct Greeting: Sendable {
         let away: Duration?
     }
-    /// Home Assistant configs published by this run (retained: once is enough, until it
-    /// changes or Home Assistant says it started again), by topic, with what they were made of.
-    private(set) var announced: [String: Announced] = [:]
-
-    /// A config as published, and what it was made from (to make it again when the gateways change).
-    struct Announced: Sendable {
-        let payload: [UInt8]
-        let source: Source
-
-        /// A decoded advertisement's device and reading, or a GATT value.
-        enum Source: Sendable {
-            case sensor(DeviceInfo, SensorReading)
-            case gatt(GattValue)
-        }
-    }
+    /// Home Assistant's device configs of this run (`--home-assistant`).
+    var deviceConfigs = HomeAssistantDevices()
 
     /// The shape of each characteristic topic's last decoded value (`HomeAssistantDiscovery.gattShape`).
     private var gattShapes: [String: [String]] = [:]
@@ -74,11 +61,6 @@ struct GatewayLedger: Sendable {
     /// only then can its Home Assistant configs differ.
     mutating func gattFieldsChanged(_ topic: String, _ shape: [String]) -> Bool {
         gattShapes.updateValue(shape, forKey: topic) != shape
-    }
-
-    /// Whether `topic`'s config is still to be published: new, or changed (and notes it as published).
-    mutating func announces(_ topic: String, _ config: Announced) -> Bool {
-        announced.updateValue(config, forKey: topic)?.payload != config.payload
     }
 
     /// Several gateways' shared state topics (`--home-assistant` in bluectl's layout), else nil.

@@ -1,17 +1,20 @@
 import BluectlCore
 import BluectlGateway
 
-/// Home Assistant's MQTT discovery (home-assistant.io/integrations/sensor.mqtt): one
-/// retained config per decoded numeric measurement of a device, on
-/// `homeassistant/sensor/bluectl_<mac>/<key>/config`, whose value is read out of the state's
-/// JSON (`value_json.sensor.<key>`; in Theengs' layout `value_json.<its field>`).
-/// In bluectl's layout the state is the device's shared topic (`GatewayTopics.sharedDevice`),
-/// fed by every gateway, and the config the same bytes from every gateway that knows the same
-/// gateways: available while any of them is online (`availability_mode: any`), no `via_device`
-/// (a device heard by several gateways comes through none in particular). In Theengs' layout
-/// it is this gateway's device topic, available with this gateway, `via_device` this gateway.
-/// Home Assistant reads retained configs when it starts, so each is published when it
-/// changes (a device, measurement or gateway new to this run; in Theengs' layout, a name heard later).
+/// Home Assistant's MQTT discovery, device-based (home-assistant.io/integrations/mqtt, "Device
+/// discovery payload"; Home Assistant 2024.11 and later): one retained config per device on
+/// `homeassistant/device/bluectl_<mac>/config`, its `components` one sensor entity per decoded
+/// numeric measurement (id `<key>`, value `value_json.sensor.<key>`; in Theengs' layout
+/// `value_json.<its field>`) and per numeric field of a decoded GATT value (id `<uuid>_<field>`).
+/// In bluectl's layout a measurement's state is the device's shared topic
+/// (`GatewayTopics.sharedDevice`), fed by every gateway, and the same config from every gateway
+/// that knows the same gateways: available while any of them is online (`availability_mode: any`),
+/// no `via_device` (a device heard by several gateways comes through none in particular). In
+/// Theengs' layout it is this gateway's device topic, available with this gateway, `via_device`
+/// this gateway. A GATT value's state is this gateway's characteristic topic, in both layouts.
+/// Home Assistant drops an entity whose component a newer config of its device leaves out, so
+/// each gateway's config of a device carries the components other gateways published in it too
+/// (`HomeAssistantDevices`): the retained config holds every gateway's entities.
 enum HomeAssistantDiscovery {
     /// Device class and state class of the quantities Home Assistant has a class for;
     /// other numbers are sensors with their unit and no class.
@@ -49,20 +52,43 @@ enum HomeAssistantDiscovery {
         "bluectl_" + address.description.lowercased().filter { $0 != ":" }
     }
 
-    /// The config topics and payloads for `reading`'s numeric measurements (its JSON keys,
-    /// `_2` for a second of a quantity, as scan prints them).
+    /// The device's config topic: `homeassistant/device/bluectl_a4c138000027/config`.
+    static func deviceTopic(_ node: String) -> String { "homeassistant/device/\(node)/config" }
+
+    /// The filter of every device config (a gateway reads the ones of its devices:
+    /// `HomeAssistantDevices.heard`).
+    static let deviceTopics = "homeassistant/device/+/config"
+
+    /// The device whose config `topic` is, when bluectl made it (`bluectl_<mac>`); nil for any other topic.
+    static func node(ofDeviceTopic topic: String) -> String? {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 4, levels[0] == "homeassistant", levels[1] == "device", levels[3] == "config",
+              levels[2].hasPrefix("bluectl_") else { return nil }
+        return String(levels[2])
+    }
+
+    /// What one source (a reading, a GATT value) makes of a device's config: the device
+    /// object and the components, in order.
+    struct Made: Sendable {
+        let node: String
+        let device: JSONLine
+        let components: [(id: String, options: JSONLine)]
+    }
+
+    /// The components of `reading`'s numeric measurements (ids its JSON keys, `_2` for a second
+    /// of a quantity, as scan prints them).
     /// `gateways`: the ids of the gateways whose status makes the device available (bluectl's layout).
-    static func configs(device: DeviceInfo, reading: SensorReading, topics: GatewayTopics,
-                        gateways: [String]) -> [(topic: String, payload: [UInt8])] {
+    static func configs(device: DeviceInfo, reading: SensorReading, topics: GatewayTopics, gateways: [String]) -> Made {
         let shared = topics.layout == .bluectl
         let node = nodeID(device.address)
         let keyed = reading.keyedMeasurements
-        return zip(reading.measurements, keyed).compactMap { measurement, keyed in
+        let components = zip(reading.measurements, keyed).compactMap { measurement, keyed -> (id: String, options: JSONLine)? in
             switch keyed.value {
             case .number, .integer: break
             default: return nil   // events, flags and text are not sensors with a state to graph
             }
             var config = JSONLine()
+            config.add("platform", "sensor")
             config.add("name", keyed.key)
             config.add("unique_id", "\(node)_\(keyed.key)")
             config.add("state_topic", shared ? GatewayTopics.sharedDevice(device.address.description) : topics.device(device.address.description))
@@ -85,12 +111,13 @@ enum HomeAssistantDiscovery {
             } else {
                 config.add("availability_topic", topics.status)
             }
-            // Shared: the address, what every gateway knows alike (a name depends on what each
-            // hears: a passive scan gets no scan response); Theengs' layout: the name heard.
-            config.add("device", object: deviceObject(device.address, name: shared ? nil : device.name,
-                                                      model: reading.model ?? reading.format.rawValue, topics: topics))
-            return ("homeassistant/sensor/\(node)/\(keyed.key)/config", config.renderedBytes(newline: false))
+            return (keyed.key, config)
         }
+        // Shared: the address, what every gateway knows alike (a name depends on what each
+        // hears: a passive scan gets no scan response); Theengs' layout: the name heard.
+        return Made(node: node, device: deviceObject(device.address, name: shared ? nil : device.name,
+                                                     model: reading.model ?? reading.format.rawValue, topics: topics),
+                    components: components)
     }
 
     /// What Home Assistant makes of a decoded GATT field: device class (nil: none), unit, state class.
@@ -112,27 +139,27 @@ enum HomeAssistantDiscovery {
         "elevation_m": ("distance", "m", "measurement"),
     ]
 
-    /// The config topics and payloads for the numeric fields of a GATT value `decoded` from
-    /// `characteristic` of `address` (`gattEntities`), one entity each, on
-    /// `homeassistant/sensor/bluectl_<mac>/<uuid>_<field>/config`. The state is this gateway's
-    /// characteristic topic (`subscribe --json`'s records, `value_json.decoded.<field>`), available
-    /// with this gateway: a GATT connection is one gateway's, whatever the layout.
+    /// The components of the numeric fields of a GATT value `decoded` from `characteristic` of
+    /// `address` (`gattEntities`), one entity each, id `<uuid>_<field>`. The state is this
+    /// gateway's characteristic topic (`subscribe --json`'s records, `value_json.decoded.<field>`),
+    /// available with this gateway: a GATT connection is one gateway's, whatever the layout.
     static func gattConfigs(_ address: BluetoothAddress, characteristic: BluetoothUUID, decoded: DecodedCharacteristic,
-                            topics: GatewayTopics) -> [(topic: String, payload: [UInt8])] {
+                            topics: GatewayTopics) -> Made {
         let node = nodeID(address)
-        let numeric = decoded.fields.filter { field in
+        let numeric = decoded.fields.compactMap { field -> (DecodedField, GattEntity)? in
             switch field.value {
-            case .int, .double: gattEntities[field.name] != nil
-            default: false
+            case .int, .double: gattEntities[field.name].map { (field, $0) }
+            default: nil
             }
         }
         let fahrenheit = decoded.fields.contains { $0.name == "unit" && $0.value == .string("fahrenheit") }
         let characteristicName = characteristic.name ?? characteristic.shortString
-        return numeric.compactMap { field in
-            guard var entity = gattEntities[field.name] else { return nil }
+        let components = numeric.map { field, entity -> (id: String, options: JSONLine) in
+            var entity = entity
             if field.name == "temperature", fahrenheit { entity.unit = "°F" }
             let object = "\(characteristic.shortString)_\(field.name)"
             var config = JSONLine()
+            config.add("platform", "sensor")
             // One field: the characteristic's name says it ("Battery Level"); several: which one too.
             config.add("name", numeric.count == 1 ? characteristicName : "\(characteristicName) \(field.name)")
             config.add("unique_id", "\(node)_\(object)")
@@ -142,9 +169,9 @@ enum HomeAssistantDiscovery {
             config.add("state_class", entity.stateClass)
             if !entity.unit.isEmpty { config.add("unit_of_measurement", entity.unit) }
             config.add("availability_topic", topics.status)
-            config.add("device", object: deviceObject(address, name: nil, model: nil, topics: topics))
-            return ("homeassistant/sensor/\(node)/\(object)/config", config.renderedBytes(newline: false))
+            return (object, config)
         }
+        return Made(node: node, device: deviceObject(address, name: nil, model: nil, topics: topics), components: components)
     }
 
     /// What of a decoded value its configs depend on: its fields' names, and the unit a value
@@ -155,7 +182,36 @@ enum HomeAssistantDiscovery {
         }
     }
 
-    /// A config's `device`: the identifiers every config of `address` shares (Home Assistant
+    /// A device's config: `device`, `origin` (bluectl) and `components` by id, in that order.
+    static func deviceConfig(device: JSONLine, components: [(id: String, options: JSONLine)]) -> [UInt8] {
+        var config = JSONLine()
+        config.add("device", object: device)
+        var origin = JSONLine()
+        origin.add("name", "bluectl")
+        origin.add("sw_version", Bluectl.version)
+        config.add("origin", object: origin)
+        var all = JSONLine()
+        for component in components { all.add(component.id, object: component.options) }
+        config.add("components", object: all)
+        return config.renderedBytes(newline: false)
+    }
+
+    /// The components of a device config another gateway published (or this one, coming
+    /// back), by id, each as the object it holds (`components`, or its abbreviation `cmps`);
+    /// empty for an empty payload (the config removed). Nil when it is not such a config.
+    static func components(ofDeviceConfig payload: [UInt8]) -> [String: JSONLine]? {
+        if payload.isEmpty { return [:] }
+        guard let root = try? JSONInput.parse(payload) as? [String: Any],
+              let all = (root["components"] ?? root["cmps"]) as? [String: Any] else { return nil }
+        var out: [String: JSONLine] = [:]
+        for (id, value) in all {
+            guard let object = value as? [String: Any] else { return nil }
+            out[id] = JSONLine(parsed: object)
+        }
+        return out
+    }
+
+    /// A device object: the identifiers every config of `address` shares (Home Assistant
     /// makes them one device), its name (`name`, else the address) and model when known; in
     /// Theengs' layout also `via_device`, this gateway.
     private static func deviceObject(_ address: BluetoothAddress, name: String?, model: String?, topics: GatewayTopics) -> JSONLine {

@@ -9,7 +9,7 @@ import BluectlCore
 /// DEL, C1 controls, U+2028/U+2029 and the other scalars `TextSafety` escapes are written as
 /// `\uXXXX` (astral ones as surrogate pairs). The output is valid JSON whatever the strings
 /// hold. Non-finite doubles are written as `null`. Keys are not checked for duplicates.
-public struct JSONLine: Sendable {
+public struct JSONLine: Sendable, Equatable {
     /// The members so far, comma-separated, without the braces, as UTF-8:
     /// appending bytes costs a fraction of appending to a `String` (which
     /// re-checks its encoding and flags on every append), and a scan renders
@@ -121,6 +121,39 @@ public struct JSONLine: Sendable {
     public init(fields: [DecodedField]) {
         self.init()
         for field in fields { add(field.name, field.value) }
+    }
+
+    /// An object as `JSONInput.parse` gives it (a Home Assistant config another gateway
+    /// published, carried on), its members in key order; whole numbers written as integers.
+    init(parsed object: [String: Any]) {
+        self.init()
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+            addKey(key)
+            Self.appendParsed(value, to: &body)
+        }
+    }
+
+    private static func appendParsed(_ value: Any, to out: inout [UInt8]) {
+        switch value {
+        case let text as String:
+            appendString(text, to: &out)
+        case let flag as Bool:
+            appendASCII(flag ? "true" : "false", to: &out)
+        case let number as Double where number.isFinite:
+            if number == number.rounded(), number.magnitude < 1e15 { appendInt(Int(number), to: &out) }
+            else { out.append(contentsOf: number.description.utf8) }
+        case let array as [Any]:
+            out.append(0x5B)
+            for (i, element) in array.enumerated() {
+                if i > 0 { out.append(0x2C) }
+                appendParsed(element, to: &out)
+            }
+            out.append(0x5D)
+        case let object as [String: Any]:
+            JSONLine(parsed: object).render(into: &out)
+        default:
+            appendASCII("null", to: &out)   // JSONInput.Null, and a non-finite number
+        }
     }
 
     /// A value decoded from a characteristic.

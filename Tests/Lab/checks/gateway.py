@@ -375,13 +375,16 @@ def _(c):
     check(events[:1] == ['device_connected'], 'events %r' % events)
     # Home Assistant's configs of the GATT values, retained: what a subscriber gets now.
     node = 'bluectl_' + DEV.lower().replace(':', '')
-    configs = subprocess.run(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'homeassistant/sensor/%s/+/config' % node,
+    configs = subprocess.run(['mosquitto_sub', '-h', '127.0.0.1', '-p', str(PORT), '-v', '-t', 'homeassistant/device/%s/config' % node,
                               '-W', '3'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20).stdout.decode()
     c.note('retained configs:\n' + configs)
     found = dict(line.split(' ', 1) for line in configs.splitlines() if ' ' in line)
-    bpm = json.loads(found.get('homeassistant/sensor/%s/2a37_bpm/config' % node, '{}'))
-    check(sorted(found) == ['homeassistant/sensor/%s/2a37_bpm/config' % node], 'config topics %r' % sorted(found))
-    check(bpm.get('state_topic') == hrm and bpm.get('value_template') == '{{ value_json.decoded.bpm }}' and
+    components = json.loads(found.get('homeassistant/device/%s/config' % node, '{}')).get('components', {})
+    bpm = components.get('2a37_bpm', {})
+    check(sorted(found) == ['homeassistant/device/%s/config' % node], 'config topics %r' % sorted(found))
+    check(sorted(components) == ['2a37_bpm'], 'components %r' % sorted(components))
+    check(bpm.get('platform') == 'sensor' and bpm.get('state_topic') == hrm and
+          bpm.get('value_template') == '{{ value_json.decoded.bpm }}' and
           bpm.get('unit_of_measurement') == 'bpm' and bpm.get('availability_topic') == 'bluectl/labgatt/status',
           'bpm config %r' % bpm)
     check(all(isinstance((r.get('decoded') or {}).get('bpm'), int) for r in notes), 'values without decoded.bpm: %r' % notes[:3])
@@ -477,7 +480,7 @@ def _(c):
     publishers = [m.get('gateway') for m in gatt_messages(mqtt, shared) if isinstance(m, dict)]
     c.note('published on the shared topic by: %r' % publishers)
     # Home Assistant starts: each gateway publishes its config again, the same bytes.
-    config = 'homeassistant/sensor/bluectl_%s/temperature_c/config' % SERVER_ADDR.lower().replace(':', '')
+    config = 'homeassistant/device/bluectl_%s/config' % SERVER_ADDR.lower().replace(':', '')
     before = len(gatt_messages(mqtt, config))
     if c.run(['mosquitto_pub', '-h', '127.0.0.1', '-p', str(PORT), '-q', '1', '-t', 'homeassistant/status', '-m', 'online']) != 0:
         c.fail('mosquitto_pub failed')
@@ -488,8 +491,9 @@ def _(c):
     again = gatt_messages(mqtt, config)[before:]
     c.note('configs after online: %r' % again)
     check(len(again) == 2 and again[0] == again[1], 'configs after online %r' % again)
-    check(again[:1] and again[0].get('state_topic') == shared and again[0].get('availability_mode') == 'any' and
-          again[0].get('availability') == [{'topic': 'bluectl/gwa/status'}, {'topic': 'bluectl/gwb/status'}],
+    temperature = (again[0].get('components') or {}).get('temperature_c', {}) if again and isinstance(again[0], dict) else {}
+    check(temperature.get('state_topic') == shared and temperature.get('availability_mode') == 'any' and
+          temperature.get('availability') == [{'topic': 'bluectl/gwa/status'}, {'topic': 'bluectl/gwb/status'}],
           'config %r' % again[:1])
     base = 'bluectl/gwa/devices/%s/gatt/' % DEV
     end = time.monotonic() + 120   # a limit only against a hang: find, connect, discover under TCG
