@@ -122,6 +122,11 @@ public struct GatewayTopics: Sendable, Equatable {
     /// is at this level: theirs are `bluectl/<id>/status`, `events` and `devices/…`.
     public static func sharedDevice(_ address: String) -> String { "bluectl/sensors/\(address)" }
 
+    /// A device's state topics of every gateway in Theengs' layout, `+/+/BTtoMQTT/<MAC without
+    /// colons>`: the state topic of Theengs Gateway's Home Assistant configs, which any gateway
+    /// in its layout (a Theengs Gateway, or bluectl with `--layout theengs`) feeds.
+    public static func anyTheengsDevice(_ address: String) -> String { "+/+/BTtoMQTT/\(address.filter { $0 != ":" })" }
+
     /// The filter of every shared device topic, `bluectl/sensors/+`.
     public static let sharedDevices = "bluectl/sensors/+"
 

@@ -16,7 +16,13 @@ extension GatewayRun {
     /// Publishes the Home Assistant config of the device `source` (a reading's measurements, a
     /// GATT value's numeric fields) is of, when what it makes is new to this run or changed (retained).
     func announce(_ source: HomeAssistantDevices.Source, ledger: inout GatewayLedger) {
-        guard let made = make(source, ledger: ledger), ledger.deviceConfigs.note(made, from: source) else { return }
+        guard let made = make(source, ledger: ledger) else { return }
+        announce(made, from: source, ledger: &ledger)
+    }
+
+    /// Publishes the config of the device `made` is of, when it is new to this run or changed.
+    func announce(_ made: HomeAssistantDiscovery.Made, from source: HomeAssistantDevices.Source, ledger: inout GatewayLedger) {
+        guard ledger.deviceConfigs.note(made, from: source) else { return }
         publishConfig(made.node, ledger: ledger)
     }
 

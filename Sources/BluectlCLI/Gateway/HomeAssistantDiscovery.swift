@@ -10,8 +10,9 @@ import BluectlGateway
 /// (`GatewayTopics.sharedDevice`), fed by every gateway, and the same config from every gateway
 /// that knows the same gateways: available while any of them is online (`availability_mode: any`),
 /// no `via_device` (a device heard by several gateways comes through none in particular). In
-/// Theengs' layout it is this gateway's device topic, available with this gateway, `via_device`
-/// this gateway. A GATT value's state is this gateway's characteristic topic, in both layouts.
+/// Theengs' layout it is Theengs Gateway's `+/+/BTtoMQTT/<MAC>`, which every gateway in that
+/// layout feeds, with no availability and `via_device` this gateway, as Theengs Gateway's configs.
+/// A GATT value's state is this gateway's characteristic topic, in both layouts.
 /// Home Assistant drops an entity whose component a newer config of its device leaves out, so
 /// each gateway's config of a device carries the components other gateways published in it too
 /// (`HomeAssistantDevices`): the retained config holds every gateway's entities.
@@ -91,7 +92,8 @@ enum HomeAssistantDiscovery {
             config.add("platform", "sensor")
             config.add("name", keyed.key)
             config.add("unique_id", "\(node)_\(keyed.key)")
-            config.add("state_topic", shared ? GatewayTopics.sharedDevice(device.address.description) : topics.device(device.address.description))
+            let address = device.address.description
+            config.add("state_topic", shared ? GatewayTopics.sharedDevice(address) : GatewayTopics.anyTheengsDevice(address))
             let field = topics.layout == .theengs ? TheengsRecord.field(keyed.key) : "sensor.\(keyed.key)"
             config.add("value_template", "{{ value_json.\(field) }}")
             if let classes = classes[measurement.quantity.key] {
@@ -101,6 +103,7 @@ enum HomeAssistantDiscovery {
                 config.add("state_class", "measurement")
             }
             if !measurement.quantity.unit.isEmpty { config.add("unit_of_measurement", measurement.quantity.unit) }
+            // Theengs' layout: no availability, as Theengs Gateway's configs (any gateway may feed the state).
             if shared {
                 config.add("availability", objects: gateways.map { gateway in
                     var entry = JSONLine()
@@ -108,8 +111,6 @@ enum HomeAssistantDiscovery {
                     return entry
                 })
                 config.add("availability_mode", "any")
-            } else {
-                config.add("availability_topic", topics.status)
             }
             return (keyed.key, config)
         }
