@@ -64,6 +64,7 @@ let package = Package(
                 "BluectlCore",
                 "BluectlGateway",
                 "BluectlProxy",
+                "CBluectlShim",   // mallopt (MallocArenas)
                 "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

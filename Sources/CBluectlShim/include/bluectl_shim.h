@@ -6,13 +6,15 @@
  *    aborts the whole process on an invalid object path, interface or member
  *    name, or on a string that is not valid UTF-8 ("checks" are fatal in
  *    Debian's build);
- *  - pthread_setname_np, a GNU extension that Glibc's Swift overlay hides.
+ *  - pthread_setname_np, a GNU extension that Glibc's Swift overlay hides;
+ *  - mallopt and M_ARENA_MAX (<malloc.h>, which Glibc's Swift module leaves out).
  */
 #ifndef BLUECTL_SHIM_H
 #define BLUECTL_SHIM_H
 
 #include <dbus/dbus.h>
 #include <stdbool.h>
+#include <malloc.h>      /* mallopt: the command line's limit on malloc arenas */
 #include <sys/eventfd.h> /* the I/O thread's wake-up descriptor */
 
 enum {
