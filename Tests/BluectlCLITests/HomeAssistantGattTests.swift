@@ -4,7 +4,7 @@ import Foundation
 import Testing
 @testable import BluectlCLI
 
-/// Home Assistant configs of GATT values (`HomeAssistantDiscovery.gattConfigs`, docs/gateway.md,
+/// Home Assistant configs of GATT values (`HomeAssistantDiscovery.gattComponents`, docs/gateway.md,
 /// "Home Assistant"): which decoded fields become entities, with what unit and name.
 @Suite("gateway: Home Assistant configs of decoded GATT values")
 struct HomeAssistantGattTests {
@@ -15,7 +15,7 @@ struct HomeAssistantGattTests {
     private func made(_ uuid16: UInt16, _ bytes: [UInt8], topics: GatewayTopics? = nil) throws -> (components: [String: [String: Any]], device: [String: Any]) {
         let uuid = BluetoothUUID(uint16: uuid16)
         let decoded = try #require(CharacteristicDecoding.decode(uuid: uuid, bytes))
-        let made = HomeAssistantDiscovery.gattConfigs(address, characteristic: uuid, decoded: decoded, topics: topics ?? self.topics)
+        let made = HomeAssistantDiscovery.gattComponents(address, characteristic: uuid, decoded: decoded, topics: topics ?? self.topics)
         #expect(made.node == "bluectl_c0ffee000001")
         var out: [String: [String: Any]] = [:]
         for component in made.components {

@@ -115,7 +115,7 @@ struct GatewaySharedTests {
         }
     }
 
-    @Test("A measurement only one gateway hears: its entity stays in the device's config whichever gateway publishes it last")
+    @Test("A measurement only one gateway hears: the gateway started later, hearing less, carries it from its first config on; every config holds both")
     func componentsCarriedOn() async throws {
         try await withTwoGatewaysScene { bus, broker, reader, stateA, stateB in
             // alpha's adapter hears the temperature only; beta's a frame with the humidity too.
@@ -128,14 +128,21 @@ struct GatewaySharedTests {
                 guard case .object(let components)? = (try? JSONValue.parse(payload))?["components"] else { return [] }
                 return components.keys.sorted()
             }
-            let alpha = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "alpha", "--adapter", "hci0", "--home-assistant"],
-                                             environment: ["STATE_DIRECTORY": stateA])
-            #expect(await reader.wait(timeout: .seconds(30)) { $0.payloads(topic).map(ids) == [["temperature_c"]] }, "\(reader.messages) \(alpha.stderr)")
+            // beta, hearing both, first; then alpha, hearing less, starts: its configs carry beta's
+            // humidity from the first (it reads the retained config before it publishes), so Home
+            // Assistant never sees a config without it.
             let beta = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "beta", "--adapter", "hci1", "--home-assistant"],
                                             environment: ["STATE_DIRECTORY": stateB])
             #expect(await reader.wait(timeout: .seconds(30)) { $0.payloads(topic).last.map(ids)?.count == 2 }, "\(reader.messages) \(beta.stderr)")
             let union = try #require(reader.payloads(topic).last.map(ids))
             #expect(union.contains("temperature_c"), "\(union)")
+            let alpha = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "alpha", "--adapter", "hci0", "--home-assistant"],
+                                             environment: ["STATE_DIRECTORY": stateA])
+            // alpha publishes once it read beta's status (its availability) and settled.
+            #expect(await reader.wait(timeout: .seconds(30)) { r in
+                r.payloads(topic).contains { (try? JSONValue.parse($0))?["components"]?["temperature_c"]?["availability"]?[1] != nil }
+            }, "\(reader.messages) \(alpha.stderr)")
+            #expect(reader.payloads(topic).allSatisfy { ids($0) == union }, "a config without a component: \(reader.payloads(topic).map(ids))")
             // Home Assistant starts: each publishes the device's config again, alpha's with beta's humidity
             // (and any config a gateway's status brings meanwhile holds both too).
             let before = reader.payloads(topic).count
@@ -143,6 +150,7 @@ struct GatewaySharedTests {
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads(topic).count >= before + 2 }, "\(reader.messages)")
             let again = reader.payloads(topic).dropFirst(before).map(ids)
             #expect(again.count >= 2 && again.allSatisfy { $0 == union }, "\(again)")
+            #expect(reader.payloads(topic).allSatisfy { ids($0) == union }, "\(reader.payloads(topic).map(ids))")
             // What Home Assistant reads when it starts: the retained config, with both.
             let late = try await broker.subscribe([topic])
             defer { late.stop() }

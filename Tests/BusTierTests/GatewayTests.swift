@@ -294,7 +294,9 @@ struct GatewayTests {
                     "\(undecoded)")
             #expect(undecoded["servicedata"] == .string("0007") && undecoded["servicedatauuid"] == .string("fe9f"), "\(undecoded)")
             #expect(undecoded["brand"] == nil && undecoded["tempc"] == nil, "\(undecoded)")
-            let device = try JSONValue.parse(try #require(home.payloads("homeassistant/device/bluectl_a4c1380b5eed/config").first))
+            let deviceTopic = "homeassistant/device/bluectl_a4c1380b5eed/config"
+            #expect(await home.wait(timeout: .seconds(20)) { !$0.payloads(deviceTopic).isEmpty }, "\(home.messages)")
+            let device = try JSONValue.parse(try #require(home.payloads(deviceTopic).first))
             let config = try #require(device["components"]?["temperature_c"], "\(device)")
             #expect(device["device"]?["via_device"] == .string("bluectl_gateway_TheengsGateway"), "\(device)")
             // Theengs Gateway's state topic, which every gateway in its layout feeds; no availability, as Theengs'.

@@ -26,7 +26,7 @@ extension GatewayRun {
         if homeAssistant, let value = message.value,
            let decoded = CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes),
            ledger.gattFieldsChanged(message.topic, HomeAssistantDiscovery.gattShape(decoded)) {
-            announce(HomeAssistantDiscovery.gattConfigs(value.device, characteristic: value.characteristic, decoded: decoded, topics: topics),
+            announce(HomeAssistantDiscovery.gattComponents(value.device, characteristic: value.characteristic, decoded: decoded, topics: topics),
                      from: .gatt(value), ledger: &ledger)
         }
         do {

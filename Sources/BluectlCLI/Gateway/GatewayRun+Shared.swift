@@ -28,32 +28,42 @@ extension GatewayRun {
 
     /// Publishes every device config of this run again, made anew: Home Assistant said it started
     /// (it may have lost them), or the gateways changed (their availability).
+    /// Not before the first connection's retained configs have had time to arrive
+    /// (`HomeAssistantDevices.due` publishes them all then).
     func announceAgain(ledger: inout GatewayLedger) {
         let snapshot = ledger
         ledger.deviceConfigs.remake { make($0, ledger: snapshot) }
+        guard ledger.deviceConfigs.isSettled else { return }
         for node in ledger.deviceConfigs.devices.keys.sorted() { publishConfig(node, ledger: ledger) }
     }
 
-    /// A device config on the broker (another gateway's, or this one's coming back): noted, and
-    /// this gateway's published again if it lacks a component this one knows of
-    /// (`HomeAssistantDevices.heard`). False for any other topic.
+    /// The device configs due (`HomeAssistantDevices.due`): at the first connection's settling,
+    /// and a config on the broker that still lacks a component this gateway knows of.
+    func announceDue(ledger: inout GatewayLedger) {
+        guard homeAssistant, session.isConnected else { return }
+        for node in ledger.deviceConfigs.due() { publishConfig(node, ledger: ledger) }
+    }
+
+    /// A device config on the broker (another gateway's, or this one's coming back): noted
+    /// (`HomeAssistantDevices.heard`: this gateway's answers it later if it lacks a component
+    /// this one knows of). False for any other topic.
     func receivedDeviceConfig(_ topic: String, _ payload: [UInt8], ledger: inout GatewayLedger) -> Bool {
         guard homeAssistant, let node = HomeAssistantDiscovery.node(ofDeviceTopic: topic) else { return false }
-        guard let components = HomeAssistantDiscovery.components(ofDeviceConfig: payload) else {
+        let config = HomeAssistantDiscovery.parse(deviceConfig: payload)
+        if config == nil, ledger.deviceConfigs.devices[node] == nil {
             Output.error("gateway: \(topic) holds no device config with components; its entities are not carried on")
-            return true
         }
-        if ledger.deviceConfigs.heard(node, components: components) { publishConfig(node, ledger: ledger) }
+        ledger.deviceConfigs.heard(node, config)
         return true
     }
 
     private func make(_ source: HomeAssistantDevices.Source, ledger: GatewayLedger) -> HomeAssistantDiscovery.Made? {
         switch source {
         case .sensor(let device, let reading):
-            HomeAssistantDiscovery.configs(device: device, reading: reading, topics: topics, gateways: ledger.shared?.availability ?? [topics.gateway])
+            HomeAssistantDiscovery.components(device: device, reading: reading, topics: topics, gateways: ledger.shared?.availability ?? [topics.gateway])
         case .gatt(let value):
             CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes).map {
-                HomeAssistantDiscovery.gattConfigs(value.device, characteristic: value.characteristic, decoded: $0, topics: topics)
+                HomeAssistantDiscovery.gattComponents(value.device, characteristic: value.characteristic, decoded: $0, topics: topics)
             }
         }
     }

@@ -177,6 +177,7 @@ struct GatewayRun {
             case .tick:
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
                 shareDue(ledger: &ledger)
+                announceDue(ledger: &ledger)
                 greetAndReport(&ledger)
             }
         }
@@ -265,6 +266,7 @@ struct GatewayRun {
             ServiceNotifier.status("connected to \(broker)")
             subscribe()
             ledger.shared?.connected()
+            ledger.deviceConfigs.connected()
             ledger.greeting = .init(away: ledger.lostAt.map { ContinuousClock.now - $0 })
             ledger.lostAt = nil
             greetAndReport(&ledger, now: true)

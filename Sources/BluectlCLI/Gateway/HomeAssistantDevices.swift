@@ -4,16 +4,23 @@ import BluectlCore
 
 /// The device configs a gateway publishes (`HomeAssistantDiscovery`), a pure value kept by its
 /// owner task: what this gateway makes of each device (components, each with what it was made
-/// from, to make it again when the gateways change), and the components other gateways
-/// published in the same device's config.
+/// from, to make it again when the gateways change), the components other gateways published in
+/// the same device's config, and when a config is to be published.
 ///
-/// Home Assistant removes an entity whose component a newer config of its device leaves out,
-/// and several gateways publish one device's config (a sensor heard in two rooms; a GATT device
-/// one of them connects to, whose advertisements another hears), each making the components of
-/// what it heard. So each carries the others' on: a gateway publishes a device's config again
-/// when its own components change, or when the config on the broker (retained, read by every
-/// gateway) lacks a component it knows of. The last config published then holds every gateway's
-/// components: had it lacked one, the gateway knowing it would have published again after it.
+/// Home Assistant removes an entity whose component a newer config of its device leaves out
+/// (from its registry too: the entity's id, area and name go with it), and several gateways
+/// publish one device's config (a sensor heard in two rooms; a GATT device one of them connects
+/// to, whose advertisements another hears), each making the components of what it heard. So:
+/// - nothing is published before the retained configs of the first connection had `hold` to
+///   arrive (a gateway started again knows none of the others' components before it reads
+///   them): then every device this gateway made, each carrying the others' components on;
+/// - a config on the broker that lacks a component this gateway knows of (its own, or one it
+///   carries) is answered with this gateway's config, `hold` later and only if the newest config
+///   heard by then still lacks it: an out-of-date config (this gateway's own, coming back after a
+///   newer one was published) or one of several gateways publishing at once is not answered.
+/// While the gateways that made a device's components run, the last config published holds
+/// them all: had it lacked one, the gateway knowing it would have published again after it.
+/// Only the ids converge: a carried component keeps the options its gateway last published.
 struct HomeAssistantDevices: Sendable {
     /// What a component was made from: a decoded advertisement's device and reading, or a GATT value.
     enum Source: Sendable {
@@ -30,27 +37,57 @@ struct HomeAssistantDevices: Sendable {
     /// This gateway's part of a device's config.
     struct Device: Sendable {
         /// The config's `device`: from a reading when there is one (it names the model), else
-        /// from a GATT value.
+        /// from a GATT value, unless another gateway's config names a model (it heard the
+        /// device's advertisements: its object is carried on).
         var object: JSONLine
-        var objectFromReading: Bool
+        var objectNamesModel: Bool
         var components: [String: Component]
     }
 
+    /// How long the configs a subscription brings back take to arrive, and how long an answer
+    /// to a config waits for a newer one.
+    let hold: Duration
     /// This gateway's devices, by node id (`bluectl_<mac>`).
     private(set) var devices: [String: Device] = [:]
     /// The components of each device's config on the broker that this gateway does not make, by node id.
     private var others: [String: [String: JSONLine]] = [:]
+    /// The device object of each device's config on the broker that names a model, by node id.
+    private var othersObjects: [String: JSONLine] = [:]
+    /// The component ids of the newest config heard of each device (none: removed, or not readable).
+    private var heardIDs: [String: Set<String>] = [:]
+    /// When the first connection's retained configs have had time to arrive (nil: not connected yet).
+    private var settlesAt: ContinuousClock.Instant?
+    private var settled = false
+    /// The devices whose config is to be published at a time, if it still lacks a component then.
+    private var answers: [String: ContinuousClock.Instant] = [:]
 
-    /// Notes what `source` made; true when the device's config is to be published: a component
-    /// new or changed, or the device object. A source with no component changes nothing.
+    init(hold: Duration = .seconds(1)) {
+        self.hold = hold
+    }
+
+    /// Whether configs are published yet (the first connection's retained configs had `hold`).
+    var isSettled: Bool { settled }
+
+    /// Connected to the broker (again): the first time, the retained configs arrive within `hold`.
+    mutating func connected(now: ContinuousClock.Instant = .now) {
+        if !settled, settlesAt == nil { settlesAt = now + hold }
+    }
+
+    /// Notes what `source` made; true when the device's config is to be published now: settled,
+    /// and a component new or changed, or the device object. A source with no component changes nothing.
     mutating func note(_ made: HomeAssistantDiscovery.Made, from source: Source) -> Bool {
         guard !made.components.isEmpty else { return false }
-        let fromReading = if case .sensor = source { true } else { false }
-        var device = devices[made.node] ?? Device(object: made.device, objectFromReading: fromReading, components: [:])
+        let namesModel = if case .sensor = source { true } else { false }
+        var device = devices[made.node] ?? Device(object: made.device, objectNamesModel: namesModel, components: [:])
         var changed = devices[made.node] == nil
-        if fromReading || !device.objectFromReading, device.object != made.device {
+        if namesModel || !device.objectNamesModel, device.object != made.device {
             device.object = made.device
-            device.objectFromReading = fromReading
+            device.objectNamesModel = namesModel
+            changed = true
+        }
+        if !device.objectNamesModel, let carried = othersObjects[made.node], device.object != carried {
+            device.object = carried
+            device.objectNamesModel = true
             changed = true
         }
         for (id, options) in made.components where device.components[id]?.options != options {
@@ -58,7 +95,7 @@ struct HomeAssistantDevices: Sendable {
             changed = true
         }
         devices[made.node] = device
-        return changed
+        return changed && settled
     }
 
     /// Makes this gateway's components again with `make` (the gateways' availability changed).
@@ -81,19 +118,52 @@ struct HomeAssistantDevices: Sendable {
                                                    components: all.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
     }
 
-    /// A device's config on the broker (`components`; none: it was removed) is noted; true when
-    /// this gateway is to publish the device's config again: it made the device, and the config
-    /// lacks a component it knows of. A removed config is not put back here (someone removed the
-    /// device from Home Assistant): this gateway's next change or Home Assistant's start does.
-    mutating func heard(_ node: String, components: [String: JSONLine]) -> Bool {
-        guard !components.isEmpty else {
-            others[node] = nil
-            return false
+    /// A device's config on the broker (`HomeAssistantDiscovery.parse`): its `components` (none:
+    /// removed) and its `device` object when it names a model; nil for a payload that is not a
+    /// config with components. A config that lacks a component
+    /// this gateway knows of is answered `hold` later (`due`) if the newest config by then still
+    /// lacks it; a removed one is not (someone removed the device from Home Assistant: another
+    /// gateway's config, this gateway's next change, or Home Assistant's `online` brings it back);
+    /// one that cannot be read is written over.
+    mutating func heard(_ node: String, _ config: (components: [String: JSONLine], object: JSONLine?)?,
+                        now: ContinuousClock.Instant = .now) {
+        guard let config, !config.components.isEmpty else {
+            if config == nil {
+                heardIDs[node] = []   // lacks every component: written over
+            } else {
+                heardIDs[node] = nil  // removed: nothing to answer
+                others[node] = nil
+            }
+            if lacks(node), answers[node] == nil { answers[node] = now + hold }
+            return
         }
+        heardIDs[node] = Set(config.components.keys)
         var known = others[node] ?? [:]
-        for (id, options) in components where devices[node]?.components[id] == nil { known[id] = options }
+        for (id, options) in config.components where devices[node]?.components[id] == nil { known[id] = options }
         others[node] = known
-        guard let device = devices[node] else { return false }
-        return device.components.keys.contains { components[$0] == nil } || known.keys.contains { components[$0] == nil }
+        if let object = config.object { othersObjects[node] = object }
+        if lacks(node), answers[node] == nil { answers[node] = now + hold }
+    }
+
+    /// The devices whose config is to be published now: once the first connection's retained
+    /// configs have had `hold`, every device made so far; after that, those whose answer is due
+    /// and whose newest config heard still lacks a component.
+    mutating func due(now: ContinuousClock.Instant = .now) -> [String] {
+        if !settled {
+            guard let settlesAt, now >= settlesAt else { return [] }
+            settled = true
+            answers = [:]
+            return devices.keys.sorted()
+        }
+        let ready = answers.filter { $0.value <= now }.keys.sorted()
+        for node in ready { answers[node] = nil }
+        return ready.filter { lacks($0) }
+    }
+
+    /// Whether the newest config heard of `node` lacks a component this gateway knows of (this
+    /// gateway made the device; a removed config lacks nothing).
+    private func lacks(_ node: String) -> Bool {
+        guard let device = devices[node], let ids = heardIDs[node] else { return false }
+        return device.components.keys.contains { !ids.contains($0) } || (others[node] ?? [:]).keys.contains { !ids.contains($0) }
     }
 }

@@ -57,7 +57,8 @@ enum HomeAssistantDiscovery {
     static func deviceTopic(_ node: String) -> String { "homeassistant/device/\(node)/config" }
 
     /// The filter of every device config (a gateway reads the ones of its devices:
-    /// `HomeAssistantDevices.heard`).
+    /// `HomeAssistantDevices.heard`). Subscribed to before the gateways' statuses: at a
+    /// connection the retained configs come first.
     static let deviceTopics = "homeassistant/device/+/config"
 
     /// The device whose config `topic` is, when bluectl made it (`bluectl_<mac>`); nil for any other topic.
@@ -79,7 +80,7 @@ enum HomeAssistantDiscovery {
     /// The components of `reading`'s numeric measurements (ids its JSON keys, `_2` for a second
     /// of a quantity, as scan prints them).
     /// `gateways`: the ids of the gateways whose status makes the device available (bluectl's layout).
-    static func configs(device: DeviceInfo, reading: SensorReading, topics: GatewayTopics, gateways: [String]) -> Made {
+    static func components(device: DeviceInfo, reading: SensorReading, topics: GatewayTopics, gateways: [String]) -> Made {
         let shared = topics.layout == .bluectl
         let node = nodeID(device.address)
         let keyed = reading.keyedMeasurements
@@ -126,7 +127,7 @@ enum HomeAssistantDiscovery {
 
     /// The numeric fields of `CharacteristicDecoding`'s values that are sensors to graph, by
     /// field name (the same name means the same quantity in every characteristic that has it).
-    /// 2A1C's `temperature` takes its unit from the value's `unit` field (`gattConfigs`).
+    /// 2A1C's `temperature` takes its unit from the value's `unit` field (`gattComponents`).
     static let gattEntities: [String: GattEntity] = [
         "level_percent": ("battery", "%", "measurement"),
         "bpm": (nil, "bpm", "measurement"),
@@ -144,7 +145,7 @@ enum HomeAssistantDiscovery {
     /// `address` (`gattEntities`), one entity each, id `<uuid>_<field>`. The state is this
     /// gateway's characteristic topic (`subscribe --json`'s records, `value_json.decoded.<field>`),
     /// available with this gateway: a GATT connection is one gateway's, whatever the layout.
-    static func gattConfigs(_ address: BluetoothAddress, characteristic: BluetoothUUID, decoded: DecodedCharacteristic,
+    static func gattComponents(_ address: BluetoothAddress, characteristic: BluetoothUUID, decoded: DecodedCharacteristic,
                             topics: GatewayTopics) -> Made {
         let node = nodeID(address)
         let numeric = decoded.fields.compactMap { field -> (DecodedField, GattEntity)? in
@@ -197,19 +198,23 @@ enum HomeAssistantDiscovery {
         return config.renderedBytes(newline: false)
     }
 
-    /// The components of a device config another gateway published (or this one, coming
-    /// back), by id, each as the object it holds (`components`, or its abbreviation `cmps`);
-    /// empty for an empty payload (the config removed). Nil when it is not such a config.
-    static func components(ofDeviceConfig payload: [UInt8]) -> [String: JSONLine]? {
-        if payload.isEmpty { return [:] }
+    /// A device config another gateway published (or this one, coming back): its components by
+    /// id, each as the object it holds (`components`, or its abbreviation `cmps`), and its
+    /// `device` object when that names a model (a gateway that heard the device's advertisements
+    /// made it); no components for an empty payload (the config removed). Nil when it is not
+    /// such a config.
+    static func parse(deviceConfig payload: [UInt8]) -> (components: [String: JSONLine], object: JSONLine?)? {
+        if payload.isEmpty { return ([:], nil) }
         guard let root = try? JSONInput.parse(payload) as? [String: Any],
               let all = (root["components"] ?? root["cmps"]) as? [String: Any] else { return nil }
-        var out: [String: JSONLine] = [:]
+        var components: [String: JSONLine] = [:]
         for (id, value) in all {
             guard let object = value as? [String: Any] else { return nil }
-            out[id] = JSONLine(parsed: object)
+            components[id] = JSONLine(parsed: object)
         }
-        return out
+        let device = (root["device"] ?? root["dev"]) as? [String: Any]
+        let object = device.flatMap { $0["model"] != nil || $0["mdl"] != nil ? JSONLine(parsed: $0) : nil }
+        return (components, object)
     }
 
     /// A device object: the identifiers every config of `address` shares (Home Assistant
