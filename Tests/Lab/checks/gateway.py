@@ -429,7 +429,7 @@ def _(c):
     signals, recorded by dbus-monitor: the radio may miss a few, at most 3 of 12) on its own
     topic; the shared topic bluectl/sensors/<MAC> carries each reading (packet id) once, in
     order; Home Assistant's
-    `online` brings each gateway's config again, the same bytes, naming both gateways'
+    `online` brings each gateway's device config again, equal, naming both gateways'
     status; gwa's heart-rate values arrive; SIGTERM: 143 and offline, both."""
     need_server(c)
     start_broker(c)
@@ -479,7 +479,7 @@ def _(c):
     check(sorted(ids) == heard_ids, 'shared packet ids %r, the gateways heard %r' % (ids, heard_ids))
     publishers = [m.get('gateway') for m in gatt_messages(mqtt, shared) if isinstance(m, dict)]
     c.note('published on the shared topic by: %r' % publishers)
-    # Home Assistant starts: each gateway publishes its config again, the same bytes.
+    # Home Assistant starts: each gateway publishes the sensor's device config again, equal.
     config = 'homeassistant/device/bluectl_%s/config' % SERVER_ADDR.lower().replace(':', '')
     before = len(gatt_messages(mqtt, config))
     if c.run(['mosquitto_pub', '-h', '127.0.0.1', '-p', str(PORT), '-q', '1', '-t', 'homeassistant/status', '-m', 'online']) != 0:
