@@ -28,17 +28,20 @@ extension GatewayRun {
 
     /// Publishes every device config of this run again, made anew: Home Assistant said it started
     /// (it may have lost them), or the gateways changed (their availability).
-    /// Not before the first connection's retained configs have had time to arrive
+    /// Not while the connection's retained configs may still be arriving, nor while disconnected
     /// (`HomeAssistantDevices.due` publishes them all then).
     func announceAgain(ledger: inout GatewayLedger) {
         let snapshot = ledger
         ledger.deviceConfigs.remake { make($0, ledger: snapshot) }
-        guard ledger.deviceConfigs.isSettled else { return }
+        guard ledger.deviceConfigs.isSettled else {
+            ledger.deviceConfigs.pendAll()
+            return
+        }
         for node in ledger.deviceConfigs.devices.keys.sorted() { publishConfig(node, ledger: ledger) }
     }
 
-    /// The device configs due (`HomeAssistantDevices.due`): at the first connection's settling,
-    /// and a config on the broker that still lacks a component this gateway knows of.
+    /// The device configs due (`HomeAssistantDevices.due`): at a connection's settling, those made
+    /// or changed meanwhile, and a config on the broker that still lacks a component this gateway knows of.
     func announceDue(ledger: inout GatewayLedger) {
         guard homeAssistant, session.isConnected else { return }
         for node in ledger.deviceConfigs.due() { publishConfig(node, ledger: ledger) }

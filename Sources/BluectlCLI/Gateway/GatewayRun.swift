@@ -274,6 +274,7 @@ struct GatewayRun {
             greetAndReport(&ledger)
         case .connectionLost(let reason):
             ledger.lostAt = ledger.lostAt ?? .now
+            ledger.deviceConfigs.disconnected()
             Output.error("gateway: \(reason) to \(broker); buffering")
             ServiceNotifier.status("broker \(broker) unreachable: buffering")
         case .connectFailed(let reason):

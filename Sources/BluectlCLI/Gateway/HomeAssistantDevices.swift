@@ -11,9 +11,10 @@ import BluectlCore
 /// (from its registry too: the entity's id, area and name go with it), and several gateways
 /// publish one device's config (a sensor heard in two rooms; a GATT device one of them connects
 /// to, whose advertisements another hears), each making the components of what it heard. So:
-/// - nothing is published before the retained configs of the first connection had `hold` to
-///   arrive (a gateway started again knows none of the others' components before it reads
-///   them): then every device this gateway made, each carrying the others' components on;
+/// - nothing is published while disconnected, nor before the retained configs of a connection
+///   had `hold` to arrive (a gateway started again knows none of the others' components before
+///   it reads them, and one cut off may have missed some): then every device this gateway made
+///   or changed meanwhile, each carrying the others' components on;
 /// - a config on the broker that lacks a component this gateway knows of (its own, or one it
 ///   carries) is answered with this gateway's config, `hold` later and only if the newest config
 ///   heard by then still lacks it: an out-of-date config (this gateway's own, coming back after a
@@ -36,11 +37,11 @@ struct HomeAssistantDevices: Sendable {
 
     /// This gateway's part of a device's config.
     struct Device: Sendable {
-        /// The config's `device`: from a reading when there is one (it names the model), else
-        /// from a GATT value, unless another gateway's config names a model (it heard the
-        /// device's advertisements: its object is carried on).
+        /// This gateway's `device` object: from a reading when there is one (it names the
+        /// model), else from a GATT value (then another gateway's that names a model is
+        /// published instead: `config`).
         var object: JSONLine
-        var objectNamesModel: Bool
+        var objectFromReading: Bool
         var components: [String: Component]
     }
 
@@ -55,9 +56,12 @@ struct HomeAssistantDevices: Sendable {
     private var othersObjects: [String: JSONLine] = [:]
     /// The component ids of the newest config heard of each device (none: removed, or not readable).
     private var heardIDs: [String: Set<String>] = [:]
-    /// When the first connection's retained configs have had time to arrive (nil: not connected yet).
-    private var settlesAt: ContinuousClock.Instant?
+    /// When the current connection's retained configs have had time to arrive (nil: not connected).
+    private var quietUntil: ContinuousClock.Instant?
+    /// Whether the current connection's retained configs have had time to arrive.
     private var settled = false
+    /// The devices made or changed while not settled: published once settled.
+    private var pending: Set<String> = []
     /// The devices whose config is to be published at a time, if it still lacks a component then.
     private var answers: [String: ContinuousClock.Instant] = [:]
 
@@ -65,29 +69,40 @@ struct HomeAssistantDevices: Sendable {
         self.hold = hold
     }
 
-    /// Whether configs are published yet (the first connection's retained configs had `hold`).
+    /// Whether configs are published now: connected, and the connection's retained configs had `hold`.
     var isSettled: Bool { settled }
 
-    /// Connected to the broker (again): the first time, the retained configs arrive within `hold`.
+    /// Connected to the broker (again): its retained configs arrive within `hold`; nothing is
+    /// published before (`due` publishes what was made or changed meanwhile).
     mutating func connected(now: ContinuousClock.Instant = .now) {
-        if !settled, settlesAt == nil { settlesAt = now + hold }
+        quietUntil = now + hold
+        settled = false
+    }
+
+    /// The connection is lost: nothing is published (Paho would keep a config to send at the next
+    /// connection, before that connection's retained configs are read) until the next one settles.
+    mutating func disconnected() {
+        quietUntil = nil
+        settled = false
+    }
+
+    /// Every device this gateway made is to be published once settled (its components were made
+    /// again while not settled: `remake`).
+    mutating func pendAll() {
+        pending.formUnion(devices.keys)
     }
 
     /// Notes what `source` made; true when the device's config is to be published now: settled,
-    /// and a component new or changed, or the device object. A source with no component changes nothing.
+    /// and a component new or changed, or the device object (else it waits: `due`). A source
+    /// with no component changes nothing.
     mutating func note(_ made: HomeAssistantDiscovery.Made, from source: Source) -> Bool {
         guard !made.components.isEmpty else { return false }
-        let namesModel = if case .sensor = source { true } else { false }
-        var device = devices[made.node] ?? Device(object: made.device, objectNamesModel: namesModel, components: [:])
+        let fromReading = if case .sensor = source { true } else { false }
+        var device = devices[made.node] ?? Device(object: made.device, objectFromReading: fromReading, components: [:])
         var changed = devices[made.node] == nil
-        if namesModel || !device.objectNamesModel, device.object != made.device {
+        if fromReading || !device.objectFromReading, device.object != made.device {
             device.object = made.device
-            device.objectNamesModel = namesModel
-            changed = true
-        }
-        if !device.objectNamesModel, let carried = othersObjects[made.node], device.object != carried {
-            device.object = carried
-            device.objectNamesModel = true
+            device.objectFromReading = fromReading
             changed = true
         }
         for (id, options) in made.components where device.components[id]?.options != options {
@@ -95,7 +110,9 @@ struct HomeAssistantDevices: Sendable {
             changed = true
         }
         devices[made.node] = device
-        return changed && settled
+        guard changed else { return false }
+        if !settled { pending.insert(made.node) }
+        return settled
     }
 
     /// Makes this gateway's components again with `make` (the gateways' availability changed).
@@ -108,14 +125,16 @@ struct HomeAssistantDevices: Sendable {
         }
     }
 
-    /// The device's config: its object, and every component by id, this gateway's and the
-    /// others' (this gateway's where both have one id). Nil for a device this gateway has not made.
+    /// The device's config: its object (this gateway's from a reading, else another gateway's
+    /// that names a model, else this gateway's from a GATT value), and every component by id,
+    /// this gateway's and the others' (this gateway's where both have one id). Nil for a device
+    /// this gateway has not made.
     func config(_ node: String) -> [UInt8]? {
         guard let device = devices[node] else { return nil }
         var all = others[node] ?? [:]
         for (id, component) in device.components { all[id] = component.options }
-        return HomeAssistantDiscovery.deviceConfig(device: device.object,
-                                                   components: all.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        let object = device.objectFromReading ? device.object : othersObjects[node] ?? device.object
+        return HomeAssistantDiscovery.deviceConfig(device: object, components: all.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
     }
 
     /// A device's config on the broker (`HomeAssistantDiscovery.parse`): its `components` (none:
@@ -133,6 +152,7 @@ struct HomeAssistantDevices: Sendable {
             } else {
                 heardIDs[node] = nil  // removed: nothing to answer
                 others[node] = nil
+                othersObjects[node] = nil
             }
             if lacks(node), answers[node] == nil { answers[node] = now + hold }
             return
@@ -145,15 +165,18 @@ struct HomeAssistantDevices: Sendable {
         if lacks(node), answers[node] == nil { answers[node] = now + hold }
     }
 
-    /// The devices whose config is to be published now: once the first connection's retained
-    /// configs have had `hold`, every device made so far; after that, those whose answer is due
-    /// and whose newest config heard still lacks a component.
+    /// The devices whose config is to be published now: when a connection's retained configs
+    /// have had `hold`, those made or changed while not settled (at the first connection, every
+    /// device) and those whose newest config heard lacks a component; once settled, those whose
+    /// answer is due and whose newest config heard still lacks a component.
     mutating func due(now: ContinuousClock.Instant = .now) -> [String] {
         if !settled {
-            guard let settlesAt, now >= settlesAt else { return [] }
+            guard let quietUntil, now >= quietUntil else { return [] }
             settled = true
             answers = [:]
-            return devices.keys.sorted()
+            let ready = pending.union(devices.keys.filter { lacks($0) })
+            pending = []
+            return ready.sorted()
         }
         let ready = answers.filter { $0.value <= now }.keys.sorted()
         for node in ready { answers[node] = nil }
