@@ -26,8 +26,7 @@ extension GatewayRun {
         if homeAssistant, let value = message.value,
            let decoded = CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes),
            ledger.gattFieldsChanged(message.topic, HomeAssistantDiscovery.gattShape(decoded)) {
-            announce(HomeAssistantDiscovery.gattComponents(value.device, characteristic: value.characteristic, decoded: decoded, topics: topics),
-                     from: .gatt(value), ledger: &ledger)
+            announce(make(value, decoded: decoded), from: .gatt(value), ledger: &ledger)
         }
         do {
             try session.publish(message.topic, message.payload)

@@ -16,7 +16,7 @@ extension GatewayRun {
     /// Publishes the Home Assistant config of the device `source` (a reading's measurements, a
     /// GATT value's numeric fields) is of, when what it makes is new to this run or changed (retained).
     func announce(_ source: HomeAssistantDevices.Source, ledger: inout GatewayLedger) {
-        guard let made = make(source, ledger: ledger) else { return }
+        guard let made = make(source, gateways: availability(ledger)) else { return }
         announce(made, from: source, ledger: &ledger)
     }
 
@@ -31,8 +31,8 @@ extension GatewayRun {
     /// Not while the connection's retained configs may still be arriving, nor while disconnected
     /// (`HomeAssistantDevices.due` publishes them all then).
     func announceAgain(ledger: inout GatewayLedger) {
-        let snapshot = ledger
-        ledger.deviceConfigs.remake { make($0, ledger: snapshot) }
+        let gateways = availability(ledger)
+        ledger.deviceConfigs.remake { make($0, gateways: gateways) }
         guard ledger.deviceConfigs.isSettled else {
             ledger.deviceConfigs.pendAll()
             return
@@ -60,15 +60,23 @@ extension GatewayRun {
         return true
     }
 
-    private func make(_ source: HomeAssistantDevices.Source, ledger: GatewayLedger) -> HomeAssistantDiscovery.Made? {
+    /// The gateways whose status makes a shared device available: those known, else this one.
+    private func availability(_ ledger: GatewayLedger) -> [String] {
+        ledger.shared?.availability ?? [topics.gateway]
+    }
+
+    private func make(_ source: HomeAssistantDevices.Source, gateways: [String]) -> HomeAssistantDiscovery.Made? {
         switch source {
         case .sensor(let device, let reading):
-            HomeAssistantDiscovery.components(device: device, reading: reading, topics: topics, gateways: ledger.shared?.availability ?? [topics.gateway])
+            HomeAssistantDiscovery.components(device: device, reading: reading, topics: topics, gateways: gateways)
         case .gatt(let value):
-            CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes).map {
-                HomeAssistantDiscovery.gattComponents(value.device, characteristic: value.characteristic, decoded: $0, topics: topics)
-            }
+            CharacteristicDecoding.decode(uuid: value.characteristic, value.bytes).map { make(value, decoded: $0) }
         }
+    }
+
+    /// What a GATT value, decoded, makes of its device's config.
+    func make(_ value: GattValue, decoded: DecodedCharacteristic) -> HomeAssistantDiscovery.Made {
+        HomeAssistantDiscovery.gattComponents(value.device, characteristic: value.characteristic, decoded: decoded, topics: topics)
     }
 
     private func publishConfig(_ node: String, ledger: GatewayLedger) {
