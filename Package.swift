@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "BluectlProxyTests", dependencies: ["BluectlProxy", "ESPHomeAPI", "BluectlCore", "BluectlDBus"]),
         .testTarget(
             name: "BusTierTests",
-            dependencies: ["BluectlCore", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],
+            dependencies: ["BluectlCore", "BluectlGateway", "bluectl", "ScanExample", "ReadExample", "NotifyLoggerExample", "PeripheralExample"],
             resources: [.copy("Fixtures")]
         ),
     ]

@@ -11,17 +11,18 @@ import Glibc
 ///
 /// **Nothing lost** is Paho's own machinery, not a journal of ours: with
 /// `sendWhileDisconnected` and `allowDisconnectedSendAtAnyTime` a publish is
-/// accepted while the broker is away (before the first connection too), and with
-/// file persistence (`MQTTCLIENT_PERSISTENCE_DEFAULT` in `persistenceDirectory`) Paho
-/// writes each accepted QoS 1 publish to its own file before `publish` returns, so a
-/// `kill -9` loses nothing accepted: the next session with the same client id and
-/// broker restores the files (`restoreMessages`) and sends them, in order, once
-/// connected. QoS 1 messages in flight when the connection drops are resent by the
-/// persistent session.
+/// accepted while the broker is away (before the first connection too), and Paho
+/// stores each accepted QoS 1 publish before `publish` returns, so a `kill -9` loses
+/// nothing accepted: the next session with the same client id and broker restores them
+/// (`restoreMessages`) and sends them, in order, once connected. QoS 1 messages in
+/// flight when the connection drops are resent by the persistent session. Paho's store
+/// is a `MessageLog` (Paho's user persistence: one append-only file in
+/// `persistenceDirectory`) rather than Paho's file per message, which cost a third of
+/// the gateway's CPU per message.
 ///
 /// **The bound** is Paho's `maxBufferedMessages` (a count; the disk it takes is that
 /// count times one record, about 1 KB). When it is reached Paho drops the OLDEST
-/// waiting publish, file included, to take the new one (`deleteOldestMessages`: the
+/// waiting publish, stored copy included, to take the new one (`deleteOldestMessages`: the
 /// newest reading is worth more than the oldest). Paho (1.3.12) does that silently,
 /// so the session counts it itself, exactly: every message it accepted was delivered
 /// (Paho's delivery callback, counted), is still waiting (`pendingMessages`), or was
@@ -39,9 +40,9 @@ public final class MQTTSession: @unchecked Sendable {
     public struct Configuration: Sendable {
         /// Paho's server URI: `tcp://host:port` or `ssl://host:port`.
         public var serverURI: String
-        /// The MQTT client id: the persistent session and Paho's files are keyed by it.
+        /// The MQTT client id: the persistent session and the message log are keyed by it.
         public var clientID: String
-        /// Where Paho keeps its files of messages not yet acknowledged.
+        /// Where the log of messages not yet acknowledged is kept (`logPath`).
         public var persistenceDirectory: String
         /// The retained `online` / `offline` topic (birth and last will).
         public var statusTopic: String
@@ -88,7 +89,8 @@ public final class MQTTSession: @unchecked Sendable {
         case connectionLost(String)
         /// A connection attempt failed; Paho tries again by itself.
         case connectFailed(String)
-        /// The broker acknowledged a message: the buffer has room again.
+        /// The broker acknowledged a message, so the buffer has room again: reported once
+        /// per `reportNextDelivery()`, not for every message (each would wake the owner).
         case delivered
         /// A message on a topic the session subscribed to (`subscribe`).
         case message(topic: String, payload: [UInt8])
@@ -100,9 +102,11 @@ public final class MQTTSession: @unchecked Sendable {
     private let handle: MQTTAsync
     /// Retained by Paho's callbacks (their context) until `deinit`.
     private let context: UnsafeMutableRawPointer
-    /// C strings Paho may keep pointers to; freed in `deinit`, after `MQTTAsync_destroy`.
-    private let strings: [UnsafeMutablePointer<CChar>]
     private let configuration: Configuration
+    /// Paho's store (its user persistence, `persistence` below).
+    private let log: MessageLog
+    /// Paho's table of the store's functions: Paho keeps the pointer, so it lives until `deinit`.
+    private let persistence: UnsafeMutablePointer<MQTTClient_persistence>
     /// Messages accepted by `publish` (and restored from an earlier session's files), and
     /// deliveries: the two sides of `droppedMessages`.
     private let counters: Counters
@@ -135,12 +139,16 @@ public final class MQTTSession: @unchecked Sendable {
         options.restoreMessages = 1
         options.persistQoS0 = 0
         options.MQTTVersion = MQTTVERSION_3_1_1
-        let directory = strdup(configuration.persistenceDirectory)!
-        strings = [directory]
+        let log = try MessageLog(path: Self.logPath(configuration))
+        // An earlier bluectl's messages, kept by Paho's file persistence, go out first.
+        _ = log.adopt(pahoFolder: Self.pahoFolder(configuration), upTo: configuration.persistenceDirectory)
+        self.log = log
+        persistence = .allocate(capacity: 1)
+        persistence.initialize(to: Self.persistenceTable(log))
         let rc = MQTTAsync_createWithOptions(&handle, configuration.serverURI, configuration.clientID,
-                                             MQTTCLIENT_PERSISTENCE_DEFAULT, directory, &options)
+                                             MQTTCLIENT_PERSISTENCE_USER, persistence, &options)
         guard rc == MQTTASYNC_SUCCESS, let handle else {
-            free(directory)
+            persistence.deallocate()
             throw MQTTError(code: rc, "cannot create the MQTT client for \(configuration.serverURI)")
         }
         self.handle = handle
@@ -168,7 +176,9 @@ public final class MQTTSession: @unchecked Sendable {
             // (`MQTTAsync_cycle`): `droppedMessages` relies on both happening together.
             let target = CallbackTarget.from(context)
             target.counters.delivered.add(1, ordering: .sequentiallyConsistent)
-            target.continuation.yield(.delivered)
+            if target.counters.deliveryWanted.exchange(false, ordering: .sequentiallyConsistent) {
+                target.continuation.yield(.delivered)
+            }
         })
         MQTTAsync_setConnected(handle, context) { context, _ in
             CallbackTarget.from(context).continuation.yield(.connected)
@@ -180,8 +190,8 @@ public final class MQTTSession: @unchecked Sendable {
     deinit {
         var handle: MQTTAsync? = handle
         MQTTAsync_destroy(&handle)
+        persistence.deallocate()
         Unmanaged<CallbackTarget>.fromOpaque(context).release()
-        strings.forEach { free($0) }
         continuation.finish()
     }
 
@@ -291,7 +301,7 @@ public final class MQTTSession: @unchecked Sendable {
     }
 
     /// Publishes the retained `offline` status, then disconnects, waiting up to
-    /// `timeout` for messages in flight. Messages not yet sent stay in Paho's files
+    /// `timeout` for messages in flight. Messages not yet sent stay in the message log
     /// for the next session.
     public func close(timeout: Duration = .seconds(2)) async {
         try? publish(configuration.statusTopic, Array("offline".utf8), retained: true)
@@ -312,6 +322,85 @@ public final class MQTTSession: @unchecked Sendable {
         continuation.finish()
     }
 
+    /// Reports the next delivery (one `Event.delivered`), for an owner waiting for room in
+    /// the buffer. Deliveries are otherwise only counted: reporting each one would cost the
+    /// owner a wake-up per message published.
+    public func reportNextDelivery() {
+        counters.deliveryWanted.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// The message log of `configuration`: in its `persistenceDirectory`, one per client id
+    /// and broker (the name made of both, other characters than letters, digits, `.`, `-`
+    /// and `_` as `_`).
+    package static func logPath(_ configuration: Configuration) -> String {
+        let name = (configuration.clientID + "-" + configuration.serverURI).map { c in
+            c.isASCII && (c.isLetter || c.isNumber || c == "." || c == "-" || c == "_") ? c : "_"
+        }
+        return configuration.persistenceDirectory + "/" + String(name) + ".log"
+    }
+
+    /// Where Paho's own file persistence (an earlier bluectl's) kept this client's files:
+    /// `DIRECTORY/CLIENTID-URI` with `:` as `-` (Paho 1.3's `pstopen`).
+    static func pahoFolder(_ configuration: Configuration) -> String {
+        configuration.persistenceDirectory + "/" + configuration.clientID + "-"
+            + configuration.serverURI.replacing(":", with: "-")
+    }
+
+    /// Paho's user persistence over `log`: `log` is the context Paho hands to `popen`, which
+    /// makes it the handle of every other call. Nothing is retained: the session holds the
+    /// log until after `MQTTAsync_destroy`.
+    private static func persistenceTable(_ log: MessageLog) -> MQTTClient_persistence {
+        var table = MQTTClient_persistence()
+        table.context = Unmanaged.passUnretained(log).toOpaque()
+        table.popen = { handle, _, _, context in
+            handle?.pointee = context
+            return 0
+        }
+        table.pclose = { _ in 0 }
+        table.pput = { handle, key, count, buffers, lengths in
+            guard let key, count >= 0 else { return MQTTCLIENT_PERSISTENCE_ERROR }
+            let parts = (0..<Int(count)).map { (UnsafeRawPointer(buffers?[$0]), Int(lengths?[$0] ?? 0)) }
+            return Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
+                .put(String(cString: key), parts) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+        }
+        table.pget = { handle, key, buffer, length in
+            guard let key, let bytes = Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().get(String(cString: key)),
+                  let copy = malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
+            bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) } }
+            buffer?.pointee = copy.assumingMemoryBound(to: CChar.self)   // Paho frees it
+            length?.pointee = Int32(bytes.count)
+            return 0
+        }
+        table.premove = { handle, key in
+            guard let key else { return MQTTCLIENT_PERSISTENCE_ERROR }
+            return Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
+                .remove(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+        }
+        table.pkeys = { handle, keys, count in
+            let held = Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().keys
+            count?.pointee = Int32(held.count)
+            guard !held.isEmpty else {
+                keys?.pointee = nil
+                return 0
+            }
+            // Paho frees the array and each key.
+            let array = malloc(held.count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride)!
+                .bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: held.count)
+            for (i, key) in held.enumerated() { array[i] = strdup(key) }
+            keys?.pointee = array
+            return 0
+        }
+        table.pclear = { handle in
+            Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().clear() ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+        }
+        table.pcontainskey = { handle, key in
+            guard let key else { return MQTTCLIENT_PERSISTENCE_ERROR }
+            return Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
+                .contains(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+        }
+        return table
+    }
+
     /// Whether the session is connected now.
     public var isConnected: Bool { MQTTAsync_isConnected(handle) != 0 }
 }
@@ -330,12 +419,14 @@ private final class CallbackTarget: Sendable {
     }
 }
 
-/// What `droppedMessages` is computed from. Atomics: `delivered` is written on Paho's
-/// thread and read on the owner's; `accepted` is written by `publish` (the owner, and
-/// `close`).
+/// What `droppedMessages` is computed from, and whether the next delivery is reported.
+/// Atomics: `delivered` is written on Paho's thread and read on the owner's; `accepted`
+/// is written by `publish` (the owner, and `close`); `deliveryWanted` is set by the owner
+/// and taken by Paho's thread.
 private final class Counters: Sendable {
     let accepted = Atomic<Int>(0)
     let delivered = Atomic<Int>(0)
+    let deliveryWanted = Atomic<Bool>(false)
 }
 
 /// Resumes one waiting task once, from Paho's thread or the caller's.
@@ -366,6 +457,12 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
     init(code: Int32, _ what: String) {
         self.code = code
         description = "\(what): \(Self.describe(code))"
+    }
+
+    /// The message log failed (`MessageLog`): `what` says how.
+    init(persistence what: String) {
+        code = MQTTCLIENT_PERSISTENCE_ERROR
+        description = what
     }
 
     static func describe(_ code: Int32) -> String {

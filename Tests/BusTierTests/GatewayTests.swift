@@ -2,6 +2,7 @@
 // (MQTTBroker.swift): the records it publishes, its birth and last will, and
 // nothing lost while the broker is away or the gateway is killed (docs/gateway.md).
 
+import BluectlGateway
 import Foundation
 import Testing
 
@@ -56,13 +57,13 @@ extension JSONValue {
     var text: String? { if case .string(let s) = self { s } else { nil } }
 }
 
-/// Files Paho keeps under the state folder (one per message not yet acknowledged).
-private func keptFiles(_ folder: String) -> Int {
-    let files = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
-    return files.filter { path in
-        var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: folder + "/" + path, isDirectory: &isDirectory) && !isDirectory.boolValue
-    }.count
+/// The messages the gateway's log (`MessageLog`, Paho's store) under the state folder holds:
+/// one per message accepted and not yet acknowledged, read as the gateway left them on disk.
+private func heldMessages(_ folder: String) -> [String] {
+    let paths = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
+    return paths.filter { $0.hasSuffix(".log") }.flatMap { path in
+        (MessageLog.contents(at: folder + "/" + path) ?? [:]).values.map { String(decoding: $0, as: UTF8.self) }
+    }
 }
 
 /// The sensor's service data at step `step` (20.0 °C + step × 0.1, `bthome`) as rendered in a record.
@@ -71,19 +72,15 @@ private func serviceDataHex(_ step: Int) -> String {
     return "4002" + String(format: "%02x%02x", t & 0xff, t >> 8)
 }
 
-/// How many of Paho's files under `folder` hold the service data `hex` (a record's
-/// `service_data` value, as the gateway renders it).
-private func filesHolding(_ folder: String, _ hex: String) -> Int {
-    let files = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
-    return files.filter { path in
-        guard let data = FileManager.default.contents(atPath: folder + "/" + path) else { return false }
-        return String(decoding: data, as: UTF8.self).contains(hex)
-    }.count
+/// How many of the messages held under `folder` (`heldMessages`) hold the service data `hex`
+/// (a record's `service_data` value, as the gateway renders it).
+private func messagesHolding(_ folder: String, _ hex: String) -> Int {
+    heldMessages(folder).filter { $0.contains(hex) }.count
 }
 
 @Suite("bluectl gateway publishes to a real mosquitto", .timeLimit(.minutes(3)))
 struct GatewayTests {
-    @Test("A device's record is scan --json's plus gateway, retained on bluectl/ID/devices/MAC; status online, then offline on SIGTERM")
+    @Test("A device's record is scan --json's plus gateway, retained on bluectl/ID/devices/MAC; status online, then offline on SIGTERM; a twin with the same id refused")
     func records() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "kitchen"],
@@ -107,6 +104,10 @@ struct GatewayTests {
                 return
             }
             #expect(Set(published.keys) == Set(scannedFields.keys).union(["gateway"]), "\(published.keys) vs \(scannedFields.keys)")
+            // A second gateway with the same id and broker would share the message log: refused.
+            let twin = try await bus.runBluectl(["gateway", "--broker", broker.url, "--id", "kitchen"],
+                                                environment: ["STATE_DIRECTORY": state])
+            #expect(twin.exitCode == 69 && twin.stderr.contains("in use by another process"), "\(twin)")
             // Retained: a reader that comes later gets the last record at once.
             let late = try await broker.subscribe()
             defer { late.stop() }
@@ -350,7 +351,7 @@ struct GatewayTests {
         }
     }
 
-    @Test("--max-buffered: past the bound the OLDEST readings are dropped (their files too), counted, and the count published once connected, after the newest")
+    @Test("--max-buffered: past the bound the OLDEST readings are dropped (from the log on disk too), counted, and the count published once connected, after the newest")
     func bufferBound() async throws {
         try await withScene(brokerUp: false) { bus, broker, reader, state in
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "full", "--max-buffered", "5"],
@@ -358,14 +359,14 @@ struct GatewayTests {
             #expect(await gateway.waitForStderr(timeout: .seconds(20)) { $0.contains("cannot connect") }, "\(gateway.stderr)")
             // 20.0 on disk before the sensor steps (as in startWithoutBroker: the full run at gw27c's
             // 2337c24 stepped before the scan had first seen the device: 20.1 came first, 6 dropped, not 7).
-            #expect(try await bus.eventually(timeout: .seconds(20)) { keptFiles(state) >= 1 }, "\(gateway.stderr)")
+            #expect(try await bus.eventually(timeout: .seconds(20)) { heldMessages(state).count >= 1 }, "\(gateway.stderr)")
             try await buffer(readings: 5, bus: bus, state: state)
-            #expect(filesHolding(state, serviceDataHex(0)) == 1, "20.0 on disk")
+            #expect(messagesHolding(state, serviceDataHex(0)) == 1, "20.0 on disk")
             for step in 5..<12 { try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2000 + step * 10)) }
-            // The gateway took the last (21.10 °C, 2110 = 0x083e) once Paho's file of it exists; the
-            // first 7 (20.0 … 20.6) were pushed out, files and all: 5 files, the newest 5.
-            #expect(try await bus.eventually(timeout: .seconds(20)) { filesHolding(state, serviceDataHex(11)) == 1 }, "\(gateway.stderr)")
-            #expect((0..<12).map { filesHolding(state, serviceDataHex($0)) } == Array(repeating: 0, count: 7) + Array(repeating: 1, count: 5))
+            // The gateway took the last (21.10 °C, 2110 = 0x083e) once the log holds it; the
+            // first 7 (20.0 … 20.6) were pushed out, from the log too: 5 held, the newest 5.
+            #expect(try await bus.eventually(timeout: .seconds(20)) { messagesHolding(state, serviceDataHex(11)) == 1 }, "\(gateway.stderr)")
+            #expect((0..<12).map { messagesHolding(state, serviceDataHex($0)) } == Array(repeating: 0, count: 7) + Array(repeating: 1, count: 5))
             try await broker.start()
             #expect(await reader.wait(timeout: .seconds(40)) { !$0.payloads("bluectl/full/events").isEmpty }, "\(reader.messages) \(gateway.stderr)")
             let event = try JSONValue.parse(try #require(reader.payloads("bluectl/full/events").first))
@@ -419,17 +420,17 @@ struct GatewayTests {
         // The sensor's first reading (20.0) on disk before it changes: the scan's first sight of
         // the device can come after the broker's refusal (seen under ASan: the test stepped to
         // 20.1 before the gateway had seen 20.0, which it then never heard).
-        #expect(try await bus.eventually(timeout: .seconds(20)) { keptFiles(state) >= 1 }, "\(gateway.stderr)")
+        #expect(try await bus.eventually(timeout: .seconds(20)) { heldMessages(state).count >= 1 }, "\(gateway.stderr)")
         try await buffer(readings: readings, bus: bus, state: state)
         return gateway
     }
 
     /// The sensor steps 0.1 °C at a time until `readings` distinct ones were advertised; returns
-    /// once the gateway has them all on disk (Paho's files: one per message not yet acknowledged).
+    /// once the gateway has them all on disk (its log: one per message not yet acknowledged).
     private func buffer(readings: Int, bus: PrivateBus, state: String, alreadySent: Int = 0) async throws {
         for step in 1..<readings { try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2000 + step * 10)) }
         let waiting = readings - alreadySent
-        #expect(try await bus.eventually(timeout: .seconds(20)) { keptFiles(state) >= waiting }, "\(keptFiles(state)) files, not \(waiting)")
+        #expect(try await bus.eventually(timeout: .seconds(20)) { heldMessages(state).count >= waiting }, "\(heldMessages(state).count) held, not \(waiting)")
     }
 
     /// Every reading of 20.0, 20.1, … arrived, in order; then the gateway is stopped.

@@ -169,7 +169,7 @@ extension GatewayCommand {
     }
 }
 
-/// Where the gateway keeps Paho's files of messages not yet acknowledged:
+/// Where the gateway keeps its log of messages not yet acknowledged (`MessageLog`):
 /// `$STATE_DIRECTORY` (systemd's `StateDirectory=`; its first entry), else the
 /// user's state directory (`RestoreStore.userStateDirectory`), then `mqtt/`.
 enum GatewayStateDirectory {

@@ -119,7 +119,7 @@ struct GatewayRun {
         options.decodesSensors = true
         options.services = config.services
         // Each discovery is handed over on the central's loop; rendering and publishing
-        // (Paho writes a file per message) happen on this task, not on the loop.
+        // (Paho's store appends to a file per message) happen on this task, not on the loop.
         // The scan is kept going through bluetoothd's restarts and the adapter's power
         // cycles (GatewayScanner); only its first start fails the gateway.
         let (scanner, plan) = try await startScanning(options, onDiscovery: { feed.yield(.discovery($0)) },
@@ -231,14 +231,15 @@ struct GatewayRun {
     /// Once connected and the buffer has room: the connection's greeting (`online`, and
     /// `reconnected` after the readings buffered meanwhile: Paho sends in order), then the
     /// count of the oldest messages the full buffer dropped since the last report. With no
-    /// room (the backlog not yet sent) both wait for a delivery: publishing them would push
-    /// out a reading, and the buffer would never be seen with room to report that drop.
-    /// Looks at most twice a second (`bufferLookedAt`) unless `now`; the ticks bring it back.
+    /// room (the backlog not yet sent) both wait for a delivery, which the session is asked
+    /// to report: publishing them would push out a reading, and the buffer would never be
+    /// seen with room to report that drop. Looks at most twice a second (`bufferLookedAt`)
+    /// unless `now`; the ticks bring it back.
     private func greetAndReport(_ ledger: inout GatewayLedger, now: Bool = false) {
         let at = ContinuousClock.now
         guard session.isConnected, now || ledger.bufferLookedAt.map({ at - $0 >= .milliseconds(500) }) ?? true else { return }
         ledger.bufferLookedAt = at
-        guard session.hasRoom else { return }
+        guard session.hasRoom else { return session.reportNextDelivery() }
         if let greeting = ledger.greeting {
             try? session.publish(topics.status, Array("online".utf8), retained: true)
             if let away = greeting.away {
@@ -250,7 +251,8 @@ struct GatewayRun {
             ledger.greeting = nil
         }
         let drops = ledger.unreportedDrops(of: session.droppedMessages)
-        guard drops > 0, session.hasRoom else { return }
+        guard drops > 0 else { return }
+        guard session.hasRoom else { return session.reportNextDelivery() }
         var line = JSONLine()
         line.add("event", "dropped")
         line.add("count", drops)

@@ -1,0 +1,352 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Paho's store of the messages not yet acknowledged (its "persistence"), as one
+/// append-only file: each `put` appends a record of the key and its bytes, each
+/// `remove` of a key held appends a removal, and an index in memory says where each
+/// key's bytes are. Reopened, the file is read from the start and its last records win.
+///
+/// **Why not Paho's own file persistence:** it writes a file per message and per queued
+/// command, and tries to unlink four keys per acknowledgement (most of which do not
+/// exist): about 17 file-system calls per message published, a third of the gateway's
+/// CPU per message in the lab (docs/benchmarks.md). Here a message costs four writes
+/// (a command and its publish put, then both removed), and removing an absent key costs
+/// nothing. The guarantee is Paho's: a record is in the file (the page cache) before
+/// `put` returns, so a `kill -9` loses nothing accepted; like Paho's files, nothing is
+/// synced to the disk, so a power cut may.
+///
+/// **A torn end:** a process killed in the middle of a `put` leaves a partial record at
+/// the end (that `put` had not returned: the message was not accepted). Reading stops at
+/// the first record that is not whole and the file is cut there.
+///
+/// **Size:** when no key is held and the file has grown past `emptyTruncation`, it is cut
+/// back to its header; when it is past `compactionFloor` and four times the bytes held,
+/// the records held are written to a new file that replaces it (`rename`).
+///
+/// One process at a time: the file is locked (`flock`) while open.
+///
+/// Threads: Paho calls its store from the publishing thread (queuing a command, under
+/// its command lock) and from its own send and receive threads (under its client lock),
+/// so two calls can overlap: the file's state is behind one `Mutex`.
+package final class MessageLog: Sendable {
+    /// The file's first bytes: its format.
+    static let header = Array("BLMQLOG1".utf8)
+    static let putKind: UInt8 = 0x50      // "P"
+    static let removeKind: UInt8 = 0x52   // "R"
+    /// kind (1), key length (2, little-endian), data length (4, little-endian).
+    static let recordHeaderSize = 7
+    static let emptyTruncation: Int = 256 * 1024
+    static let compactionFloor: Int = 16 * 1024 * 1024
+
+    /// Where a held key's bytes are in the file.
+    struct Entry {
+        var offset: Int
+        var length: Int
+    }
+
+    private struct State {
+        var fd: Int32
+        /// Where the next record goes: the file's length.
+        var end: Int
+        var index: [String: Entry]
+        /// The bytes of the records held (headers and keys included).
+        var heldBytes: Int
+    }
+
+    /// The file's path.
+    package let path: String
+    private let state: Mutex<State>
+
+    /// Opens (or creates, owner-only) the log at `path` and reads what it holds. Throws
+    /// when it cannot be opened or is not a message log.
+    package init(path: String) throws(MQTTError) {
+        self.path = path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw MQTTError(persistence: "cannot open \(path): \(String(cString: strerror(errno)))") }
+        // One writer: two gateways with one client id and broker would interleave their records.
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let busy = errno == EWOULDBLOCK
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw MQTTError(persistence: busy ? "\(path) is in use by another process (a gateway with the same id and broker?)"
+                                              : "cannot lock \(path): \(reason)")
+        }
+        guard let read = Self.read(fd) else {
+            Glibc.close(fd)
+            throw MQTTError(persistence: "\(path) is not bluectl's message log")
+        }
+        if read.end == 0 {
+            guard Self.header.withUnsafeBytes({ Self.writeAll(fd, [($0.baseAddress, $0.count)], at: 0) }) else {
+                Glibc.close(fd)
+                throw MQTTError(persistence: "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+        } else if read.validEnd < read.end {
+            _ = ftruncate(fd, read.validEnd)   // a torn last record: its put never returned
+        }
+        state = Mutex(State(fd: fd, end: max(read.validEnd, Self.header.count), index: read.index, heldBytes: read.heldBytes))
+    }
+
+    deinit {
+        state.withLock { if $0.fd >= 0 { Glibc.close($0.fd) } }
+    }
+
+    /// Stores `buffers` (concatenated) under `key`, replacing what it held. False when the
+    /// file cannot be written (then nothing changed).
+    package func put(_ key: String, _ buffers: [(UnsafeRawPointer?, Int)]) -> Bool {
+        let keyBytes = Array(key.utf8)
+        let length = buffers.reduce(0) { $0 + $1.1 }
+        guard keyBytes.count <= Int(UInt16.max), length <= Int(UInt32.max) else { return false }
+        let head = Self.recordHeader(Self.putKind, keyBytes.count, length)
+        return state.withLock { state in
+            let written = head.withUnsafeBytes { h in
+                keyBytes.withUnsafeBytes { k in
+                    Self.writeAll(state.fd, [(h.baseAddress!, h.count), (k.baseAddress!, k.count)] + buffers, at: state.end)
+                }
+            }
+            guard written else {
+                _ = ftruncate(state.fd, state.end)
+                return false
+            }
+            let size = Self.recordHeaderSize + keyBytes.count + length
+            if let old = state.index[key] { state.heldBytes -= Self.recordSize(key, old.length) }
+            state.index[key] = Entry(offset: state.end + Self.recordHeaderSize + keyBytes.count, length: length)
+            state.heldBytes += size
+            state.end += size
+            Self.compactIfDue(&state, path: path)
+            return true
+        }
+    }
+
+    /// The bytes held under `key`, or nil.
+    package func get(_ key: String) -> [UInt8]? {
+        state.withLock { state in
+            guard let entry = state.index[key] else { return nil }
+            var bytes = [UInt8](repeating: 0, count: entry.length)
+            let ok = bytes.withUnsafeMutableBytes { Self.readAll(state.fd, $0, at: entry.offset) }
+            return ok ? bytes : nil
+        }
+    }
+
+    /// Removes `key`: a removal record when it was held, nothing when it was not. False
+    /// when the removal cannot be written.
+    package func remove(_ key: String) -> Bool {
+        state.withLock { state in
+            guard let entry = state.index[key] else { return true }
+            let keyBytes = Array(key.utf8)
+            let head = Self.recordHeader(Self.removeKind, keyBytes.count, 0)
+            let written = head.withUnsafeBytes { h in
+                keyBytes.withUnsafeBytes { k in
+                    Self.writeAll(state.fd, [(h.baseAddress!, h.count), (k.baseAddress!, k.count)], at: state.end)
+                }
+            }
+            guard written else {
+                _ = ftruncate(state.fd, state.end)
+                return false
+            }
+            state.end += Self.recordHeaderSize + keyBytes.count
+            state.index[key] = nil
+            state.heldBytes -= Self.recordSize(key, entry.length)
+            Self.compactIfDue(&state, path: path)
+            return true
+        }
+    }
+
+    /// The keys held.
+    package var keys: [String] { state.withLock { Array($0.index.keys) } }
+
+    /// Whether `key` is held.
+    package func contains(_ key: String) -> Bool { state.withLock { $0.index[key] != nil } }
+
+    /// Removes every key (the file cut back to its header).
+    package func clear() -> Bool {
+        state.withLock { state in
+            state.index = [:]
+            state.heldBytes = 0
+            state.end = Self.header.count
+            return ftruncate(state.fd, state.end) == 0
+        }
+    }
+
+    /// The file's length (for tests and figures).
+    package var fileSize: Int { state.withLock { $0.end } }
+
+    /// What the log at `path` holds, key by key, read without changing it (another process
+    /// may be writing it: a record not yet whole is left out). Nil when it cannot be read.
+    package static func contents(at path: String) -> [String: [UInt8]]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        guard let read = read(fd) else { return nil }
+        var contents: [String: [UInt8]] = [:]
+        for (key, entry) in read.index {
+            var bytes = [UInt8](repeating: 0, count: entry.length)
+            guard bytes.withUnsafeMutableBytes({ readAll(fd, $0, at: entry.offset) }) else { return nil }
+            contents[key] = bytes
+        }
+        return contents
+    }
+
+    /// Takes in the messages Paho's own file persistence left in `folder` (a file per key,
+    /// `KEY.msg`: an earlier bluectl's), then removes those files and the folders up to
+    /// `root` that are left empty. Returns how many it took; a file it cannot store stays.
+    package func adopt(pahoFolder folder: String, upTo root: String) -> Int {
+        guard let dir = opendir(folder) else { return 0 }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasSuffix(".msg") { names.append(name) }
+        }
+        closedir(dir)
+        var taken = 0
+        for name in names {
+            let file = folder + "/" + name
+            guard let bytes = Self.contentsOfFile(file),
+                  bytes.withUnsafeBytes({ put(String(name.dropLast(4)), [($0.baseAddress, $0.count)]) }) else { continue }
+            unlink(file)
+            taken += 1
+        }
+        var folder = folder
+        while folder.count > root.count, folder.hasPrefix(root), rmdir(folder) == 0 {
+            folder = String(folder[..<(folder.lastIndex(of: "/") ?? folder.startIndex)])
+            while folder.hasSuffix("/") { folder.removeLast() }
+        }
+        return taken
+    }
+
+    private static func contentsOfFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        return bytes.isEmpty || bytes.withUnsafeMutableBytes({ readAll(fd, $0, at: 0) }) ? bytes : nil
+    }
+
+    // MARK: - The file
+
+    private static func recordHeader(_ kind: UInt8, _ keyLength: Int, _ dataLength: Int) -> [UInt8] {
+        let k = UInt16(keyLength), d = UInt32(dataLength)
+        return [kind, UInt8(k & 0xff), UInt8(k >> 8),
+                UInt8(d & 0xff), UInt8((d >> 8) & 0xff), UInt8((d >> 16) & 0xff), UInt8(d >> 24)]
+    }
+
+    private static func recordSize(_ key: String, _ length: Int) -> Int {
+        recordHeaderSize + key.utf8.count + length
+    }
+
+    /// The records of `fd` from its start: the index they leave, where the last whole
+    /// record ends, and the file's length. Nil when the file is not a message log.
+    private static func read(_ fd: Int32) -> (index: [String: Entry], validEnd: Int, end: Int, heldBytes: Int)? {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return nil }
+        let end = info.st_size
+        if end == 0 { return ([:], 0, 0, 0) }
+        var magic = [UInt8](repeating: 0, count: header.count)
+        guard end >= header.count, magic.withUnsafeMutableBytes({ readAll(fd, $0, at: 0) }), magic == header else {
+            return nil
+        }
+        var index: [String: Entry] = [:]
+        var held: Int = 0
+        var at = header.count
+        var head = [UInt8](repeating: 0, count: recordHeaderSize)
+        while at + recordHeaderSize <= end {
+            guard head.withUnsafeMutableBytes({ readAll(fd, $0, at: at) }) else { break }
+            let kind = head[0]
+            let keyLength = Int(head[1]) | Int(head[2]) << 8
+            let dataLength = Int(head[3]) | Int(head[4]) << 8 | Int(head[5]) << 16 | Int(head[6]) << 24
+            guard kind == putKind || (kind == removeKind && dataLength == 0) else { break }
+            let size = recordHeaderSize + keyLength + dataLength
+            guard at + size <= end else { break }
+            var keyBytes = [UInt8](repeating: 0, count: keyLength)
+            guard keyBytes.withUnsafeMutableBytes({ readAll(fd, $0, at: at + recordHeaderSize) }) else { break }
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            if let old = index[key] { held -= recordSize(key, old.length) }
+            if kind == putKind {
+                index[key] = Entry(offset: at + recordHeaderSize + keyLength, length: dataLength)
+                held += size
+            } else {
+                index[key] = nil
+            }
+            at += size
+        }
+        return (index, at, end, held)
+    }
+
+    /// Cuts the file back when it holds nothing, or rewrites it with only what it holds
+    /// when that is a quarter of it or less (and it is large). A failed rewrite leaves the
+    /// file as it was.
+    private static func compactIfDue(_ state: inout State, path: String) {
+        let base = header.count
+        if state.index.isEmpty {
+            if state.end - base >= emptyTruncation, ftruncate(state.fd, base) == 0 { state.end = base }
+            return
+        }
+        guard state.end >= compactionFloor, state.heldBytes * 4 <= state.end else { return }
+        let temporary = path + ".new"
+        let fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        var index: [String: Entry] = [:]
+        var at = base
+        var ok = header.withUnsafeBytes { writeAll(fd, [($0.baseAddress!, $0.count)], at: 0) }
+        for (key, entry) in state.index where ok {
+            var bytes = [UInt8](repeating: 0, count: entry.length)
+            let keyBytes = Array(key.utf8)
+            let head = recordHeader(putKind, keyBytes.count, entry.length)
+            ok = bytes.withUnsafeMutableBytes { readAll(state.fd, $0, at: entry.offset) }
+                && head.withUnsafeBytes { h in keyBytes.withUnsafeBytes { k in bytes.withUnsafeBytes { b in
+                    writeAll(fd, [(h.baseAddress!, h.count), (k.baseAddress!, k.count), (b.baseAddress!, b.count)], at: at)
+                } } }
+            index[key] = Entry(offset: at + recordHeaderSize + keyBytes.count, length: entry.length)
+            at += recordHeaderSize + keyBytes.count + entry.length
+        }
+        guard ok, rename(temporary, path) == 0 else {
+            Glibc.close(fd)
+            unlink(temporary)
+            return
+        }
+        Glibc.close(state.fd)
+        state.fd = fd
+        state.end = at
+        state.index = index
+    }
+
+    /// Writes `buffers` one after another at `offset` (one `pwritev` unless the kernel
+    /// takes less). A buffer of length 0 may have no address.
+    private static func writeAll(_ fd: Int32, _ buffers: [(UnsafeRawPointer?, Int)], at offset: Int) -> Bool {
+        var vectors = buffers.filter { $0.1 > 0 }.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.0), iov_len: $0.1) }
+        var at = offset
+        var first = 0
+        while first < vectors.count {
+            let n = vectors[first...].withUnsafeBufferPointer { pwritev(fd, $0.baseAddress, Int32($0.count), at) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            at += n
+            var left = n
+            while first < vectors.count, left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base = vectors[first].iov_base! + left
+                vectors[first].iov_len -= left
+            }
+        }
+        return true
+    }
+
+    private static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, offset + done)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return false }
+            done += n
+        }
+        return true
+    }
+}

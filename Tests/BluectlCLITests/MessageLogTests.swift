@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+@testable import BluectlGateway
+
+/// The gateway's store of messages not yet acknowledged (Paho's user persistence), on
+/// real files, and through Paho itself (`MQTTSession` with no broker to reach).
+@Suite("Message log (the gateway's store of unacknowledged messages)")
+struct MessageLogTests {
+    static func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("mlog-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    private func put(_ log: MessageLog, _ key: String, _ parts: String...) -> Bool {
+        let buffers = parts.map { Array($0.utf8) }
+        // Each part from its own buffer, as Paho hands a record's header, topic and payload.
+        func go(_ i: Int, _ held: [(UnsafeRawPointer?, Int)]) -> Bool {
+            guard i < buffers.count else { return log.put(key, held) }
+            return buffers[i].withUnsafeBytes { go(i + 1, held + [($0.baseAddress, $0.count)]) }
+        }
+        return go(0, [])
+    }
+
+    private func text(_ log: MessageLog, _ key: String) -> String? { log.get(key).map { String(decoding: $0, as: UTF8.self) } }
+
+    @Test("put, get, replace, remove; reopened, the last record of each key wins")
+    func roundTrip() throws {
+        let path = try Self.folder() + "/a.log"
+        do {
+            let log = try MessageLog(path: path)
+            #expect(put(log, "c-1", "head", "topic", "payload"))
+            #expect(put(log, "c-2", "two"))
+            #expect(put(log, "s-1", "sent"))
+            #expect(put(log, "c-2", "two again"))
+            #expect(log.remove("s-1"))
+            #expect(log.remove("s5-1"))   // not held: nothing written
+            #expect(text(log, "c-1") == "headtopicpayload")
+            #expect(text(log, "c-2") == "two again")
+            #expect(log.get("s-1") == nil)
+            #expect(log.contains("c-1") && !log.contains("s-1"))
+            #expect(Set(log.keys) == ["c-1", "c-2"])
+        }
+        let log = try MessageLog(path: path)
+        #expect(Set(log.keys) == ["c-1", "c-2"])
+        #expect(text(log, "c-1") == "headtopicpayload")
+        #expect(text(log, "c-2") == "two again")
+        let seen = try #require(MessageLog.contents(at: path))
+        #expect(seen.mapValues { String(decoding: $0, as: UTF8.self) } == ["c-1": "headtopicpayload", "c-2": "two again"])
+        #expect(log.clear())
+        #expect(log.keys.isEmpty && log.fileSize == MessageLog.header.count)
+    }
+
+    @Test("a record torn at the end (killed in a put) is cut off; what came before is kept, and the log goes on")
+    func tornEnd() throws {
+        let path = try Self.folder() + "/torn.log"
+        do {
+            let log = try MessageLog(path: path)
+            #expect(put(log, "c-1", "one"))
+            #expect(put(log, "c-2", "two"))
+        }
+        let whole = try #require(FileManager.default.contents(atPath: path))
+        for cut in [1, 5, 9] {   // in the header, the key, the data of a third record
+            var torn = whole
+            torn.append(contentsOf: [MessageLog.putKind, 3, 0, 5, 0, 0, 0] + Array("c-3three".utf8))
+            torn.removeLast(torn.count - whole.count - cut)
+            try torn.write(to: URL(fileURLWithPath: path))
+            #expect(MessageLog.contents(at: path)?.keys.sorted() == ["c-1", "c-2"])
+            let log = try MessageLog(path: path)
+            #expect(log.fileSize == whole.count, "cut \(cut)")
+            #expect(put(log, "c-4", "four"))
+        }
+        let log = try MessageLog(path: path)
+        #expect(log.keys.sorted() == ["c-1", "c-2", "c-4"])
+        #expect(text(log, "c-4") == "four")
+    }
+
+    @Test("a file that is not a message log is refused, not read or written")
+    func notALog() throws {
+        let path = try Self.folder() + "/other.log"
+        try Data("something else entirely".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: MQTTError.self) { try MessageLog(path: path) }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "something else entirely")
+    }
+
+    @Test("one process at a time: a second open of an open log is refused, saying why")
+    func oneWriter() throws {
+        let path = try Self.folder() + "/busy.log"
+        let first = try MessageLog(path: path)
+        #expect(put(first, "c-1", "one"))
+        do {
+            _ = try MessageLog(path: path)
+            Issue.record("a second writer was let in")
+        } catch {
+            #expect(error.description.contains("in use by another process"), "\(error)")
+        }
+    }
+
+    @Test("held nothing past 256 KiB: cut back to its header; a quarter held past 16 MiB: rewritten with only that")
+    func size() throws {
+        let path = try Self.folder() + "/size.log"
+        let log = try MessageLog(path: path)
+        let payload = String(repeating: "x", count: 1000)
+        for n in 0..<400 {   // the steady state: each message put, sent, removed
+            #expect(put(log, "c-\(n)", payload))
+            #expect(log.remove("c-\(n)"))
+        }
+        #expect(log.fileSize < 300 * 1024, "\(log.fileSize)")
+        #expect(log.fileSize > MessageLog.header.count)   // cut once, then grown again: never held nothing long
+        // An outage: 20,000 held (20 MB), then all but 100 acknowledged.
+        for n in 0..<20_000 { #expect(put(log, "c-\(n)", payload)) }
+        let before = log.fileSize
+        for n in 0..<19_900 { _ = log.remove("c-\(n)") }
+        // Rewritten once a quarter was held (about 5 MB then), the later removals appended:
+        // without the rewrite the file would only have grown.
+        #expect(log.fileSize < before / 3, "\(log.fileSize) of \(before)")
+        #expect(log.keys.count == 100)
+        #expect(text(log, "c-19950") == payload)
+        let seen = try #require(MessageLog.contents(at: path))
+        #expect(seen.count == 100 && seen["c-19999"] == Array(payload.utf8))
+    }
+
+    @Test("an earlier bluectl's files (Paho's file persistence) are taken in, then removed with their folders")
+    func adoptsPahoFiles() throws {
+        let root = try Self.folder()
+        let configuration = MQTTSession.Configuration(serverURI: "tcp://127.0.0.1:1", clientID: "bluectl-old",
+                                                      persistenceDirectory: root, statusTopic: "bluectl/old/status")
+        let paho = MQTTSession.pahoFolder(configuration)
+        #expect(paho == root + "/bluectl-old-tcp-//127.0.0.1-1")
+        try FileManager.default.createDirectory(atPath: paho, withIntermediateDirectories: true)
+        try Data("first".utf8).write(to: URL(fileURLWithPath: paho + "/c-1.msg"))
+        try Data("second".utf8).write(to: URL(fileURLWithPath: paho + "/c-2.msg"))
+        let log = try MessageLog(path: MQTTSession.logPath(configuration))
+        #expect(log.adopt(pahoFolder: paho, upTo: root) == 2)
+        #expect(text(log, "c-1") == "first" && text(log, "c-2") == "second")
+        #expect(!FileManager.default.fileExists(atPath: root + "/bluectl-old-tcp-"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["bluectl-old-tcp___127.0.0.1_1.log"])
+    }
+
+    @Test("through Paho: publishes accepted with no broker are in the log, and a new session restores them as pending")
+    func throughPaho() throws {
+        let root = try Self.folder()
+        // Port 1: nothing listens; the session is never started, so nothing is sent anyway.
+        let configuration = MQTTSession.Configuration(serverURI: "tcp://127.0.0.1:1", clientID: "bluectl-test",
+                                                      persistenceDirectory: root, statusTopic: "bluectl/test/status")
+        do {
+            let session = try MQTTSession(configuration)
+            for n in 0..<5 { try session.publish("bluectl/test/devices/x", Array("reading \(n)".utf8)) }
+            #expect(session.pendingMessages == 5)
+        }
+        let held = try #require(MessageLog.contents(at: MQTTSession.logPath(configuration)))
+        #expect(held.count == 5, "\(held.keys.sorted())")
+        #expect(held.keys.allSatisfy { $0.hasPrefix("c-") })
+        for n in 0..<5 {
+            #expect(held.values.contains { String(decoding: $0, as: UTF8.self).contains("reading \(n)") })
+        }
+        let again = try MQTTSession(configuration)
+        #expect(again.pendingMessages == 5)
+        #expect(again.droppedMessages == 0)
+    }
+}
