@@ -20,8 +20,8 @@ import Glibc
 /// `persistenceDirectory`) rather than Paho's file per message, which cost a third of
 /// the gateway's CPU per message.
 ///
-/// **The bound** is Paho's `maxBufferedMessages` (a count; the disk it takes is that
-/// count times one record, about 1 KB). When it is reached Paho drops the OLDEST
+/// **The bound** is Paho's `maxBufferedMessages` (a count; a record is about 1 KB, and the
+/// log may grow to four times what it holds, or 16 MiB, before it is rewritten). When it is reached Paho drops the OLDEST
 /// waiting publish, stored copy included, to take the new one (`deleteOldestMessages`: the
 /// newest reading is worth more than the oldest). Paho (1.3.12) does that silently,
 /// so the session counts it itself, exactly: every message it accepted was delivered
@@ -57,7 +57,7 @@ public final class MQTTSession: @unchecked Sendable {
         /// The password (read from a file or the environment, never from argv).
         public var password: String?
 
-        /// A configuration for `serverURI` as `clientID`, keeping files in `persistenceDirectory`.
+        /// A configuration for `serverURI` as `clientID`, keeping its message log in `persistenceDirectory`.
         public init(serverURI: String, clientID: String, persistenceDirectory: String, statusTopic: String) {
             self.serverURI = serverURI
             self.clientID = clientID
@@ -107,7 +107,7 @@ public final class MQTTSession: @unchecked Sendable {
     private let log: MessageLog
     /// Paho's table of the store's functions: Paho keeps the pointer, so it lives until `deinit`.
     private let persistence: UnsafeMutablePointer<MQTTClient_persistence>
-    /// Messages accepted by `publish` (and restored from an earlier session's files), and
+    /// Messages accepted by `publish` (and restored from an earlier session's log), and
     /// deliveries: the two sides of `droppedMessages`.
     private let counters: Counters
 
@@ -349,6 +349,11 @@ public final class MQTTSession: @unchecked Sendable {
     /// Paho's user persistence over `log`: `log` is the context Paho hands to `popen`, which
     /// makes it the handle of every other call. Nothing is retained: the session holds the
     /// log until after `MQTTAsync_destroy`.
+    ///
+    /// `pahoCopy`: what `pget` and `pkeys` hand over, Paho frees, with its own `free`,
+    /// which (in Debian's build, with Paho's heap tracking) frees only what Paho's own
+    /// allocator gave: so it comes from `MQTTAsync_malloc`; the system's `malloc` would
+    /// leak every restored message.
     private static func persistenceTable(_ log: MessageLog) -> MQTTClient_persistence {
         var table = MQTTClient_persistence()
         table.context = Unmanaged.passUnretained(log).toOpaque()
@@ -365,9 +370,9 @@ public final class MQTTSession: @unchecked Sendable {
         }
         table.pget = { handle, key, buffer, length in
             guard let key, let bytes = Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().get(String(cString: key)),
-                  let copy = malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
+                  let copy = MQTTAsync_malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
             bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) } }
-            buffer?.pointee = copy.assumingMemoryBound(to: CChar.self)   // Paho frees it
+            buffer?.pointee = copy.assumingMemoryBound(to: CChar.self)   // Paho frees it (`pahoCopy`)
             length?.pointee = Int32(bytes.count)
             return 0
         }
@@ -383,10 +388,17 @@ public final class MQTTSession: @unchecked Sendable {
                 keys?.pointee = nil
                 return 0
             }
-            // Paho frees the array and each key.
-            let array = malloc(held.count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride)!
-                .bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: held.count)
-            for (i, key) in held.enumerated() { array[i] = strdup(key) }
+            // Paho frees the array and each key (`pahoCopy`).
+            guard let memory = MQTTAsync_malloc(held.count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride) else {
+                return MQTTCLIENT_PERSISTENCE_ERROR
+            }
+            let array = memory.bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: held.count)
+            for (i, key) in held.enumerated() {
+                let utf8 = Array(key.utf8CString)
+                let copy = MQTTAsync_malloc(utf8.count)?.bindMemory(to: CChar.self, capacity: utf8.count)
+                copy?.initialize(from: utf8, count: utf8.count)
+                array[i] = copy
+            }
             keys?.pointee = array
             return 0
         }

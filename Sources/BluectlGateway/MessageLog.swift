@@ -19,7 +19,8 @@ import Glibc
 ///
 /// **A torn end:** a process killed in the middle of a `put` leaves a partial record at
 /// the end (that `put` had not returned: the message was not accepted). Reading stops at
-/// the first record that is not whole and the file is cut there.
+/// a record that runs past the end, and the file is cut there. Any other damage is an
+/// error that names the file and the offset: nothing is cut silently.
 ///
 /// **Size:** when no key is held and the file has grown past `emptyTruncation`, it is cut
 /// back to its header; when it is past `compactionFloor` and four times the bytes held,
@@ -53,6 +54,8 @@ package final class MessageLog: Sendable {
         var index: [String: Entry]
         /// The bytes of the records held (headers and keys included).
         var heldBytes: Int
+        /// The length below which no rewrite is tried again (after one failed).
+        var nextRewrite = 0
     }
 
     /// The file's path.
@@ -60,7 +63,8 @@ package final class MessageLog: Sendable {
     private let state: Mutex<State>
 
     /// Opens (or creates, owner-only) the log at `path` and reads what it holds. Throws
-    /// when it cannot be opened or is not a message log.
+    /// when it cannot be opened or read, is not a message log, or is damaged other than
+    /// at its end (a torn end is cut off).
     package init(path: String) throws(MQTTError) {
         self.path = path
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -73,14 +77,24 @@ package final class MessageLog: Sendable {
             throw MQTTError(persistence: busy ? "\(path) is in use by another process (a gateway with the same id and broker?)"
                                               : "cannot lock \(path): \(reason)")
         }
-        guard let read = Self.read(fd) else {
+        let read: Read
+        switch Self.read(fd) {
+        case .success(let value): read = value
+        case .failure(let failure):
             Glibc.close(fd)
-            throw MQTTError(persistence: "\(path) is not bluectl's message log")
+            switch failure {
+            case .notALog: throw MQTTError(persistence: "\(path) is not bluectl's message log")
+            case .damaged(let at):
+                throw MQTTError(persistence: "\(path) is damaged at byte \(at) (move it aside to start without what it holds)")
+            case .unreadable(let code): throw MQTTError(persistence: "cannot read \(path): \(String(cString: strerror(code)))")
+            }
         }
-        if read.end == 0 {
-            guard Self.header.withUnsafeBytes({ Self.writeAll(fd, [($0.baseAddress, $0.count)], at: 0) }) else {
+        if read.validEnd < Self.header.count {
+            // New, or its header torn at creation: written whole.
+            guard ftruncate(fd, 0) == 0, Self.header.withUnsafeBytes({ Self.writeAll(fd, [($0.baseAddress, $0.count)], at: 0) }) else {
+                let reason = String(cString: strerror(errno))
                 Glibc.close(fd)
-                throw MQTTError(persistence: "cannot write \(path): \(String(cString: strerror(errno)))")
+                throw MQTTError(persistence: "cannot write \(path): \(reason)")
             }
         } else if read.validEnd < read.end {
             _ = ftruncate(fd, read.validEnd)   // a torn last record: its put never returned
@@ -178,7 +192,7 @@ package final class MessageLog: Sendable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { Glibc.close(fd) }
-        guard let read = read(fd) else { return nil }
+        guard case .success(let read) = read(fd) else { return nil }
         var contents: [String: [UInt8]] = [:]
         for (key, entry) in read.index {
             var bytes = [UInt8](repeating: 0, count: entry.length)
@@ -237,42 +251,63 @@ package final class MessageLog: Sendable {
         recordHeaderSize + key.utf8.count + length
     }
 
-    /// The records of `fd` from its start: the index they leave, where the last whole
-    /// record ends, and the file's length. Nil when the file is not a message log.
-    private static func read(_ fd: Int32) -> (index: [String: Entry], validEnd: Int, end: Int, heldBytes: Int)? {
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return nil }
-        let end = info.st_size
-        if end == 0 { return ([:], 0, 0, 0) }
-        var magic = [UInt8](repeating: 0, count: header.count)
-        guard end >= header.count, magic.withUnsafeMutableBytes({ readAll(fd, $0, at: 0) }), magic == header else {
-            return nil
-        }
+    /// What reading a log from its start gave: the index its records leave, where its last
+    /// whole record ends, the file's length and the bytes held.
+    struct Read {
         var index: [String: Entry] = [:]
-        var held: Int = 0
+        var validEnd = 0
+        var end = 0
+        var heldBytes = 0
+    }
+
+    /// Why a file could not be read as a log.
+    enum ReadFailure: Error {
+        /// It does not start with `header`.
+        case notALog
+        /// A record that is whole but not one the log writes, at this offset: not a torn end.
+        case damaged(at: Int)
+        /// The system refused a read (errno).
+        case unreadable(Int32)
+    }
+
+    /// The records of `fd` from its start. A record that runs past the end (a `put` torn
+    /// by a kill) ends the reading there; anything else unexpected is a failure, never
+    /// cut silently. A file shorter than the header and holding its first bytes (a
+    /// header torn at creation) reads as empty.
+    static func read(_ fd: Int32) -> Result<Read, ReadFailure> {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return .failure(.unreadable(errno)) }
+        var read = Read(end: info.st_size)
+        var magic = [UInt8](repeating: 0, count: min(read.end, header.count))
+        guard magic.withUnsafeMutableBytes({ readAll(fd, $0, at: 0) }) else { return .failure(.unreadable(errno)) }
+        guard magic == Array(header.prefix(magic.count)) else { return .failure(.notALog) }
+        guard read.end >= header.count else { return .success(read) }
         var at = header.count
         var head = [UInt8](repeating: 0, count: recordHeaderSize)
-        while at + recordHeaderSize <= end {
-            guard head.withUnsafeMutableBytes({ readAll(fd, $0, at: at) }) else { break }
+        while at + recordHeaderSize <= read.end {
+            guard head.withUnsafeMutableBytes({ readAll(fd, $0, at: at) }) else { return .failure(.unreadable(errno)) }
             let kind = head[0]
             let keyLength = Int(head[1]) | Int(head[2]) << 8
             let dataLength = Int(head[3]) | Int(head[4]) << 8 | Int(head[5]) << 16 | Int(head[6]) << 24
-            guard kind == putKind || (kind == removeKind && dataLength == 0) else { break }
             let size = recordHeaderSize + keyLength + dataLength
-            guard at + size <= end else { break }
+            guard at + size <= read.end else { break }
+            guard kind == putKind || (kind == removeKind && dataLength == 0) else { return .failure(.damaged(at: at)) }
             var keyBytes = [UInt8](repeating: 0, count: keyLength)
-            guard keyBytes.withUnsafeMutableBytes({ readAll(fd, $0, at: at + recordHeaderSize) }) else { break }
+            guard keyBytes.withUnsafeMutableBytes({ readAll(fd, $0, at: at + recordHeaderSize) }) else {
+                return .failure(.unreadable(errno))
+            }
             let key = String(decoding: keyBytes, as: UTF8.self)
-            if let old = index[key] { held -= recordSize(key, old.length) }
+            if let old = read.index[key] { read.heldBytes -= recordSize(key, old.length) }
             if kind == putKind {
-                index[key] = Entry(offset: at + recordHeaderSize + keyLength, length: dataLength)
-                held += size
+                read.index[key] = Entry(offset: at + recordHeaderSize + keyLength, length: dataLength)
+                read.heldBytes += size
             } else {
-                index[key] = nil
+                read.index[key] = nil
             }
             at += size
         }
-        return (index, at, end, held)
+        read.validEnd = at
+        return .success(read)
     }
 
     /// Cuts the file back when it holds nothing, or rewrites it with only what it holds
@@ -284,10 +319,16 @@ package final class MessageLog: Sendable {
             if state.end - base >= emptyTruncation, ftruncate(state.fd, base) == 0 { state.end = base }
             return
         }
-        guard state.end >= compactionFloor, state.heldBytes * 4 <= state.end else { return }
+        guard state.end >= max(compactionFloor, state.nextRewrite), state.heldBytes * 4 <= state.end else { return }
         let temporary = path + ".new"
+        // A failed rewrite is tried again only once the file has grown by as much again.
+        state.nextRewrite = state.end + compactionFloor
         let fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {   // the lock goes with the file that replaces it
+            Glibc.close(fd)
+            return
+        }
         var index: [String: Entry] = [:]
         var at = base
         var ok = header.withUnsafeBytes { writeAll(fd, [($0.baseAddress!, $0.count)], at: 0) }
@@ -321,10 +362,8 @@ package final class MessageLog: Sendable {
         var first = 0
         while first < vectors.count {
             let n = vectors[first...].withUnsafeBufferPointer { pwritev(fd, $0.baseAddress, Int32($0.count), at) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return false }
             at += n
             var left = n
             while first < vectors.count, left >= vectors[first].iov_len {

@@ -83,6 +83,34 @@ struct MessageLogTests {
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "something else entirely")
     }
 
+    @Test("damage before the end is an error naming the offset, and the file is left as it was; a header torn at creation reads as empty")
+    func damage() throws {
+        let path = try Self.folder() + "/damaged.log"
+        do {
+            let log = try MessageLog(path: path)
+            #expect(put(log, "c-1", "one"))
+            #expect(put(log, "c-2", "two"))
+        }
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        let second = MessageLog.header.count + MessageLog.recordHeaderSize + 3 + 3
+        bytes[second] = 0x7a   // the second record's kind: not one the log writes
+        try bytes.write(to: URL(fileURLWithPath: path))
+        do {
+            _ = try MessageLog(path: path)
+            Issue.record("a damaged log was opened")
+        } catch {
+            #expect(error.description.contains("damaged at byte \(second)"), "\(error)")
+        }
+        #expect(FileManager.default.contents(atPath: path) == bytes)
+        #expect(MessageLog.contents(at: path) == nil)
+
+        let torn = try Self.folder() + "/torn-header.log"
+        try Data(MessageLog.header.prefix(3)).write(to: URL(fileURLWithPath: torn))
+        let log = try MessageLog(path: torn)
+        #expect(log.keys.isEmpty && put(log, "c-1", "one"))
+        #expect(MessageLog.contents(at: torn)?.keys.sorted() == ["c-1"])
+    }
+
     @Test("one process at a time: a second open of an open log is refused, saying why")
     func oneWriter() throws {
         let path = try Self.folder() + "/busy.log"
@@ -118,6 +146,8 @@ struct MessageLogTests {
         #expect(text(log, "c-19950") == payload)
         let seen = try #require(MessageLog.contents(at: path))
         #expect(seen.count == 100 && seen["c-19999"] == Array(payload.utf8))
+        // The rewritten file is locked as the first was.
+        #expect(throws: MQTTError.self) { try MessageLog(path: path) }
     }
 
     @Test("an earlier bluectl's files (Paho's file persistence) are taken in, then removed with their folders")

@@ -119,7 +119,7 @@ struct GatewayRun {
         options.decodesSensors = true
         options.services = config.services
         // Each discovery is handed over on the central's loop; rendering and publishing
-        // (Paho's store appends to a file per message) happen on this task, not on the loop.
+        // (Paho's store, the message log, is written per message) happen on this task, not on the loop.
         // The scan is kept going through bluetoothd's restarts and the adapter's power
         // cycles (GatewayScanner); only its first start fails the gateway.
         let (scanner, plan) = try await startScanning(options, onDiscovery: { feed.yield(.discovery($0)) },
