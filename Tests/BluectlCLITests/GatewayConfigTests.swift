@@ -102,21 +102,24 @@ struct GatewayConfigTests {
         #expect(config.admits(Self.device("AA:BB:CC:DD:EE:02"), sensor: .success(reading)))
     }
 
-    @Test("Published: a frame that differs (RSSI aside); with a minimum interval, not before it has passed")
+    @Test("Published: a frame that differs (RSSI aside); with a minimum interval, not before it has passed; drops reported once")
     func ledger() {
-        var ledger = GatewayLedger()
+        var gate = DiscoveryGate(config: GatewayConfig())
         let first = Self.device("AA:BB:CC:DD:EE:01", temperature: 1)
         var louder = first
         louder.rssi = -40
         let second = Self.device("AA:BB:CC:DD:EE:01", temperature: 2)
-        let seen = [ledger.isNew(first), ledger.isNew(louder), ledger.isNew(second), ledger.isNew(first)]
+        let seen = [gate.isNew(first), gate.isNew(louder), gate.isNew(second), gate.isNew(first)]
         #expect(seen == [true, false, true, true])
-        var limited = GatewayLedger()
+        var config = GatewayConfig()
+        config.minInterval = 10
+        var limitedGate = DiscoveryGate(config: config)
         let start = ContinuousClock.now
-        let timed = [limited.isNew(first, minInterval: 10, now: start), limited.isNew(second, minInterval: 10, now: start + .seconds(9)),
-                     limited.isNew(second, minInterval: 10, now: start + .seconds(10))]
+        let timed = [limitedGate.isNew(first, now: start), limitedGate.isNew(second, now: start + .seconds(9)),
+                     limitedGate.isNew(second, now: start + .seconds(10))]
         #expect(timed == [true, false, true])
         // drops: the session's running total; each report publishes only what is new since the last
+        var limited = GatewayLedger()
         let first3 = limited.unreportedDrops(of: 3)
         limited.reported(first3)
         #expect([first3, limited.unreportedDrops(of: 3), limited.unreportedDrops(of: 5)] == [3, 0, 2])

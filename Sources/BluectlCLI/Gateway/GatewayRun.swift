@@ -26,11 +26,11 @@ enum GatewayInput: Sendable {
     case gatt(GatewayMessage)
 }
 
-/// What the gateway's owner task decides, a pure value: which frames are new
-/// (a repeat of a device's last frame, RSSI aside, is not published again), and
-/// how many of the messages Paho's full buffer dropped are reported.
+/// What the gateway's owner task decides, a pure value: how many of the messages
+/// Paho's full buffer dropped are reported, the greeting of each connection, the Home
+/// Assistant configs and the shared readings. (Which frames are new is decided before
+/// the owner, on the scan's loop: `DiscoveryGate`.)
 struct GatewayLedger: Sendable {
-    private var lastFrames: [BluetoothAddress: DeviceInfo] = [:]
     /// Dropped messages already published on the events topic.
     private(set) var reportedDrops = 0
     /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
@@ -65,23 +65,6 @@ struct GatewayLedger: Sendable {
 
     /// Several gateways' shared state topics (`--home-assistant` in bluectl's layout), else nil.
     var shared: SharedReadings?
-
-    /// When each device's last reading was published (kept only with a minimum interval).
-    private var lastPublished: [BluetoothAddress: ContinuousClock.Instant] = [:]
-
-    /// Whether `device`'s frame is to be published (and notes it as published): it differs
-    /// from the last one published, and `minInterval` (when given) has passed since that one.
-    mutating func isNew(_ device: DeviceInfo, minInterval: Double? = nil, now: ContinuousClock.Instant = .now) -> Bool {
-        var frame = device
-        frame.rssi = nil
-        if lastFrames[device.address] == frame { return false }
-        if let minInterval {
-            if let last = lastPublished[device.address], now - last < .milliseconds(Int64(minInterval * 1000)) { return false }
-            lastPublished[device.address] = now
-        }
-        lastFrames[device.address] = frame
-        return true
-    }
 
     mutating func accepted(_ count: Int = 1) { accepted += count }
 
@@ -118,11 +101,13 @@ struct GatewayRun {
         options.duplicates = true
         options.decodesSensors = true
         options.services = config.services
-        // Each discovery is handed over on the central's loop; rendering and publishing
-        // (Paho's store, the message log, is written per message) happen on this task, not on the loop.
+        // Each discovery is looked at on the central's loop (`DiscoveryGate`: filters, repeats)
+        // and only what is published is handed over; rendering and publishing (Paho's store,
+        // the message log, is written per message) happen on this task, not on the loop.
         // The scan is kept going through bluetoothd's restarts and the adapter's power
         // cycles (GatewayScanner); only its first start fails the gateway.
-        let (scanner, plan) = try await startScanning(options, onDiscovery: { feed.yield(.discovery($0)) },
+        let gate = DiscoveryGate.OnLoop(DiscoveryGate(config: config))
+        let (scanner, plan) = try await startScanning(options, onDiscovery: { if gate.pass($0) { feed.yield(.discovery($0)) } },
                                                       report: { feed.yield(.scan($0)) })
         announceScanning(plan)
         let session = self.session
@@ -156,6 +141,8 @@ struct GatewayRun {
         var ledger = GatewayLedger()
         if sharesReadings { ledger.shared = SharedReadings(me: topics.gateway) }
         var watchdog = ScanWatchdog(silence: scanSilence)
+        /// `gate.heldBack` at the last tick: when it moved, the scan heard something.
+        var heldBack = 0
         var failure: (any Error)?
         for await input in inputs {
             switch input {
@@ -175,6 +162,11 @@ struct GatewayRun {
             case .scan(let event):
                 handle(event, watchdog: &watchdog)
             case .tick:
+                let held = gate.heldBack.load(ordering: .relaxed)
+                if held != heldBack {
+                    heldBack = held
+                    watchdog.heard(at: .now)
+                }
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
                 shareDue(ledger: &ledger)
                 announceDue(ledger: &ledger)
@@ -207,7 +199,6 @@ struct GatewayRun {
     }
 
     private func publish(_ discovery: Discovery, ledger: inout GatewayLedger) {
-        guard config.admits(discovery.device, sensor: discovery.sensor), ledger.isNew(discovery.device, minInterval: config.minInterval) else { return }
         let reading = try? discovery.sensor?.get()
         if homeAssistant, let reading { announce(.sensor(discovery.device, reading), ledger: &ledger) }
         let record: any OutputRecord = switch topics.layout {
