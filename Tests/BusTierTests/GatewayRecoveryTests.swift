@@ -93,6 +93,28 @@ extension GatewayTests {
         }
     }
 
+    @Test("advertisements the config does not admit, held back on the scan's loop, still keep the watchdog quiet; their end is silence")
+    func heldBackKeepsWatchdogQuiet() async throws {
+        try await withScene(brokerUp: true) { bus, broker, reader, state in
+            let config = state + "/other-device.json"
+            try Data(#"{"advertisements": {"addresses": ["11:22:33:44:55:66"]}}"#.utf8).write(to: URL(fileURLWithPath: config))
+            let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "gw", "--scan-watchdog", "3", "--config", config],
+                                               environment: ["STATE_DIRECTORY": state])
+            #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/gw/status") == ["online"] }, "\(gateway.stderr)")
+            // The sensor is heard every half second for 8 s (its RSSI moves), never admitted.
+            for step in 0..<16 {
+                try await bus.updateAdvertiser("hci0", sensorAddress, [.rssi(Int16(-60 - step % 2))])
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(!eventNames(reader, gateway: "gw").contains("scan_recovery"), "\(reader.messages) \(gateway.stderr)")
+            #expect(temperatures(reader, gateway: "gw").isEmpty, "\(reader.messages)")
+            // Then nothing is heard: the watchdog's 3 s pass and it restarts the discovery.
+            #expect(await reader.wait(timeout: .seconds(15)) { eventNames($0, gateway: "gw").contains("scan_recovery") },
+                    "\(reader.messages) \(gateway.stderr)")
+            await stillRunningThenStop(gateway)
+        }
+    }
+
     /// A gateway with a 3 s watchdog that has published the sensor's 20.0; then the scan stalls
     /// (`until` what ends it) and the sensor steps to 20.1, which the stalled scan does not hear.
     private func startThenStall(_ bus: PrivateBus, _ broker: MosquittoBroker, _ reader: MQTTReader, state: String,

@@ -1,13 +1,12 @@
 import BluectlCore
-import Synchronization
 
 /// Which discoveries the gateway publishes, a pure value: the config's filters, and not a
-/// repeat of a device's last frame published (RSSI aside), nor one sooner than the
+/// repeat of a device's last frame handed on (RSSI aside), nor one sooner than the
 /// config's minimum interval. It runs where the scan hands discoveries over, on the
-/// central's loop (`DiscoveryGate.OnLoop`), so that the owner task, a thread hop away,
-/// is woken only for what it publishes: the hop costs more than the publishing
-/// (docs/benchmarks.md), and most of what a scan hears near people (phones, other
-/// devices' repeats) is not published.
+/// central's loop (a `LoopBound` in `GatewayRun.run`), so that the owner task, a thread
+/// hop away, is woken only for what it publishes: the gateway's CPU goes mostly to
+/// hand-offs between threads (docs/benchmarks.md), and much of what a scan hears near
+/// people (phones, other devices, repeats) is not published.
 struct DiscoveryGate: Sendable {
     let config: GatewayConfig
     private var lastFrames: [BluetoothAddress: DeviceInfo] = [:]
@@ -16,13 +15,13 @@ struct DiscoveryGate: Sendable {
 
     init(config: GatewayConfig) { self.config = config }
 
-    /// Whether `discovery` is to be published (and notes it as published).
+    /// Whether `discovery` is to be published (and notes it as handed on).
     mutating func admits(_ discovery: Discovery, now: ContinuousClock.Instant = .now) -> Bool {
         config.admits(discovery.device, sensor: discovery.sensor) && isNew(discovery.device, now: now)
     }
 
     /// Whether `device`'s frame differs from the last one published, and `minInterval` (when
-    /// given) has passed since that one; notes it as published when so.
+    /// given) has passed since that one; notes it as handed on when so.
     mutating func isNew(_ device: DeviceInfo, now: ContinuousClock.Instant = .now) -> Bool {
         var frame = device
         frame.rssi = nil
@@ -33,25 +32,5 @@ struct DiscoveryGate: Sendable {
         }
         lastFrames[device.address] = frame
         return true
-    }
-
-    /// The gate where the scan's sink runs, and a count of what it kept back, for the
-    /// stalled-scan watchdog (anything heard proves the scan alive).
-    final class OnLoop: @unchecked Sendable {
-        // @unchecked: `gate` is used only by `pass`, which the scan's sink calls on the
-        // central's loop, one discovery at a time; `heldBack` is an atomic: the loop counts,
-        // the owner task reads it at its ticks.
-        private var gate: DiscoveryGate
-        /// Discoveries heard and not handed over, since the start.
-        let heldBack = Atomic<Int>(0)
-
-        init(_ gate: DiscoveryGate) { self.gate = gate }
-
-        /// Whether `discovery` goes on to the owner; counted in `heldBack` when not.
-        func pass(_ discovery: Discovery) -> Bool {
-            if gate.admits(discovery) { return true }
-            heldBack.add(1, ordering: .relaxed)
-            return false
-        }
     }
 }

@@ -1,5 +1,6 @@
 import BluectlCore
 import BluectlGateway
+import Synchronization
 
 /// A device's state as the gateway publishes it: exactly `scan --json`'s record
 /// (`DeviceRecord`: its `rssi` is this gateway's) plus `gateway`, the id of the
@@ -106,9 +107,17 @@ struct GatewayRun {
         // the message log, is written per message) happen on this task, not on the loop.
         // The scan is kept going through bluetoothd's restarts and the adapter's power
         // cycles (GatewayScanner); only its first start fails the gateway.
-        let gate = DiscoveryGate.OnLoop(DiscoveryGate(config: config))
-        let (scanner, plan) = try await startScanning(options, onDiscovery: { if gate.pass($0) { feed.yield(.discovery($0)) } },
-                                                      report: { feed.yield(.scan($0)) })
+        // What is held back still proves the scan alive: `heldBack` tells the watchdog at the
+        // next tick (an atomic: the loop sets it, the owner takes it; neither waits).
+        let gate = central.loopBound(DiscoveryGate(config: config))
+        let heldBack = Atomic<Bool>(false)
+        let (scanner, plan) = try await startScanning(options, onDiscovery: { discovery in
+            if gate.value.admits(discovery) {
+                feed.yield(.discovery(discovery))
+            } else {
+                heldBack.store(true, ordering: .relaxed)
+            }
+        }, report: { feed.yield(.scan($0)) })
         announceScanning(plan)
         let session = self.session
         // Once the loop below has ended (stopped, or the scan failed), what still comes
@@ -141,8 +150,6 @@ struct GatewayRun {
         var ledger = GatewayLedger()
         if sharesReadings { ledger.shared = SharedReadings(me: topics.gateway) }
         var watchdog = ScanWatchdog(silence: scanSilence)
-        /// `gate.heldBack` at the last tick: when it moved, the scan heard something.
-        var heldBack = 0
         var failure: (any Error)?
         for await input in inputs {
             switch input {
@@ -162,11 +169,7 @@ struct GatewayRun {
             case .scan(let event):
                 handle(event, watchdog: &watchdog)
             case .tick:
-                let held = gate.heldBack.load(ordering: .relaxed)
-                if held != heldBack {
-                    heldBack = held
-                    watchdog.heard(at: .now)
-                }
+                if heldBack.exchange(false, ordering: .relaxed) { watchdog.heard(at: .now) }
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
                 shareDue(ledger: &ledger)
                 announceDue(ledger: &ledger)
