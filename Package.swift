@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CBluectlShim", "CCrypto", .product(name: "Logging", package: "swift-log")]),
         // `bluectl gateway`'s MQTT session and publishing (docs/gateway.md); not part of
         // BluectlCore's promise.
-        .target(name: "BluectlGateway", dependencies: ["BluectlCore", "CPaho"]),
+        .target(name: "BluectlGateway", dependencies: ["BluectlCore", "BluectlDBus", "CPaho"]),
         .target(
             name: "BluectlCLI",
             dependencies: [

@@ -1,4 +1,4 @@
-import Synchronization
+import BluectlDBus
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,7 +30,8 @@ import Glibc
 ///
 /// Threads: Paho calls its store from the publishing thread (queuing a command, under
 /// its command lock) and from its own send and receive threads (under its client lock),
-/// so two calls can overlap: the file's state is behind one `Mutex`.
+/// so two calls can overlap: the file's state is behind one lock (`Locked`, a pthread
+/// mutex that ThreadSanitizer sees).
 package final class MessageLog: Sendable {
     /// The file's first bytes: its format.
     static let header = Array("BLMQLOG1".utf8)
@@ -60,7 +61,7 @@ package final class MessageLog: Sendable {
 
     /// The file's path.
     package let path: String
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Opens (or creates, owner-only) the log at `path` and reads what it holds. Throws
     /// when it cannot be opened or read, is not a message log, or is damaged other than
@@ -99,7 +100,7 @@ package final class MessageLog: Sendable {
         } else if read.validEnd < read.end {
             _ = ftruncate(fd, read.validEnd)   // a torn last record: its put never returned
         }
-        state = Mutex(State(fd: fd, end: max(read.validEnd, Self.header.count), index: read.index, heldBytes: read.heldBytes))
+        state = Locked(State(fd: fd, end: max(read.validEnd, Self.header.count), index: read.index, heldBytes: read.heldBytes))
     }
 
     deinit {
