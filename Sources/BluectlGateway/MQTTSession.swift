@@ -365,11 +365,10 @@ public final class MQTTSession: @unchecked Sendable {
         table.pput = { handle, key, count, buffers, lengths in
             guard let key, count >= 0 else { return MQTTCLIENT_PERSISTENCE_ERROR }
             let parts = (0..<Int(count)).map { (UnsafeRawPointer(buffers?[$0]), Int(lengths?[$0] ?? 0)) }
-            return Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
-                .put(String(cString: key), parts) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+            return MessageLog.from(handle).put(String(cString: key), parts) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
         }
         table.pget = { handle, key, buffer, length in
-            guard let key, let bytes = Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().get(String(cString: key)),
+            guard let key, let bytes = MessageLog.from(handle).get(String(cString: key)),
                   let copy = MQTTAsync_malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
             bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) } }
             buffer?.pointee = copy.assumingMemoryBound(to: CChar.self)   // Paho frees it (`pahoCopy`)
@@ -378,11 +377,10 @@ public final class MQTTSession: @unchecked Sendable {
         }
         table.premove = { handle, key in
             guard let key else { return MQTTCLIENT_PERSISTENCE_ERROR }
-            return Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
-                .remove(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+            return MessageLog.from(handle).remove(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
         }
         table.pkeys = { handle, keys, count in
-            let held = Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().keys
+            let held = MessageLog.from(handle).keys
             count?.pointee = Int32(held.count)
             guard !held.isEmpty else {
                 keys?.pointee = nil
@@ -403,12 +401,11 @@ public final class MQTTSession: @unchecked Sendable {
             return 0
         }
         table.pclear = { handle in
-            Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue().clear() ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+            MessageLog.from(handle).clear() ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
         }
         table.pcontainskey = { handle, key in
             guard let key else { return MQTTCLIENT_PERSISTENCE_ERROR }
-            return Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
-                .contains(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
+            return MessageLog.from(handle).contains(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
         }
         return table
     }

@@ -113,14 +113,8 @@ package final class MessageLog: Sendable {
         let keyBytes = Array(key.utf8)
         let length = buffers.reduce(0) { $0 + $1.1 }
         guard keyBytes.count <= Int(UInt16.max), length <= Int(UInt32.max) else { return false }
-        let head = Self.recordHeader(Self.putKind, keyBytes.count, length)
         return state.withLock { state in
-            let written = head.withUnsafeBytes { h in
-                keyBytes.withUnsafeBytes { k in
-                    Self.writeAll(state.fd, [(h.baseAddress!, h.count), (k.baseAddress!, k.count)] + buffers, at: state.end)
-                }
-            }
-            guard written else {
+            guard Self.writeRecord(state.fd, Self.putKind, keyBytes, buffers, at: state.end) else {
                 _ = ftruncate(state.fd, state.end)
                 return false
             }
@@ -150,13 +144,7 @@ package final class MessageLog: Sendable {
         state.withLock { state in
             guard let entry = state.index[key] else { return true }
             let keyBytes = Array(key.utf8)
-            let head = Self.recordHeader(Self.removeKind, keyBytes.count, 0)
-            let written = head.withUnsafeBytes { h in
-                keyBytes.withUnsafeBytes { k in
-                    Self.writeAll(state.fd, [(h.baseAddress!, h.count), (k.baseAddress!, k.count)], at: state.end)
-                }
-            }
-            guard written else {
+            guard Self.writeRecord(state.fd, Self.removeKind, keyBytes, [], at: state.end) else {
                 _ = ftruncate(state.fd, state.end)
                 return false
             }
@@ -166,6 +154,12 @@ package final class MessageLog: Sendable {
             Self.compactIfDue(&state, path: path)
             return true
         }
+    }
+
+    /// The log behind a handle Paho hands to its store's functions (`MQTTSession`'s table:
+    /// the log, unretained).
+    static func from(_ handle: UnsafeMutableRawPointer?) -> MessageLog {
+        Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
     }
 
     /// The keys held.
@@ -242,10 +236,13 @@ package final class MessageLog: Sendable {
 
     // MARK: - The file
 
-    private static func recordHeader(_ kind: UInt8, _ keyLength: Int, _ dataLength: Int) -> [UInt8] {
-        let k = UInt16(keyLength), d = UInt32(dataLength)
-        return [kind, UInt8(k & 0xff), UInt8(k >> 8),
-                UInt8(d & 0xff), UInt8((d >> 8) & 0xff), UInt8((d >> 16) & 0xff), UInt8(d >> 24)]
+    /// Writes one record at `offset`: its header and key, then `data` (one `pwritev`).
+    private static func writeRecord(_ fd: Int32, _ kind: UInt8, _ key: [UInt8], _ data: [(UnsafeRawPointer?, Int)],
+                                    at offset: Int) -> Bool {
+        let k = UInt16(key.count), d = UInt32(data.reduce(0) { $0 + $1.1 })
+        let head = [kind, UInt8(k & 0xff), UInt8(k >> 8),
+                    UInt8(d & 0xff), UInt8((d >> 8) & 0xff), UInt8((d >> 16) & 0xff), UInt8(d >> 24)] + key
+        return head.withUnsafeBytes { writeAll(fd, [($0.baseAddress, $0.count)] + data, at: offset) }
     }
 
     private static func recordSize(_ key: String, _ length: Int) -> Int {
@@ -336,11 +333,8 @@ package final class MessageLog: Sendable {
         for (key, entry) in state.index where ok {
             var bytes = [UInt8](repeating: 0, count: entry.length)
             let keyBytes = Array(key.utf8)
-            let head = recordHeader(putKind, keyBytes.count, entry.length)
             ok = bytes.withUnsafeMutableBytes { readAll(state.fd, $0, at: entry.offset) }
-                && head.withUnsafeBytes { h in keyBytes.withUnsafeBytes { k in bytes.withUnsafeBytes { b in
-                    writeAll(fd, [(h.baseAddress!, h.count), (k.baseAddress!, k.count), (b.baseAddress!, b.count)], at: at)
-                } } }
+                && bytes.withUnsafeBytes { writeRecord(fd, putKind, keyBytes, [($0.baseAddress, $0.count)], at: at) }
             index[key] = Entry(offset: at + recordHeaderSize + keyBytes.count, length: entry.length)
             at += recordHeaderSize + keyBytes.count + entry.length
         }
