@@ -190,7 +190,7 @@ package final class ProxyLinks: Sendable {
     private func run(_ serial: UInt64, _ address: UInt64, _ peripheral: Peripheral) async {
         let mtu: Int
         do {
-            try await central.connect(peripheral, timeout: Self.connectTimeout)
+            try await connectOnceMoreIfGone(peripheral)
             try await peripheral.discoverServices(timeout: Self.connectTimeout)
             mtu = peripheral.mtu ?? 23
         } catch {
@@ -203,6 +203,44 @@ package final class ProxyLinks: Sendable {
         if Task.isCancelled { return }   // released: the release answers
         central.onLoopSoon { [self] in ended(serial, address, error: Self.linkLost, reason) }
     }
+
+    /// Connects within `connectTimeout`. When BlueZ dropped the device as
+    /// the connect went out (its object gone: seen in the lab a moment after
+    /// bluetoothd restarted) or bluetoothd stopped meanwhile, the proxy's own
+    /// scan brings the device back as soon as it advertises: this waits for
+    /// it to be in BlueZ's tree again and tries once more, in the time left.
+    /// Home Assistant's client does not retry a failed connect by itself.
+    private func connectOnceMoreIfGone(_ peripheral: Peripheral) async throws {
+        let deadline = ContinuousClock.now + Self.connectTimeout
+        do {
+            try await central.connect(peripheral, timeout: Self.connectTimeout)
+        } catch let error as BluetoothError {
+            switch error {
+            case .deviceNotFound, .bluetoothdStopped: break
+            default: throw error
+            }
+            logger.info("proxy: \(peripheral.identifier): \(error); trying again once the scan sees it")
+            guard await inBlueZsTree(peripheral, by: deadline) else { throw error }
+            try await central.connect(peripheral, timeout: deadline - ContinuousClock.now)
+        }
+    }
+
+    /// Waits (asking the mirror every `reappearPollInterval`) until
+    /// `peripheral` is among the devices BlueZ knows on the proxy's adapter;
+    /// false at `deadline` or when cancelled.
+    private func inBlueZsTree(_ peripheral: Peripheral, by deadline: ContinuousClock.Instant) async -> Bool {
+        let wanted = [peripheral.identifier]
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            if await central.onLoop({ [self] in
+                !central.retrievePeripherals(withIdentifiers: wanted, adapter: state.value.adapter).isEmpty
+            }) { return true }
+            try? await Task.sleep(for: Self.reappearPollInterval)
+        }
+        return false
+    }
+
+    /// How often a device BlueZ dropped while connecting is looked for again.
+    static let reappearPollInterval = Duration.milliseconds(250)
 
     /// How often a connection's link is asked of bluetoothd: 5.66 does not
     /// always signal `Connected` (true after a connect, false after a loss:

@@ -181,6 +181,18 @@ private let failed = "org.bluez.Error.Failed"
         #expect(m.handle(.deviceRemoved) == [.fail(.deviceRemoved)])
     }
 
+    /// Connect answered by the bus itself: the device's object was gone
+    /// before its removal reached the mirror (seen in the lab after a
+    /// bluetoothd restart). The caller hears the device went, as above.
+    @Test func unknownObjectReplyIsTheDeviceRemoved() {
+        var m = ConnectionStateMachine(maxAttempts: 3)
+        _ = m.handle(.start(alreadyConnected: false))
+        #expect(m.handle(.connectFailed(name: "org.freedesktop.DBus.Error.UnknownObject",
+                                        message: "Method \"Connect\" with signature \"\" on interface \"org.bluez.Device1\" doesn't exist"))
+                == [.fail(.deviceRemoved)])
+        #expect(m.state == .failed(.deviceRemoved))
+    }
+
     @Test("bluetoothd stopping fails a pending connect at once (nothing to disconnect), in every pending state")
     func bluetoothdStoppedFailsWithoutDisconnect() {
         var connecting = ConnectionStateMachine()

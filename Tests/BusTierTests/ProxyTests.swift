@@ -210,4 +210,58 @@ import Testing
             #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
         }
     }
+
+    /// Connects a client to the heart-rate device once the proxy has heard it;
+    /// the client's lines ("connected" true, or its error).
+    private func connectWhenHeard(_ bus: PrivateBus, _ port: String) async throws -> ChildProcess {
+        let heard = try await Self.startAdvertsClient(bus, port: port, address: heartRateAddress)
+        _ = try await HeartRateGatt.install(bus)
+        _ = try await Self.advertisement(heard)
+        return try bus.spawn(try Self.python(), [Self.client, "hold", "127.0.0.1", port, heartRateAddress, "5"])
+    }
+
+    /// Connect answered by the bus itself, the device's object gone (seen in
+    /// the lab just after bluetoothd restarted): the proxy tries again once
+    /// the device is in BlueZ's tree, and Home Assistant's client, which
+    /// would not retry, is connected.
+    @Test func connectRetriedWhenBlueZDroppedTheDevice() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port) = try await Self.startProxy(bus)
+            try await bus.injectError(heartRatePath, "Connect", "org.freedesktop.DBus.Error.UnknownObject",
+                                      "Method \"Connect\" with signature \"\" on interface \"org.bluez.Device1\" doesn't exist\n", times: 1)
+            let client = try await connectWhenHeard(bus, port)
+            #expect(await client.waitForStdout(timeout: .seconds(30)) { $0.contains("\"connected\": true") }, "\(client.stdout) \(client.stderr) \(proxy.stderr)")
+            #expect(try await bus.callCount(heartRatePath, "Connect") == 2)
+            let said = proxy.stderr.split(separator: "\n").filter { $0.contains("trying again once the scan sees it") }
+            #expect(said.count == 1 && said[0].contains("removed by BlueZ while connecting"), "\(proxy.stderr)")
+            client.signal(SIGTERM)
+            proxy.signal(SIGINT)
+            #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
+        }
+    }
+
+    /// bluetoothd gone while Connect is out (5.66 crashes in the lab on quick
+    /// reconnects): the proxy waits for it and its scan to find the device
+    /// again, then connects, within its connect time.
+    @Test func connectWaitsForTheDeviceAfterBluetoothdRestarts() async throws {
+        try await withPrivateBus { bus in
+            let (proxy, port) = try await Self.startProxy(bus)
+            try await bus.hang(heartRatePath, "Connect")
+            let client = try await connectWhenHeard(bus, port)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await bus.callCount(heartRatePath, "Connect") == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            await bus.stopStandIn()
+            #expect(await proxy.waitForStderr(timeout: .seconds(15)) { $0.contains("trying again once the scan sees it") }, "\(proxy.stderr)")
+            try await bus.startStandIn(adapters: [.hci0])
+            #expect(await proxy.waitForStderr(timeout: .seconds(15)) { $0.contains("proxy: scanning hci0 again") }, "\(proxy.stderr)")
+            try await Task.sleep(for: .seconds(1))   // the device is not back at once: the proxy waits
+            _ = try await HeartRateGatt.install(bus)
+            #expect(await client.waitForStdout(timeout: .seconds(30)) { $0.contains("\"connected\": true") }, "\(client.stdout) \(client.stderr) \(proxy.stderr)")
+            client.signal(SIGTERM)
+            proxy.signal(SIGINT)
+            #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
+        }
+    }
 }

@@ -40,10 +40,15 @@ enum BlueZ566 {
     /// `le-connection-memory-allocation` (pitfall 15: the controller has no
     /// free connection slot; trying again at once finds it as full), and
     /// "in progress" or "busy" (pitfall 2, as `org.bluez.Error.InProgress`).
+    /// The bus's own `UnknownObject` means the device was removed just
+    /// before (seen in the lab right after bluetoothd restarted: the mirror
+    /// still had the device its predecessor knew, or the new one had just
+    /// dropped it): the caller is told the device is gone, not BlueZ's words.
     static func connectError(name: String, message: String) -> ConnectError {
         switch name {
         case "org.bluez.Error.AlreadyConnected": return .alreadyConnected
         case "org.bluez.Error.InProgress": return .inProgress
+        case "org.freedesktop.DBus.Error.UnknownObject": return .deviceGone
         default: break
         }
         let lower = message.lowercased()

@@ -146,6 +146,8 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
         case .unexpectedReply(let what):
             self = .unexpected(what)
         case .remote(let name, let message):
+            // libdbus ends its own messages with a newline ("Method … doesn't exist\n"): descriptions are one line.
+            let message = message.trimmingWhitespace(newlines: true)
             switch name {
             case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
                 self = .bluetoothdNotRunning

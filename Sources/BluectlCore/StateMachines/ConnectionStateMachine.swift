@@ -246,6 +246,10 @@ package struct ConnectionStateMachine: StateMachine, Equatable {
         case .dualMode:
             state = .failed(.dualMode(message: message))
             return [.fail(.dualMode(message: message))]
+        case .deviceGone:
+            // As if the removal had been seen first: what it means to the caller is the same.
+            state = .failed(.deviceRemoved)
+            return [.fail(.deviceRemoved)]
         case .noSlot:
             // Trying again at once finds the controller as full: not retried.
             state = .failed(.noSlot(message: message))
@@ -303,4 +307,7 @@ package enum ConnectionFailure: Sendable, Equatable, CustomStringConvertible {
 /// (`BlueZ566.connectError(name:message:)` tells them apart).
 enum ConnectError: Equatable {
     case alreadyConnected, abortedByLocal, inProgress, dualMode, noSlot, other
+    /// The device's object is no longer on the bus (`UnknownObject`): BlueZ
+    /// removed it, its InterfacesRemoved not yet mirrored when Connect went out.
+    case deviceGone
 }
