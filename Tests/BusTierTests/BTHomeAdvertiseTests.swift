@@ -55,7 +55,7 @@ struct BTHomeAdvertiseTests {
     @Test("Encrypted with --bthome-key: a scanner with the key decodes it, the counter rising; one without reports no_key")
     func encrypted() async throws {
         try await withPrivateBus(adapters: [.hci0, scannerAdapter]) { bus in
-            let keys = try temporaryFile("{\"\(advertiserAddress)\": \"\(key)\"}", name: "keys.json")
+            let keys = try bus.temporaryFile("{\"\(advertiserAddress)\": \"\(key)\"}", name: "keys.json")
             #expect(chmod(keys, 0o600) == 0)
             let ad = try bus.startBluectl(["advertise", "--adapter", "hci0", "--bthome", "temperature=-7.5", "--bthome-key", key,
                                            "--json", "--duration", "40"], input: true)

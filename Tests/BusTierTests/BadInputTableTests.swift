@@ -46,9 +46,10 @@ private let longHex = String(repeating: "00", count: 245)
 private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
-/// A passkey file anyone may read (mode 644): refused as a keys file is.
+/// A passkey file anyone may read (mode 644): refused as a keys file is. One
+/// name for every run (the same bytes each time), as `badKeyFile` below.
 private let worldReadablePasskeyFile: String = {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-passkey-644-\(getpid())").path
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bus-tier-passkey-644").path
     FileManager.default.createFile(atPath: path, contents: Data("123456\n".utf8), attributes: [.posixPermissions: 0o644])
     return path
 }()

@@ -24,13 +24,16 @@ let heartRateSpec = """
     ]}]}
     """
 
-/// Writes `text` to a fresh file and returns its path.
-func temporaryFile(_ text: String, name: String = "spec.json") throws -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let url = dir.appendingPathComponent(name)
-    try text.write(to: url, atomically: true, encoding: .utf8)
-    return url.path
+extension PrivateBus {
+    /// Writes `text` to a fresh file in the bus's directory (removed with the
+    /// bus: these were left in /tmp, one folder per call) and returns its path.
+    func temporaryFile(_ text: String, name: String = "spec.json") throws -> String {
+        let dir = directory.appendingPathComponent("file-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let url = dir.appendingPathComponent(name)
+        try text.write(to: url, atomically: true, encoding: .utf8)
+        return url.path
+    }
 }
 
 /// The bytes of a busctl `ay` reply.
@@ -67,7 +70,7 @@ struct PeripheralRoleTests {
     @Test("serve: reads answered from the SPEC's values, writes printed and kept, notifications and indications fed on stdin arrive all and in order, nothing left registered after Ctrl-C")
     func serveHeartRate() async throws {
         try await withPrivateBus { bus in
-            let spec = try temporaryFile(heartRateSpec)
+            let spec = try bus.temporaryFile(heartRateSpec)
             let serve = try bus.startBluectl(["serve", spec, "--adapter", "hci0", "--advertise", "--name", "bus-hr", "--json"], input: true)
             let started = await serve.waitForStdoutLines(1, timeout: .seconds(15))
             #expect(started, "\(serve.stdout)")
@@ -146,11 +149,11 @@ struct PeripheralRoleTests {
                  "513 bytes, longer than ATT's 512"),
                 ("{\"services\":[{\"uuid\":\"180d\",\"primary\":\"yes\"}]}", "services[0].primary: expected true or false"),
             ] {
-                let r = try await bus.runBluectl(["serve", try temporaryFile(spec)])
+                let r = try await bus.runBluectl(["serve", try bus.temporaryFile(spec)])
                 expectCleanFailure(r, 65, message)
             }
             expectCleanFailure(try await bus.runBluectl(["serve", "/nonexistent/spec.json"]), 64, "cannot read SPEC")
-            expectCleanFailure(try await bus.runBluectl(["serve", try temporaryFile(heartRateSpec), "--name", "x"]), 64,
+            expectCleanFailure(try await bus.runBluectl(["serve", try bus.temporaryFile(heartRateSpec), "--name", "x"]), 64,
                                "--name needs --advertise")
             #expect(try await bus.registered("RegisteredApplications").isEmpty)
         }

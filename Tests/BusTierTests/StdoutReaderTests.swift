@@ -76,7 +76,7 @@ struct StdoutReaderTests {
     @Test("serve --json | head -1: ends with 141, the service unregistered")
     func serveReaderGone() async throws {
         try await withPrivateBus { bus in
-            let spec = try temporaryFile(heartRateSpec)
+            let spec = try bus.temporaryFile(heartRateSpec)
             let shell = try Self.headOne(bus, "serve \(spec) --adapter hci0 --json")
             await Self.expectEndsWith141(shell)
             #expect(try await bus.eventually { try await bus.registered("RegisteredApplications").isEmpty }, "the application was unregistered")
