@@ -6,6 +6,27 @@
 // BluectlCLI (commands; CSystemd for sd_notify; BluectlGateway, over CPaho: Eclipse
 // Paho C's MQTT client, for `bluectl gateway`) → bluectl (the executable).
 import PackageDescription
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The executable linked by the toolchain's lld with packed relative
+/// relocations (DT_RELR) when this machine's glibc reads them (2.36 and
+/// later: Debian 12's): the static Swift runtime's 1.3 MB table of
+/// relocations, read at every start and resident after, becomes 10 KB
+/// (docs/benchmarks.md, "relocations packed"). With an older glibc the
+/// binary would not start, so it is linked as before (the driver's default).
+let packedRelocations: [String] = {
+    #if canImport(Glibc)
+    var text = [CChar](repeating: 0, count: 64)   // "glibc 2.36"
+    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &text, text.count) > 0 else { return [] }
+    let version = String(cString: text).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    guard version.count >= 2, (version[0], version[1]) >= (2, 36) else { return [] }
+    return ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+    #else
+    return []
+    #endif
+}()
 
 let package = Package(
     name: "bluectl",
@@ -72,14 +93,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "bluectl", dependencies: ["BluectlCLI"], exclude: ["exports.map"],
-            // The proxy's protobuf modules' symbols not exported (see exports.map).
-            // Linked by lld (the toolchain's) with packed relative relocations
-            // (DT_RELR, glibc 2.36): the static Swift runtime's 1.3 MB table of
-            // relocations, read at every start and resident after, becomes
-            // 10 KB (docs/benchmarks.md, "relocations").
-            linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/bluectl/exports.map",
-                                           "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
-                                          .when(platforms: [.linux]))]
+            // The proxy's protobuf modules' symbols not exported (see exports.map);
+            // relocations packed where the loader reads them (`packedRelocations`).
+            linkerSettings: [.unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/bluectl/exports.map"]
+                                          + packedRelocations, .when(platforms: [.linux]))]
         ),
         // ESPHome's api.proto as Swift (generated, committed) and the message ids.
         .target(name: "ESPHomeAPI", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
