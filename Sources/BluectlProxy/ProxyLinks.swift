@@ -27,8 +27,10 @@ package final class ProxyLinks: Sendable {
     /// connects one device at a time and the controller's links are shared
     /// with every other program on the machine, so the proxy claims a few.
     package static let slots = 3
-    /// How long a connect (with its retries) and the service resolution each may take.
-    static let connectTimeout = Duration.seconds(20)
+    /// How long a connect (with its retries, and a wait for the device to be
+    /// back) and the service resolution each may take, unless the command
+    /// line says (`--connect-timeout`).
+    package static let defaultConnectTimeout = Duration.seconds(20)
     /// ESPHome's own error for a request on a device that is not connected.
     static let notConnected: Int32 = -1
     /// ESP-IDF's `ESP_GATT_ERROR` (133), for a failure with no ATT error code.
@@ -72,8 +74,12 @@ package final class ProxyLinks: Sendable {
     private let pairing: ProxyPairing
     private let logger = Logger(label: "bluectl")
 
-    package init(central: CentralManager) {
+    /// Each connect's time (`defaultConnectTimeout`, or the command line's).
+    let connectTimeout: Duration
+
+    package init(central: CentralManager, connectTimeout: Duration = ProxyLinks.defaultConnectTimeout) {
         self.central = central
+        self.connectTimeout = connectTimeout
         state = central.loopBound(State())
         pairing = ProxyPairing(central: central)
     }
@@ -191,7 +197,7 @@ package final class ProxyLinks: Sendable {
         let mtu: Int
         do {
             try await connectOnceMoreIfGone(peripheral)
-            try await peripheral.discoverServices(timeout: Self.connectTimeout)
+            try await peripheral.discoverServices(timeout: connectTimeout)
             mtu = peripheral.mtu ?? 23
         } catch {
             if Task.isCancelled { return }   // released meanwhile: the release answers
@@ -208,39 +214,32 @@ package final class ProxyLinks: Sendable {
     /// the connect went out (its object gone: seen in the lab a moment after
     /// bluetoothd restarted) or bluetoothd stopped meanwhile, the proxy's own
     /// scan brings the device back as soon as it advertises: this waits for
-    /// it to be in BlueZ's tree again and tries once more, in the time left.
-    /// Home Assistant's client does not retry a failed connect by itself.
+    /// it to be in BlueZ's tree again, its adapter powered, and tries once
+    /// more in the time left. Home Assistant's client does not retry a
+    /// failed connect by itself.
     private func connectOnceMoreIfGone(_ peripheral: Peripheral) async throws {
-        let deadline = ContinuousClock.now + Self.connectTimeout
+        let deadline = ContinuousClock.now + connectTimeout
         do {
-            try await central.connect(peripheral, timeout: Self.connectTimeout)
+            try await central.connect(peripheral, timeout: connectTimeout)
         } catch let error as BluetoothError {
+            let why: String
             switch error {
-            case .deviceNotFound, .bluetoothdStopped: break
+            case .deviceNotFound: why = "BlueZ dropped it while connecting"
+            case .bluetoothdStopped: why = "bluetoothd stopped while connecting"
             default: throw error
             }
-            logger.info("proxy: \(peripheral.identifier): \(error); trying again once the scan sees it")
-            guard await inBlueZsTree(peripheral, by: deadline) else { throw error }
+            logger.info("proxy: \(peripheral.identifier): \(why); trying again once the scan sees it")
+            guard await central.waitUntilConnectable(peripheral, timeout: deadline - ContinuousClock.now - Self.leastConnectTime) else {
+                if Task.isCancelled { throw CancellationError() }
+                throw BluetoothError.deviceNotFound(
+                    "\(peripheral.identifier) (\(why), and not back in BlueZ's tree on a powered adapter within \(connectTimeout))")
+            }
             try await central.connect(peripheral, timeout: deadline - ContinuousClock.now)
         }
     }
 
-    /// Waits (asking the mirror every `reappearPollInterval`) until
-    /// `peripheral` is among the devices BlueZ knows on the proxy's adapter;
-    /// false at `deadline` or when cancelled.
-    private func inBlueZsTree(_ peripheral: Peripheral, by deadline: ContinuousClock.Instant) async -> Bool {
-        let wanted = [peripheral.identifier]
-        while ContinuousClock.now < deadline, !Task.isCancelled {
-            if await central.onLoop({ [self] in
-                !central.retrievePeripherals(withIdentifiers: wanted, adapter: state.value.adapter).isEmpty
-            }) { return true }
-            try? await Task.sleep(for: Self.reappearPollInterval)
-        }
-        return false
-    }
-
-    /// How often a device BlueZ dropped while connecting is looked for again.
-    static let reappearPollInterval = Duration.milliseconds(250)
+    /// The least time worth a second connect: waiting for the device ends this much before the deadline.
+    static let leastConnectTime = Duration.seconds(1)
 
     /// How often a connection's link is asked of bluetoothd: 5.66 does not
     /// always signal `Connected` (true after a connect, false after a loss:
@@ -343,11 +342,11 @@ package final class ProxyLinks: Sendable {
             return
         }
         let peripheral = link.peripheral
-        answer(address, link.serial, client) { [pairing] in
+        answer(address, link.serial, client) { [pairing, connectTimeout] in
             var response = BluetoothDevicePairingResponse()
             response.address = address
             do {
-                try await pairing.pairing(peripheral) { try await peripheral.pair(timeout: Self.connectTimeout) }
+                try await pairing.pairing(peripheral) { try await peripheral.pair(timeout: connectTimeout) }
                 response.paired = true
             } catch {
                 response.error = Self.gattCode(error, write: false)

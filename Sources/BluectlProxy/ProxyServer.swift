@@ -77,12 +77,14 @@ package final class ProxyServer: Sendable {
     private let logger = Logger(label: "bluectl")
 
     /// `psk`: the 32-byte Noise key (`--key-file`); nil serves the plaintext API.
-    package init(central: CentralManager, identity: ProxyIdentity, psk: [UInt8]? = nil) {
+    /// `connectTimeout`: each device connect's time (`--connect-timeout`).
+    package init(central: CentralManager, identity: ProxyIdentity, psk: [UInt8]? = nil,
+                 connectTimeout: Duration = ProxyLinks.defaultConnectTimeout) {
         self.central = central
         self.identity = identity
         self.psk = psk
         state = central.loopBound(State())
-        links = ProxyLinks(central: central)
+        links = ProxyLinks(central: central, connectTimeout: connectTimeout)
     }
 
     /// Opens the listening socket on `port` of every IPv4 address (0: a

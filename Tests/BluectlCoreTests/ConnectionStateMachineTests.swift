@@ -1,4 +1,5 @@
 import Testing
+import BluectlDBus
 @testable import BluectlCore
 
 private let failed = "org.bluez.Error.Failed"
@@ -191,6 +192,16 @@ private let failed = "org.bluez.Error.Failed"
                                         message: "Method \"Connect\" with signature \"\" on interface \"org.bluez.Device1\" doesn't exist"))
                 == [.fail(.deviceRemoved)])
         #expect(m.state == .failed(.deviceRemoved))
+    }
+
+    /// libdbus's own error messages end with a newline; a description is one line.
+    @Test func remoteErrorMessagesAreOneLine() {
+        let error = BluetoothError(DBusError.remote(name: "org.freedesktop.DBus.Error.UnknownMethod",
+                                                    message: "Method \"Frob\" with signature \"\" on interface \"org.bluez.Device1\" doesn't exist\n"),
+                                   operation: "frob")
+        #expect(error == .bluez(name: "org.freedesktop.DBus.Error.UnknownMethod",
+                                message: "Method \"Frob\" with signature \"\" on interface \"org.bluez.Device1\" doesn't exist", operation: "frob"))
+        #expect(!error.description.contains("\n"), "\(error)")
     }
 
     @Test("bluetoothd stopping fails a pending connect at once (nothing to disconnect), in every pending state")

@@ -292,6 +292,10 @@ private let rows: [BadInput] = [
     // `bluectl proxy` (docs/proxy.md)
     BadInput(args: ["proxy", "--port", "70000", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"70000\": expected 0 to 65535"),
     BadInput(args: ["proxy", "--port", "abc", "--no-mdns"], code: 64, message: "bluectl: invalid --port \"abc\""),
+    BadInput(args: ["proxy", "--connect-timeout", "-1", "--no-mdns"], code: 64,
+             message: "bluectl: invalid --connect-timeout \"-1\": expected a positive number of seconds"),
+    BadInput(args: ["proxy", "--connect-timeout", "soon", "--no-mdns"], code: 64,
+             message: "bluectl: invalid --connect-timeout \"soon\": expected a positive number of seconds"),
     BadInput(args: ["proxy", "--name", String(repeating: "n", count: 32), "--no-mdns"], code: 64,
              message: "expected 1 to 31 bytes, no control characters"),
     BadInput(args: ["proxy", "--key-file", "/nonexistent/key", "--no-mdns"], code: 64,

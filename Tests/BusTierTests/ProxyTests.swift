@@ -233,7 +233,7 @@ import Testing
             #expect(await client.waitForStdout(timeout: .seconds(30)) { $0.contains("\"connected\": true") }, "\(client.stdout) \(client.stderr) \(proxy.stderr)")
             #expect(try await bus.callCount(heartRatePath, "Connect") == 2)
             let said = proxy.stderr.split(separator: "\n").filter { $0.contains("trying again once the scan sees it") }
-            #expect(said.count == 1 && said[0].contains("removed by BlueZ while connecting"), "\(proxy.stderr)")
+            #expect(said.count == 1 && said[0].contains("BlueZ dropped it while connecting"), "\(proxy.stderr)")
             client.signal(SIGTERM)
             proxy.signal(SIGINT)
             #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)
@@ -242,20 +242,23 @@ import Testing
 
     /// bluetoothd gone while Connect is out (5.66 crashes in the lab on quick
     /// reconnects): the proxy waits for it and its scan to find the device
-    /// again, then connects, within its connect time.
+    /// again, then connects, within its connect time (60 s here: a stand-in's
+    /// start took over 15 s under ThreadSanitizer, and that is set-up, not
+    /// what is tested).
     @Test func connectWaitsForTheDeviceAfterBluetoothdRestarts() async throws {
         try await withPrivateBus { bus in
-            let (proxy, port) = try await Self.startProxy(bus)
+            let (proxy, port) = try await Self.startProxy(bus, extra: ["--connect-timeout", "60"])
             try await bus.hang(heartRatePath, "Connect")
             let client = try await connectWhenHeard(bus, port)
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + .seconds(30)
             while try await bus.callCount(heartRatePath, "Connect") == 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
             }
+            try #require(try await bus.callCount(heartRatePath, "Connect") == 1, "the proxy never sent Connect: \(proxy.stderr)")
             await bus.stopStandIn()
-            #expect(await proxy.waitForStderr(timeout: .seconds(15)) { $0.contains("trying again once the scan sees it") }, "\(proxy.stderr)")
+            #expect(await proxy.waitForStderr(timeout: .seconds(30)) { $0.contains("bluetoothd stopped while connecting; trying again once the scan sees it") }, "\(proxy.stderr)")
             try await bus.startStandIn(adapters: [.hci0])
-            #expect(await proxy.waitForStderr(timeout: .seconds(15)) { $0.contains("proxy: scanning hci0 again") }, "\(proxy.stderr)")
+            #expect(await proxy.waitForStderr(timeout: .seconds(30)) { $0.contains("proxy: scanning hci0 again") }, "\(proxy.stderr)")
             try await Task.sleep(for: .seconds(1))   // the device is not back at once: the proxy waits
             _ = try await HeartRateGatt.install(bus)
             #expect(await client.waitForStdout(timeout: .seconds(30)) { $0.contains("\"connected\": true") }, "\(client.stdout) \(client.stderr) \(proxy.stderr)")

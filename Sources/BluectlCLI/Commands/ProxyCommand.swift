@@ -41,10 +41,17 @@ struct ProxyCommand: AsyncParsableCommand {
         completion: .file())
     var keyFile: String?
 
+    /// Unconditional: "--connect-timeout -1" reaches validation and is refused by name.
+    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp(
+        "Seconds a client's device connect may take, BlueZ's retries and a wait for bluetoothd or the device to be back included; resolving the services gets as long again (default 20).",
+        valueName: "SECONDS"))
+    var connectTimeoutText: String?
+
     @Flag(name: .customLong("no-mdns"), help: "Do not announce the proxy over mDNS (through avahi-daemon): Home Assistant is then given its host and port by hand.")
     var noMDNS = false
 
     func validate() throws {
+        if let connectTimeoutText { _ = try parseSeconds(connectTimeoutText, option: "--connect-timeout") }
         guard (0...65535).contains(port) else { throw ValidationError("invalid --port \"\(port)\": expected 0 to 65535") }
         if let name {
             guard !name.isEmpty, name.utf8.count <= 31, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -55,13 +62,15 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let psk = try keyFile.map(Self.readKey)
+        let connectTimeout = try connectTimeoutText.map { Duration.milliseconds(Int64(try parseSeconds($0, option: "--connect-timeout") * 1000)) }
+            ?? ProxyLinks.defaultConnectTimeout
         let (adapterOptions, port, name, noMDNS) = (self.adapterOptions, UInt16(port), self.name ?? Self.hostName(), self.noMDNS)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
             defer { central.close() }
             let identity = ProxyIdentity(name: name, bluetoothAddress: adapter.address?.description ?? "",
                                          version: Bluectl.version)
-            let server = ProxyServer(central: central, identity: identity, psk: psk)
+            let server = ProxyServer(central: central, identity: identity, psk: psk, connectTimeout: connectTimeout)
             let announcement = noMDNS ? nil : ProxyAnnouncement(central: central, identity: identity, encrypted: psk != nil)
             do {
                 try await server.run(adapter: adapter, port: port) { bound in

@@ -29,7 +29,7 @@ import BluectlDBus
 /// as adding match rules before reading (pitfall 4: `BlueZMirror`,
 /// `MachineDriver.follow`) and removing them (pitfall 5).
 enum BlueZ566 {
-    // MARK: - Connecting (pitfalls 1, 2, 15, 24)
+    // MARK: - Connecting (pitfalls 1, 2, 15, 24, 29)
 
     /// What a `Device1.Connect` error reply means. 5.66 says most of it in
     /// the message of `org.bluez.Error.Failed`, not in the error's name:
@@ -41,9 +41,8 @@ enum BlueZ566 {
     /// free connection slot; trying again at once finds it as full), and
     /// "in progress" or "busy" (pitfall 2, as `org.bluez.Error.InProgress`).
     /// The bus's own `UnknownObject` means the device was removed just
-    /// before (seen in the lab right after bluetoothd restarted: the mirror
-    /// still had the device its predecessor knew, or the new one had just
-    /// dropped it): the caller is told the device is gone, not BlueZ's words.
+    /// before (pitfall 29: its removal not yet mirrored): the caller is
+    /// told the device is gone, not libdbus's words.
     static func connectError(name: String, message: String) -> ConnectError {
         switch name {
         case "org.bluez.Error.AlreadyConnected": return .alreadyConnected

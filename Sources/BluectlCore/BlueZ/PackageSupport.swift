@@ -63,6 +63,22 @@ extension CentralManager {
         mirror.loop.unwatch(watch)
     }
 
+    /// Waits until `peripheral` is in BlueZ's tree on a powered adapter,
+    /// bluetoothd running (tested now and at each change of the mirror, no
+    /// polling), at most `timeout`; false when time ran out or the caller
+    /// was cancelled. For a connect to try again after BlueZ dropped the
+    /// device, or bluetoothd restarted, while a scan is running: a restarted
+    /// bluetoothd shows its stored devices before the adapter is powered,
+    /// and a Connect then would fail (NotReady).
+    package func waitUntilConnectable(_ peripheral: Peripheral, timeout: Duration) async -> Bool {
+        guard timeout > .zero, let adapter = peripheral.path.parent else { return false }
+        let device = peripheral.path
+        return await mirror.waitUntil(timeout: timeout) { tree, bluetoothdRunning in
+            bluetoothdRunning && tree.properties(device, BlueZ.deviceInterface) != nil
+                && tree.properties(adapter, BlueZ.adapterInterface)?["Powered"]?.bool == true
+        }
+    }
+
     /// Returns once the discoveries `findDevice` started are stopped and
     /// answered (the last finder out does not wait for it): the command
     /// line's clean-up, so that bluectl stops what it started.
