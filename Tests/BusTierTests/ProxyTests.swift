@@ -213,11 +213,13 @@ import Testing
 
     /// Connects a client to the heart-rate device once the proxy has heard it;
     /// the client's lines ("connected" true, or its error).
-    private func connectWhenHeard(_ bus: PrivateBus, _ port: String) async throws -> ChildProcess {
+    /// `connectTimeout`: how long the client waits for the connect (seconds; aioesphomeapi's
+    /// timeout, longer than the proxy's own so that the proxy's is the one tested).
+    private func connectWhenHeard(_ bus: PrivateBus, _ port: String, connectTimeout: Int = 40) async throws -> ChildProcess {
         let heard = try await Self.startAdvertsClient(bus, port: port, address: heartRateAddress)
         _ = try await HeartRateGatt.install(bus)
         _ = try await Self.advertisement(heard)
-        return try bus.spawn(try Self.python(), [Self.client, "hold", "127.0.0.1", port, heartRateAddress, "5"])
+        return try bus.spawn(try Self.python(), [Self.client, "hold", "127.0.0.1", port, heartRateAddress, "5", String(connectTimeout)])
     }
 
     /// Connect answered by the bus itself, the device's object gone (seen in
@@ -242,14 +244,14 @@ import Testing
 
     /// bluetoothd gone while Connect is out (5.66 crashes in the lab on quick
     /// reconnects): the proxy waits for it and its scan to find the device
-    /// again, then connects, within its connect time (60 s here: a stand-in's
-    /// start took over 15 s under ThreadSanitizer, and that is set-up, not
-    /// what is tested).
+    /// again, then connects, within its connect time (60 s here, and the
+    /// client waits 90 s: a stand-in's start took over 15 s under
+    /// ThreadSanitizer, and that is set-up, not what is tested).
     @Test func connectWaitsForTheDeviceAfterBluetoothdRestarts() async throws {
         try await withPrivateBus { bus in
             let (proxy, port) = try await Self.startProxy(bus, extra: ["--connect-timeout", "60"])
             try await bus.hang(heartRatePath, "Connect")
-            let client = try await connectWhenHeard(bus, port)
+            let client = try await connectWhenHeard(bus, port, connectTimeout: 90)
             let deadline = ContinuousClock.now + .seconds(30)
             while try await bus.callCount(heartRatePath, "Connect") == 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
@@ -261,7 +263,7 @@ import Testing
             #expect(await proxy.waitForStderr(timeout: .seconds(30)) { $0.contains("proxy: scanning hci0 again") }, "\(proxy.stderr)")
             try await Task.sleep(for: .seconds(1))   // the device is not back at once: the proxy waits
             _ = try await HeartRateGatt.install(bus)
-            #expect(await client.waitForStdout(timeout: .seconds(30)) { $0.contains("\"connected\": true") }, "\(client.stdout) \(client.stderr) \(proxy.stderr)")
+            #expect(await client.waitForStdout(timeout: .seconds(60)) { $0.contains("\"connected\": true") }, "\(client.stdout) \(client.stderr) \(proxy.stderr)")
             client.signal(SIGTERM)
             proxy.signal(SIGINT)
             #expect(await proxy.wait(timeout: .seconds(15)).exitCode == 130)

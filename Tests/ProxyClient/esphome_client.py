@@ -170,7 +170,7 @@ async def connected_client(host, port, key=None):
     return api, device.bluetooth_proxy_feature_flags_compat(api.api_version)
 
 
-async def connect_device(api, flags, address, on_state=None):
+async def connect_device(api, flags, address, on_state=None, timeout=40):
     """bluetooth_device_connect as bleak-esphome calls it; returns the first (connected, mtu, error)."""
     states = []
 
@@ -179,7 +179,7 @@ async def connect_device(api, flags, address, on_state=None):
         if on_state:
             on_state(connected, mtu, error)
 
-    await api.bluetooth_device_connect(address_int(address), record, timeout=40, feature_flags=flags,
+    await api.bluetooth_device_connect(address_int(address), record, timeout=timeout, feature_flags=flags,
                                        has_cache=False, address_type=0)
     return states[0]
 
@@ -256,7 +256,8 @@ async def slots(host, port, *addresses):
     print(json.dumps({"results": [{"connected": c, "error": e} for c, _, e in results]}), flush=True)
 
 
-async def hold(host, port, address, seconds):
+async def hold(host, port, address, seconds, connect_timeout="40"):
+    """Connects (waiting at most connect_timeout seconds), then holds the link for `seconds`."""
     api, flags = await connected_client(host, port)
     down = asyncio.get_running_loop().create_future()
 
@@ -264,7 +265,7 @@ async def hold(host, port, address, seconds):
         if not connected and not down.done():
             down.set_result(error)
 
-    connected, mtu, error = await connect_device(api, flags, address, on_state)
+    connected, mtu, error = await connect_device(api, flags, address, on_state, timeout=float(connect_timeout))
     assert connected, f"not connected: error {error}"
     print(json.dumps({"connected": True, "mtu": mtu}), flush=True)
     error = await asyncio.wait_for(down, float(seconds))

@@ -43,7 +43,7 @@ struct ProxyCommand: AsyncParsableCommand {
 
     /// Unconditional: "--connect-timeout -1" reaches validation and is refused by name.
     @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp(
-        "Seconds a client's device connect may take, BlueZ's retries and a wait for bluetoothd or the device to be back included; resolving the services gets as long again (default 20).",
+        "Seconds a client's device connect may take, BlueZ's retries and a wait for bluetoothd or the device to be back included; resolving the services, and a pairing, get as long again (2 to 600, default 20).",
         valueName: "SECONDS"))
     var connectTimeoutText: String?
 
@@ -51,7 +51,7 @@ struct ProxyCommand: AsyncParsableCommand {
     var noMDNS = false
 
     func validate() throws {
-        if let connectTimeoutText { _ = try parseSeconds(connectTimeoutText, option: "--connect-timeout") }
+        if let connectTimeoutText { _ = try Self.connectTimeout(connectTimeoutText) }
         guard (0...65535).contains(port) else { throw ValidationError("invalid --port \"\(port)\": expected 0 to 65535") }
         if let name {
             guard !name.isEmpty, name.utf8.count <= 31, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -62,8 +62,7 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let psk = try keyFile.map(Self.readKey)
-        let connectTimeout = try connectTimeoutText.map { Duration.milliseconds(Int64(try parseSeconds($0, option: "--connect-timeout") * 1000)) }
-            ?? ProxyLinks.defaultConnectTimeout
+        let connectTimeout = try connectTimeoutText.map(Self.connectTimeout) ?? ProxyLinks.defaultConnectTimeout
         let (adapterOptions, port, name, noMDNS) = (self.adapterOptions, UInt16(port), self.name ?? Self.hostName(), self.noMDNS)
         try await SignalScope.run {
             let (central, adapter) = try await adapterOptions.open()
@@ -84,6 +83,15 @@ struct ProxyCommand: AsyncParsableCommand {
             }
             await announcement?.stop()
         }
+    }
+
+    /// `--connect-timeout`: at least 2 s (the proxy's second try needs a second
+    /// left after its wait), at most 10 minutes (Home Assistant gives up long before).
+    static func connectTimeout(_ text: String) throws -> Duration {
+        guard let seconds = Double(text), seconds.isFinite, (2...600).contains(seconds) else {
+            throw ValidationError("invalid --connect-timeout \"\(TextSafety.escapedForMessage(text))\": expected 2 to 600 seconds")
+        }
+        return .seconds(seconds)
     }
 
     /// The 32-byte key of `path`: base64 on one line, as ESPHome's `api: encryption: key:`;
