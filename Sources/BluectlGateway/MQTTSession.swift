@@ -9,24 +9,25 @@ import Glibc
 /// a retained `online` birth and `offline` last will on the status topic, and
 /// Paho's automatic reconnect.
 ///
-/// **Nothing lost** is Paho's own machinery, not a journal of ours: with
-/// `sendWhileDisconnected` and `allowDisconnectedSendAtAnyTime` a publish is
-/// accepted while the broker is away (before the first connection too), and Paho
-/// stores each accepted QoS 1 publish before `publish` returns, so a `kill -9` loses
-/// nothing accepted: the next session with the same client id and broker restores them
-/// (`restoreMessages`) and sends them, in order, once connected. QoS 1 messages in
-/// flight when the connection drops are resent by the persistent session. Paho's store
-/// is a `MessageLog` (Paho's user persistence: one append-only file in
-/// `persistenceDirectory`) rather than Paho's file per message, which cost a third of
-/// the gateway's CPU per message.
+/// **Nothing lost**, in two stores on disk, each written before `publish` returns, so a
+/// `kill -9` loses nothing accepted:
+/// - Paho holds at most `window` messages: those it is sending and those the broker has
+///   not acknowledged. It stores each in its store, a `MessageLog` (Paho's user
+///   persistence: one append-only file in `persistenceDirectory`, rather than Paho's file
+///   per message, which cost a third of the gateway's CPU per message); the next session
+///   with the same client id and broker restores them (`restoreMessages`) and sends them
+///   first. QoS 1 messages in flight when the connection drops are resent by the
+///   persistent session.
+/// - The rest wait in the `Backlog`, oldest first: everything while the broker is away,
+///   and what comes while Paho's window is full. The owner moves them to Paho, in order,
+///   as the window empties (`drain`, at each connection and delivery). Paho keeps what it
+///   holds in memory as well; the backlog keeps only an index, so an outage costs disk,
+///   not memory.
 ///
-/// **The bound** is Paho's `maxBufferedMessages` (a count; a record is about 1 KB, and the
-/// log may grow to four times what it holds, or 16 MiB, before it is rewritten). When it is reached Paho drops the OLDEST
-/// waiting publish, stored copy included, to take the new one (`deleteOldestMessages`: the
-/// newest reading is worth more than the oldest). Paho (1.3.12) does that silently,
-/// so the session counts it itself, exactly: every message it accepted was delivered
-/// (Paho's delivery callback, counted), is still waiting (`pendingMessages`), or was
-/// dropped (`droppedMessages`).
+/// **The bound** is `maxBufferedMessages` waiting in the backlog (a record is about 1 KB,
+/// and a log may grow to four times what it holds, or 16 MiB, before it is rewritten).
+/// When it is reached the OLDEST waiting message is dropped to take the new one (the
+/// newest reading is worth more than the oldest), and counted (`droppedMessages`).
 ///
 /// Threads: Paho calls back on its own threads. The callbacks hand an `MQTTEvent`
 /// to `events` (an `AsyncStream`, safe from any thread) for its one consumer, the
@@ -46,8 +47,11 @@ public final class MQTTSession: @unchecked Sendable {
         public var persistenceDirectory: String
         /// The retained `online` / `offline` topic (birth and last will).
         public var statusTopic: String
-        /// At most this many messages buffered (Paho's `maxBufferedMessages`).
+        /// At most this many messages wait for the broker (the backlog's capacity).
         public var maxBufferedMessages: Int32 = 50_000
+        /// At most this many messages in Paho's hands at once (being sent, or sent and not
+        /// yet acknowledged); the rest wait in the backlog, on disk and not in memory.
+        public var window = 64
         /// Seconds between keep-alive pings; the broker publishes the last will after 1.5 times this without one.
         public var keepAlive: Int32 = 10
         /// TLS settings for an `ssl://` URI.
@@ -105,10 +109,12 @@ public final class MQTTSession: @unchecked Sendable {
     private let configuration: Configuration
     /// Paho's store (its user persistence, `persistence` below).
     private let log: MessageLog
+    /// The messages waiting beyond what Paho holds, oldest first.
+    private let backlog: Backlog
     /// Paho's table of the store's functions: Paho keeps the pointer, so it lives until `deinit`.
     private let persistence: UnsafeMutablePointer<MQTTClient_persistence>
-    /// Messages accepted by `publish` (and restored from an earlier session's log), and
-    /// deliveries: the two sides of `droppedMessages`.
+    /// Messages handed to Paho (and restored from an earlier session's log), and
+    /// deliveries: the two sides of Paho's part of `droppedMessages`.
     private let counters: Counters
 
     /// Paho's process-wide set-up, once, before the first client. Left to itself
@@ -139,6 +145,7 @@ public final class MQTTSession: @unchecked Sendable {
         options.restoreMessages = 1
         options.persistQoS0 = 0
         options.MQTTVersion = MQTTVERSION_3_1_1
+        backlog = try Backlog(path: Self.backlogPath(configuration), capacity: Int(configuration.maxBufferedMessages))
         let log = try MessageLog(path: Self.logPath(configuration))
         // An earlier bluectl's messages, kept by Paho's file persistence, go out first.
         _ = log.adopt(pahoFolder: Self.pahoFolder(configuration), upTo: configuration.persistenceDirectory)
@@ -184,7 +191,7 @@ public final class MQTTSession: @unchecked Sendable {
             CallbackTarget.from(context).continuation.yield(.connected)
         }
         // Restored messages are waiting: counted as accepted, so their delivery is no drop.
-        counters.accepted.store(pendingMessages, ordering: .sequentiallyConsistent)
+        counters.accepted.store(pahoPending, ordering: .sequentiallyConsistent)
     }
 
     deinit {
@@ -240,10 +247,43 @@ public final class MQTTSession: @unchecked Sendable {
         guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot connect to \(configuration.serverURI)") }
     }
 
-    /// Publishes `payload` on `topic` with QoS 1, or buffers it while the broker is
-    /// away (on disk: kept across a crash). When `maxBufferedMessages` are waiting, the
-    /// oldest of them is dropped to make room (counted in `droppedMessages`).
+    /// Publishes `payload` on `topic` with QoS 1: handed to Paho when connected, nothing
+    /// is waiting before it and Paho's window has room; else appended to the backlog (on
+    /// disk: kept across a crash), and what the window takes of it moved on (`drain`).
+    /// When `maxBufferedMessages` are waiting, the oldest of them is dropped to make room
+    /// (counted in `droppedMessages`). The owner's: not from two tasks at once.
     public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
+        if backlog.isEmpty, isConnected, pahoPending < window {
+            return try hand(topic, payload, retained: retained)
+        }
+        guard backlog.append(Backlog.Message(topic: topic, payload: payload, retained: retained)) else {
+            throw MQTTError(persistence: "cannot publish on \(topic): cannot write \(backlog.path)")
+        }
+        // Accepted: a refusal by Paho here leaves it waiting, and the owner's next `drain` says why.
+        try? drain()
+    }
+
+    /// Moves the backlog's oldest messages to Paho, in order, while connected and Paho's
+    /// window has room; when some are left, asks for the next delivery to be reported
+    /// (`Event.delivered`), at which the owner calls this again. Call it at each
+    /// `connected` and `delivered` event, and now and then (a delivery between the last
+    /// look and the request would otherwise be missed). Throws when Paho refuses one (it
+    /// stays first in the backlog).
+    public func drain() throws(MQTTError) {
+        guard !backlog.isEmpty else { return }
+        reportNextDelivery()
+        while isConnected, pahoPending < window, let message = backlog.first {
+            try hand(message.topic, message.payload, retained: message.retained)
+            backlog.removeFirst()
+        }
+    }
+
+    /// Paho's window: at most `window`, and never more than `maxBufferedMessages` (Paho's
+    /// own bound, whose silent drop of its oldest this keeps clear of).
+    private var window: Int { max(1, min(configuration.window, Int(configuration.maxBufferedMessages))) }
+
+    /// Hands one message to Paho, which stores it before this returns.
+    private func hand(_ topic: String, _ payload: [UInt8], retained: Bool) throws(MQTTError) {
         var message = cpaho_message()
         message.qos = 1
         message.retained = retained ? 1 : 0
@@ -257,9 +297,13 @@ public final class MQTTSession: @unchecked Sendable {
         counters.accepted.add(1, ordering: .sequentiallyConsistent)
     }
 
-    /// Messages accepted and not yet acknowledged by the broker: waiting in Paho's
-    /// buffer, or sent and in flight (Paho's `MQTTAsync_getPendingTokens`).
-    public var pendingMessages: Int {
+    /// Messages accepted and not yet acknowledged by the broker: waiting in the backlog
+    /// or in Paho's buffer, or sent and in flight.
+    public var pendingMessages: Int { backlog.count + pahoPending }
+
+    /// Messages in Paho's hands (`MQTTAsync_getPendingTokens`: queued, or sent and in
+    /// flight): a walk of at most its window, at each publish.
+    private var pahoPending: Int {
         var tokens: UnsafeMutablePointer<MQTTAsync_token>?
         guard MQTTAsync_getPendingTokens(handle, &tokens) == MQTTASYNC_SUCCESS, let tokens else { return 0 }
         defer { MQTTAsync_free(tokens) }
@@ -269,22 +313,21 @@ public final class MQTTSession: @unchecked Sendable {
     }
 
     /// Whether a publish now would be taken without dropping an older message: fewer
-    /// than `maxBufferedMessages` are pending (those in flight included, so this errs
-    /// on the side of waiting).
-    public var hasRoom: Bool { pendingMessages < Int(configuration.maxBufferedMessages) }
+    /// than `maxBufferedMessages` are waiting in the backlog.
+    public var hasRoom: Bool { backlog.count < backlog.capacity }
 
-    /// Messages Paho dropped, oldest first, because `maxBufferedMessages` were waiting,
-    /// since the session was created: accepted, and neither delivered nor pending.
-    /// Exact: the pending count and the delivery count are read with no delivery in
-    /// between (Paho takes a message off its lists and calls back under one lock),
-    /// and only `publish`, on the caller's task, drops.
+    /// Messages dropped, oldest first, because `maxBufferedMessages` were waiting, since
+    /// the session was created: the backlog's count, and any Paho dropped (which the
+    /// window keeps it from: accepted by Paho, and neither delivered nor pending there;
+    /// exact, as the pending count and the delivery count are read with no delivery in
+    /// between: Paho takes a message off its lists and calls back under one lock).
     public var droppedMessages: Int {
         while true {
             let before = counters.delivered.load(ordering: .sequentiallyConsistent)
-            let pending = pendingMessages
+            let pending = pahoPending
             let after = counters.delivered.load(ordering: .sequentiallyConsistent)
             if before == after {
-                return max(0, counters.accepted.load(ordering: .sequentiallyConsistent) - pending - after)
+                return backlog.dropped + max(0, counters.accepted.load(ordering: .sequentiallyConsistent) - pending - after)
             }
         }
     }
@@ -302,7 +345,7 @@ public final class MQTTSession: @unchecked Sendable {
 
     /// Publishes the retained `offline` status, then disconnects, waiting up to
     /// `timeout` for messages in flight. Messages not yet sent stay in the message log
-    /// for the next session.
+    /// and the backlog for the next session.
     public func close(timeout: Duration = .seconds(2)) async {
         try? publish(configuration.statusTopic, Array("offline".utf8), retained: true)
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
@@ -337,6 +380,11 @@ public final class MQTTSession: @unchecked Sendable {
             c.isASCII && (c.isLetter || c.isNumber || c == "." || c == "-" || c == "_") ? c : "_"
         }
         return configuration.persistenceDirectory + "/" + String(name) + ".log"
+    }
+
+    /// The backlog of `configuration`: beside its message log, `….waiting.log`.
+    package static func backlogPath(_ configuration: Configuration) -> String {
+        String(logPath(configuration).dropLast(".log".count)) + ".waiting.log"
     }
 
     /// Where Paho's own file persistence (an earlier bluectl's) kept this client's files:

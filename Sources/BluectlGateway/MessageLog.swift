@@ -165,6 +165,9 @@ package final class MessageLog: Sendable {
     /// The keys held.
     package var keys: [String] { state.withLock { Array($0.index.keys) } }
 
+    /// How many keys are held.
+    package var count: Int { state.withLock { $0.index.count } }
+
     /// Whether `key` is held.
     package func contains(_ key: String) -> Bool { state.withLock { $0.index[key] != nil } }
 

@@ -167,7 +167,7 @@ struct MessageLogTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["bluectl-old-tcp___127.0.0.1_1.log"])
     }
 
-    @Test("through Paho: publishes accepted with no broker are in the log, and a new session restores them as pending")
+    @Test("a session with no broker: publishes accepted wait in the backlog, none in Paho's log, and a new session has them pending")
     func throughPaho() throws {
         let root = try Self.folder()
         // Port 1: nothing listens; the session is never started, so nothing is sent anyway.
@@ -178,14 +178,86 @@ struct MessageLogTests {
             for n in 0..<5 { try session.publish("bluectl/test/devices/x", Array("reading \(n)".utf8)) }
             #expect(session.pendingMessages == 5)
         }
-        let held = try #require(MessageLog.contents(at: MQTTSession.logPath(configuration)))
-        #expect(held.count == 5, "\(held.keys.sorted())")
-        #expect(held.keys.allSatisfy { $0.hasPrefix("c-") })
+        #expect(MessageLog.contents(at: MQTTSession.logPath(configuration)) == [:])
+        let held = try #require(MessageLog.contents(at: MQTTSession.backlogPath(configuration)))
+        #expect(held.keys.sorted() == (0..<5).map { "w\($0)" })
         for n in 0..<5 {
-            #expect(held.values.contains { String(decoding: $0, as: UTF8.self).contains("reading \(n)") })
+            let bytes = try #require(held["w\(n)"])
+            let message = try #require(Backlog.decode(bytes))
+            #expect(message == Backlog.Message(topic: "bluectl/test/devices/x", payload: Array("reading \(n)".utf8), retained: false))
         }
         let again = try MQTTSession(configuration)
         #expect(again.pendingMessages == 5)
         #expect(again.droppedMessages == 0)
+    }
+}
+
+/// The messages waiting beyond Paho's window (`Backlog`), on real files.
+@Suite("Backlog (the gateway's messages waiting for the broker)")
+struct BacklogTests {
+    private func message(_ n: Int, retained: Bool = false) -> Backlog.Message {
+        Backlog.Message(topic: "t/\(n)", payload: Array("reading \(n)".utf8), retained: retained)
+    }
+
+    @Test("oldest first; reopened, it goes on where it stopped, numbering after what it holds")
+    func order() throws {
+        let path = try MessageLogTests.folder() + "/b.waiting.log"
+        do {
+            let backlog = try Backlog(path: path, capacity: 10)
+            #expect(backlog.first == nil && backlog.isEmpty)
+            for n in 0..<4 { #expect(backlog.append(message(n, retained: n == 2))) }
+            #expect(backlog.count == 4)
+            #expect(backlog.first == message(0))
+            #expect(backlog.removeFirst())
+            #expect(backlog.first == message(1))
+        }
+        let again = try Backlog(path: path, capacity: 10)
+        #expect(again.count == 3)
+        #expect(again.append(message(4)))
+        var taken: [Backlog.Message] = []
+        while let first = again.first {
+            taken.append(first)
+            #expect(again.removeFirst())
+        }
+        #expect(taken == [message(1), message(2, retained: true), message(3), message(4)])
+        #expect(!again.removeFirst())
+        #expect(again.dropped == 0)
+    }
+
+    @Test("past its capacity the OLDEST is dropped and counted, on disk too")
+    func capacity() throws {
+        let path = try MessageLogTests.folder() + "/b.waiting.log"
+        let backlog = try Backlog(path: path, capacity: 3)
+        for n in 0..<7 { #expect(backlog.append(message(n))) }
+        #expect(backlog.count == 3 && backlog.dropped == 4)
+        #expect(backlog.first == message(4))
+        let held = try #require(MessageLog.contents(at: path))
+        #expect(held.keys.sorted() == ["w4", "w5", "w6"])
+    }
+
+    @Test("a record that is not a message is dropped, counted, and the next one read")
+    func foreignRecord() throws {
+        let path = try MessageLogTests.folder() + "/b.waiting.log"
+        do {
+            let log = try MessageLog(path: path)
+            let bad: [UInt8] = [7, 0]
+            #expect(bad.withUnsafeBytes { log.put("w0", [($0.baseAddress, $0.count)]) })
+            let good = Backlog.encode(message(1))
+            #expect(good.withUnsafeBytes { log.put("w1", [($0.baseAddress, $0.count)]) })
+        }
+        let backlog = try Backlog(path: path, capacity: 10)
+        #expect(backlog.first == message(1))
+        #expect(backlog.dropped == 1 && backlog.count == 1)
+    }
+
+    @Test("encode and decode: topic, payload and the retained flag; too short or a bad flag is nil")
+    func coding() {
+        let message = Backlog.Message(topic: "bluectl/x/devices/AA", payload: [0, 1, 2, 255], retained: true)
+        #expect(Backlog.decode(Backlog.encode(message)) == message)
+        #expect(Backlog.decode(Backlog.encode(Backlog.Message(topic: "", payload: [], retained: false)))
+                == Backlog.Message(topic: "", payload: [], retained: false))
+        #expect(Backlog.decode([1, 5, 0, 65]) == nil)
+        #expect(Backlog.decode([2, 0, 0]) == nil)
+        #expect(Backlog.decode([0, 0]) == nil)
     }
 }

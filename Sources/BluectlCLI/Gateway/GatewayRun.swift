@@ -44,8 +44,8 @@ struct GatewayLedger: Sendable {
     /// would push the oldest reading out): `online`, and for how long the broker was away
     /// (nil after the first connection).
     var greeting: Greeting?
-    /// When `greetAndReport` last asked Paho for its pending messages (a walk of its whole
-    /// queue: not at each of a backlog's acknowledgements).
+    /// When `greetAndReport` last looked at the buffer (not at each of a backlog's
+    /// acknowledgements).
     var bufferLookedAt: ContinuousClock.Instant?
 
     /// The birth and `reconnected` event of one connection (`greeting`).
@@ -171,6 +171,7 @@ struct GatewayRun {
             case .tick:
                 if heldBack.exchange(false, ordering: .relaxed) { watchdog.heard(at: .now) }
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
+                drain()
                 shareDue(ledger: &ledger)
                 announceDue(ledger: &ledger)
                 greetAndReport(&ledger)
@@ -223,7 +224,7 @@ struct GatewayRun {
     }
 
     /// Once connected and the buffer has room: the connection's greeting (`online`, and
-    /// `reconnected` after the readings buffered meanwhile: Paho sends in order), then the
+    /// `reconnected` after the readings buffered meanwhile: the backlog goes out in order), then the
     /// count of the oldest messages the full buffer dropped since the last report. With no
     /// room (the backlog not yet sent) both wait for a delivery, which the session is asked
     /// to report: publishing them would push out a reading, and the buffer would never be
@@ -254,6 +255,12 @@ struct GatewayRun {
         if (try? session.publish(topics.events, line.renderedBytes(newline: false))) != nil { ledger.reported(drops) }
     }
 
+    /// Moves what waits in the session's backlog on to Paho, as far as its window takes
+    /// (`MQTTSession.drain`): at each connection and delivery, and at each tick.
+    private func drain() {
+        do { try session.drain() } catch { Output.error("gateway: \(error)") }
+    }
+
     private func handle(_ event: MQTTSession.Event, ledger: inout GatewayLedger) {
         switch event {
         case .connected:
@@ -265,8 +272,10 @@ struct GatewayRun {
             ledger.deviceConfigs.connected()
             ledger.greeting = .init(away: ledger.lostAt.map { ContinuousClock.now - $0 })
             ledger.lostAt = nil
+            drain()
             greetAndReport(&ledger, now: true)
         case .delivered:
+            drain()
             greetAndReport(&ledger)
         case .connectionLost(let reason):
             ledger.lostAt = ledger.lostAt ?? .now

@@ -1,0 +1,139 @@
+import BluectlDBus
+
+/// The messages waiting for the broker that Paho does not hold yet, oldest first, in a
+/// `MessageLog` of their own (a record per message, keyed `w` and its sequence number).
+///
+/// **Why:** Paho keeps every message it has accepted in memory as well as in its store,
+/// until the broker acknowledges it. Through an outage that is the whole outage's
+/// readings: about 2 KB of heap each, so a day's outage at 50,000 messages would hold
+/// about 100 MB, and the lab's 60 s outage raised the gateway's peak resident memory by
+/// 3 MiB (docs/benchmarks.md). Here a waiting message costs an index entry in memory
+/// (tens of bytes); `MQTTSession` hands Paho at most its `window` at a time.
+///
+/// **Order:** appended at the tail, taken from the head; a message is removed only after
+/// Paho has taken it (and stored it in its own log), so a `kill -9` in between sends it
+/// twice, never loses it (QoS 1 is at least once).
+///
+/// **The bound:** at most `capacity` messages; past it the oldest is dropped to take the
+/// new one, and counted (`dropped`).
+///
+/// Threads: `append`, `first` and `removeFirst` are the session owner's; the counts are
+/// also read elsewhere (`MQTTSession.pendingMessages`, tests), so head, tail and the drop
+/// count are behind one lock (`Locked`), held at most while the log's index is looked
+/// at, never across a file operation.
+package final class Backlog: Sendable {
+    /// One waiting message.
+    package struct Message: Equatable, Sendable {
+        package var topic: String
+        package var payload: [UInt8]
+        package var retained: Bool
+
+        package init(topic: String, payload: [UInt8], retained: Bool) {
+            self.topic = topic
+            self.payload = payload
+            self.retained = retained
+        }
+    }
+
+    private struct State {
+        /// The sequence number of the oldest message held (when `head < tail`).
+        var head: Int
+        /// The sequence number the next message gets.
+        var tail: Int
+        /// Messages dropped because `capacity` were waiting, since the backlog was opened.
+        var dropped = 0
+    }
+
+    /// At most this many messages wait; the oldest is dropped to take a new one past it.
+    package let capacity: Int
+    private let log: MessageLog
+    private let state: Locked<State>
+
+    /// Opens (or creates) the backlog at `path`, with what an earlier run left in it.
+    /// Throws as `MessageLog` does: a file it cannot open, lock or read.
+    package init(path: String, capacity: Int) throws(MQTTError) {
+        self.capacity = max(1, capacity)
+        log = try MessageLog(path: path)
+        let sequences = log.keys.compactMap { $0.first == "w" ? Int($0.dropFirst()) : nil }
+        state = Locked(State(head: sequences.min() ?? 0, tail: (sequences.max() ?? -1) + 1))
+    }
+
+    /// The file's path.
+    package var path: String { log.path }
+
+    /// Messages waiting.
+    package var count: Int { log.count }
+
+    /// Whether none is waiting.
+    package var isEmpty: Bool { log.count == 0 }
+
+    /// Messages dropped because `capacity` were waiting, since the backlog was opened.
+    package var dropped: Int { state.withLock { $0.dropped } }
+
+    /// Appends `message`, on disk before this returns, dropping the oldest when `capacity`
+    /// were waiting. False when the file cannot be written (then nothing changed).
+    package func append(_ message: Message) -> Bool {
+        let key = state.withLock { "w\($0.tail)" }
+        let stored = Self.encode(message).withUnsafeBytes { log.put(key, [($0.baseAddress, $0.count)]) }
+        guard stored else { return false }
+        state.withLock { $0.tail += 1 }
+        while log.count > capacity, removeFirst() {
+            state.withLock { $0.dropped += 1 }
+        }
+        return true
+    }
+
+    /// The oldest message waiting, or nil (none, or the file cannot be read now). A record
+    /// that does not read as a message (not one this type wrote) is dropped, counted, and
+    /// the next one is looked at.
+    package var first: Message? {
+        while let key = headKey() {
+            guard let bytes = log.get(key) else { return nil }
+            if let message = Self.decode(bytes) { return message }
+            guard removeFirst() else { return nil }
+            state.withLock { $0.dropped += 1 }
+        }
+        return nil
+    }
+
+    /// Removes the oldest message (after Paho took it). False when there is none or the
+    /// removal cannot be written.
+    @discardableResult
+    package func removeFirst() -> Bool {
+        guard let key = headKey(), log.remove(key) else { return false }
+        state.withLock { $0.head += 1 }
+        return true
+    }
+
+    /// The key of the oldest message held, the head moved past numbers not held; nil when
+    /// none is.
+    private func headKey() -> String? {
+        guard log.count > 0 else { return nil }
+        return state.withLock { state in
+            while state.head < state.tail {
+                let key = "w\(state.head)"
+                if log.contains(key) { return key }
+                state.head += 1
+            }
+            return nil
+        }
+    }
+
+    /// flags (1: bit 0 retained), topic length (2, little-endian), topic, payload.
+    static func encode(_ message: Message) -> [UInt8] {
+        let topic = Array(message.topic.utf8.prefix(Int(UInt16.max)))
+        var bytes: [UInt8] = [message.retained ? 1 : 0, UInt8(topic.count & 0xff), UInt8(topic.count >> 8)]
+        bytes.reserveCapacity(3 + topic.count + message.payload.count)
+        bytes += topic
+        bytes += message.payload
+        return bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> Message? {
+        guard bytes.count >= 3, bytes[0] <= 1 else { return nil }
+        let length = Int(bytes[1]) | Int(bytes[2]) << 8
+        guard bytes.count >= 3 + length else { return nil }
+        return Message(topic: String(decoding: bytes[3..<(3 + length)], as: UTF8.self),
+                       payload: Array(bytes[(3 + length)...]), retained: bytes[0] == 1)
+    }
+}
