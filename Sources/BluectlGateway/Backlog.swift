@@ -11,8 +11,9 @@ import BluectlDBus
 /// (tens of bytes); `MQTTSession` hands Paho at most its `window` at a time.
 ///
 /// **Order:** appended at the tail, taken from the head; a message is removed only after
-/// Paho has taken it (and stored it in its own log), so a `kill -9` in between sends it
-/// twice, never loses it (QoS 1 is at least once).
+/// Paho has taken it (Paho writes it to its own store then; 1.3.12 does not report a
+/// failure of that write), so a `kill -9` in between sends it twice, never loses it
+/// (QoS 1 is at least once).
 ///
 /// **The bound:** at most `capacity` messages; past it the oldest is dropped to take the
 /// new one, and counted (`dropped`).
@@ -20,7 +21,8 @@ import BluectlDBus
 /// Threads: `append`, `first` and `removeFirst` are the session owner's; the counts are
 /// also read elsewhere (`MQTTSession.pendingMessages`, tests), so head, tail and the drop
 /// count are behind one lock (`Locked`), held at most while the log's index is looked
-/// at, never across a file operation.
+/// at, never across a file operation. A sequence number is taken under it, so even two
+/// appends at once would not share a key.
 package final class Backlog: Sendable {
     /// One waiting message.
     package struct Message: Equatable, Sendable {
@@ -50,11 +52,19 @@ package final class Backlog: Sendable {
     private let state: Locked<State>
 
     /// Opens (or creates) the backlog at `path`, with what an earlier run left in it.
-    /// Throws as `MessageLog` does: a file it cannot open, lock or read.
+    /// Throws as `MessageLog` does (a file it cannot open, lock or read), and when it holds
+    /// a key this type does not write (not `w` and a sequence number): nothing is dropped
+    /// silently.
     package init(path: String, capacity: Int) throws(MQTTError) {
         self.capacity = max(1, capacity)
         log = try MessageLog(path: path)
-        let sequences = log.keys.compactMap { $0.first == "w" ? Int($0.dropFirst()) : nil }
+        var sequences: [Int] = []
+        for key in log.keys {
+            guard key.first == "w", let n = Int(key.dropFirst()), n >= 0, key == "w\(n)" else {
+                throw MQTTError(persistence: "\(path) holds a record that is not a waiting message (key \"\(key)\"): move it aside to start without what it holds")
+            }
+            sequences.append(n)
+        }
         state = Locked(State(head: sequences.min() ?? 0, tail: (sequences.max() ?? -1) + 1))
     }
 
@@ -73,10 +83,12 @@ package final class Backlog: Sendable {
     /// Appends `message`, on disk before this returns, dropping the oldest when `capacity`
     /// were waiting. False when the file cannot be written (then nothing changed).
     package func append(_ message: Message) -> Bool {
-        let key = state.withLock { "w\($0.tail)" }
-        let stored = Self.encode(message).withUnsafeBytes { log.put(key, [($0.baseAddress, $0.count)]) }
-        guard stored else { return false }
-        state.withLock { $0.tail += 1 }
+        // A number not used after a failed put is a gap, which `headKey` steps over.
+        let key = state.withLock { state in
+            defer { state.tail += 1 }
+            return "w\(state.tail)"
+        }
+        guard Self.encode(message).withUnsafeBytes({ log.put(key, [($0.baseAddress, $0.count)]) }) else { return false }
         while log.count > capacity, removeFirst() {
             state.withLock { $0.dropped += 1 }
         }
@@ -85,7 +97,7 @@ package final class Backlog: Sendable {
 
     /// The oldest message waiting, or nil (none, or the file cannot be read now). A record
     /// that does not read as a message (not one this type wrote) is dropped, counted, and
-    /// the next one is looked at.
+    /// the next one is looked at (only a file written by something else can hold one).
     package var first: Message? {
         while let key = headKey() {
             guard let bytes = log.get(key) else { return nil }

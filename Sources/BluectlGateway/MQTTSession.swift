@@ -11,8 +11,9 @@ import Glibc
 ///
 /// **Nothing lost**, in two stores on disk, each written before `publish` returns, so a
 /// `kill -9` loses nothing accepted:
-/// - Paho holds at most `window` messages: those it is sending and those the broker has
-///   not acknowledged. It stores each in its store, a `MessageLog` (Paho's user
+/// - Paho holds at most `window` messages (more only when it restored more at start, from
+///   an earlier version's store): those it is sending and those the broker has not
+///   acknowledged. It stores each in its store, a `MessageLog` (Paho's user
 ///   persistence: one append-only file in `persistenceDirectory`, rather than Paho's file
 ///   per message, which cost a third of the gateway's CPU per message); the next session
 ///   with the same client id and broker restores them (`restoreMessages`) and sends them
@@ -35,7 +36,9 @@ import Glibc
 public final class MQTTSession: @unchecked Sendable {
     // @unchecked: every stored property but the two counters is immutable after `init`;
     // `handle` is only passed to Paho's functions, which lock Paho's own state; the
-    // counters are atomics (`Counters`).
+    // counters are atomics (`Counters`); the backlog locks its own state. `publish`,
+    // `drain` and `close` are the owner's (one task): two publishing at once would be
+    // safe but in no defined order.
 
     /// How to reach the broker and what to keep.
     public struct Configuration: Sendable {
@@ -274,7 +277,10 @@ public final class MQTTSession: @unchecked Sendable {
         reportNextDelivery()
         while isConnected, pahoPending < window, let message = backlog.first {
             try hand(message.topic, message.payload, retained: message.retained)
-            backlog.removeFirst()
+            // Not removed (the disk full?): handing it again would send it once per pass.
+            guard backlog.removeFirst() else {
+                throw MQTTError(persistence: "cannot write \(backlog.path): the oldest waiting message is sent but still held")
+            }
         }
     }
 
@@ -302,7 +308,8 @@ public final class MQTTSession: @unchecked Sendable {
     public var pendingMessages: Int { backlog.count + pahoPending }
 
     /// Messages in Paho's hands (`MQTTAsync_getPendingTokens`: queued, or sent and in
-    /// flight): a walk of at most its window, at each publish.
+    /// flight): a walk of its window (of what it restored at start, until that is sent),
+    /// at each publish.
     private var pahoPending: Int {
         var tokens: UnsafeMutablePointer<MQTTAsync_token>?
         guard MQTTAsync_getPendingTokens(handle, &tokens) == MQTTASYNC_SUCCESS, let tokens else { return 0 }
@@ -345,9 +352,11 @@ public final class MQTTSession: @unchecked Sendable {
 
     /// Publishes the retained `offline` status, then disconnects, waiting up to
     /// `timeout` for messages in flight. Messages not yet sent stay in the message log
-    /// and the backlog for the next session.
+    /// and the backlog for the next session. `offline` is handed to Paho at once, past
+    /// the backlog and the window: the disconnect is clean, so the broker will not
+    /// publish the last will, and `offline` queued behind waiting readings would not go out.
     public func close(timeout: Duration = .seconds(2)) async {
-        try? publish(configuration.statusTopic, Array("offline".utf8), retained: true)
+        try? hand(configuration.statusTopic, Array("offline".utf8), retained: true)
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let done = OneShot()
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in

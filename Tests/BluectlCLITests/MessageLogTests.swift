@@ -250,6 +250,23 @@ struct BacklogTests {
         #expect(backlog.dropped == 1 && backlog.count == 1)
     }
 
+    @Test("a key it does not write (not w and a sequence number) is refused at open, naming the file and the key")
+    func foreignKey() throws {
+        for key in ["x1", "w", "w03", "w-1"] {
+            let path = try MessageLogTests.folder() + "/b.waiting.log"
+            do {
+                let log = try MessageLog(path: path)
+                let good = Backlog.encode(message(1))
+                #expect(good.withUnsafeBytes { log.put(key, [($0.baseAddress, $0.count)]) })
+            }
+            #expect {
+                _ = try Backlog(path: path, capacity: 10)
+            } throws: { error in
+                "\(error)".contains(path) && "\(error)".contains("key \"\(key)\"")
+            }
+        }
+    }
+
     @Test("encode and decode: topic, payload and the retained flag; too short or a bad flag is nil")
     func coding() {
         let message = Backlog.Message(topic: "bluectl/x/devices/AA", payload: [0, 1, 2, 255], retained: true)

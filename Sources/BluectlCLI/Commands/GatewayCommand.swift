@@ -65,7 +65,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     /// Unconditional: "-1" reaches validation and is refused by name.
     @Option(name: .customLong("max-buffered"), parsing: .unconditional, help: ArgumentHelp(
-        "At most this many messages wait for the broker, on disk; newer readings are dropped and counted.", valueName: "N"))
+        "At most this many messages wait for the broker, on disk; past it the oldest are dropped and counted.", valueName: "N"))
     var maxBuffered: Int = 50_000
 
     @Option(name: .customLong("config"), help: ArgumentHelp(

@@ -28,13 +28,13 @@ enum GatewayInput: Sendable {
 }
 
 /// What the gateway's owner task decides, a pure value: how many of the messages
-/// Paho's full buffer dropped are reported, the greeting of each connection, the Home
+/// the full backlog dropped are reported, the greeting of each connection, the Home
 /// Assistant configs and the shared readings. (Which frames are new is decided before
 /// the owner, on the scan's loop: `DiscoveryGate`.)
 struct GatewayLedger: Sendable {
     /// Dropped messages already published on the events topic.
     private(set) var reportedDrops = 0
-    /// Readings published (accepted by Paho: sent, or kept on disk to be sent).
+    /// Readings published (accepted by the session: sent, or kept on disk to be sent).
     private(set) var accepted = 0
     /// Connections to the broker so far.
     var connections = 0
