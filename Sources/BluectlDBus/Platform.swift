@@ -35,3 +35,39 @@ public func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
     }
     pthread_detach(thread)
 }
+
+/// A shared library opened when first needed (`dlopen`) rather than by the loader at
+/// every start: libcrypto and Paho's MQTT client are used by a few commands only, and
+/// loading them costs every command their relocations (1.7 MB resident for libcrypto
+/// and libssl, docs/benchmarks.md).
+package struct DynamicLibrary: @unchecked Sendable {
+    // @unchecked: `handle` is dlopen's, never closed, and dlsym is thread-safe.
+    private let handle: UnsafeMutableRawPointer
+    /// The name it was opened by.
+    package let soname: String
+
+    /// Opens `soname` (its functions bound now, its symbols kept to itself); throws the
+    /// loader's reason when it cannot be.
+    package init(_ soname: String) throws(DynamicLibraryError) {
+        guard let handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else {
+            throw DynamicLibraryError(text: dlerror().map { String(cString: $0) } ?? "cannot load \(soname)")
+        }
+        self.handle = handle
+        self.soname = soname
+    }
+
+    /// The function `name` as `type` (a C function pointer type: the header's
+    /// `__typeof__(&name)`, so that the two cannot disagree).
+    package func function<Function>(_ name: String, as type: Function.Type) throws(DynamicLibraryError) -> Function {
+        guard let address = dlsym(handle, name) else {
+            throw DynamicLibraryError(text: "\(soname) has no \(name)")
+        }
+        return unsafeBitCast(address, to: Function.self)
+    }
+}
+
+/// Why a library or one of its functions could not be loaded: the loader's words.
+package struct DynamicLibraryError: Error, CustomStringConvertible {
+    package let text: String
+    package var description: String { text }
+}

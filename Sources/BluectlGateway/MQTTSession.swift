@@ -107,6 +107,8 @@ public final class MQTTSession: @unchecked Sendable {
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
     private let handle: MQTTAsync
+    /// Paho's functions (the library, opened at the first session).
+    private let paho: PahoLibrary
     /// Retained by Paho's callbacks (their context) until `deinit`.
     private let context: UnsafeMutableRawPointer
     private let configuration: Configuration
@@ -130,12 +132,14 @@ public final class MQTTSession: @unchecked Sendable {
         inits.struct_id = (77, 81, 84, 71)   // "MQTG"
         inits.struct_version = 0
         inits.do_openssl_init = 0
-        MQTTAsync_global_init(&inits)
+        PahoLibrary.shared?.MQTTAsync_global_init(&inits)
     }()
 
     /// Creates the client and restores the messages Paho kept from an earlier session.
     /// Throws when Paho refuses the URI, the client id or the persistence directory.
     public init(_ configuration: Configuration) throws(MQTTError) {
+        guard let paho = PahoLibrary.shared else { throw MQTTError(unavailable: PahoLibrary.failure) }
+        self.paho = paho
         self.configuration = configuration
         (events, continuation) = AsyncStream<Event>.makeStream()
         _ = Self.pahoInitialized
@@ -155,7 +159,7 @@ public final class MQTTSession: @unchecked Sendable {
         self.log = log
         persistence = .allocate(capacity: 1)
         persistence.initialize(to: Self.persistenceTable(log))
-        let rc = MQTTAsync_createWithOptions(&handle, configuration.serverURI, configuration.clientID,
+        let rc = paho.MQTTAsync_createWithOptions(&handle, configuration.serverURI, configuration.clientID,
                                              MQTTCLIENT_PERSISTENCE_USER, persistence, &options)
         guard rc == MQTTASYNC_SUCCESS, let handle else {
             persistence.deallocate()
@@ -165,7 +169,7 @@ public final class MQTTSession: @unchecked Sendable {
         let counters = Counters()
         self.counters = counters
         context = Unmanaged.passRetained(CallbackTarget(continuation, counters)).toOpaque()
-        MQTTAsync_setCallbacks(handle, context, { context, _ in
+        _ = paho.MQTTAsync_setCallbacks(handle, context, { context, _ in
             CallbackTarget.from(context).continuation.yield(.connectionLost("connection lost"))
         }, { context, topic, topicLength, message in
             // Copied out, then Paho's copies freed: the owner reads the message on its own task.
@@ -178,8 +182,8 @@ public final class MQTTSession: @unchecked Sendable {
                 CallbackTarget.from(context).continuation.yield(.message(topic: name, payload: payload))
             }
             var topic = topic, message = message
-            MQTTAsync_freeMessage(&message)
-            MQTTAsync_free(topic)
+            PahoLibrary.shared?.MQTTAsync_freeMessage(&message)
+            PahoLibrary.shared?.MQTTAsync_free(topic)
             return 1
         }, { context, _ in
             // Called under Paho's lock, with the message taken off its in-flight list
@@ -190,7 +194,7 @@ public final class MQTTSession: @unchecked Sendable {
                 target.continuation.yield(.delivered)
             }
         })
-        MQTTAsync_setConnected(handle, context) { context, _ in
+        _ = paho.MQTTAsync_setConnected(handle, context) { context, _ in
             CallbackTarget.from(context).continuation.yield(.connected)
         }
         // Restored messages are waiting: counted as accepted, so their delivery is no drop.
@@ -199,7 +203,7 @@ public final class MQTTSession: @unchecked Sendable {
 
     deinit {
         var handle: MQTTAsync? = handle
-        MQTTAsync_destroy(&handle)
+        paho.MQTTAsync_destroy(&handle)
         persistence.deallocate()
         Unmanaged<CallbackTarget>.fromOpaque(context).release()
         continuation.finish()
@@ -243,7 +247,7 @@ public final class MQTTSession: @unchecked Sendable {
                 withUnsafeMutablePointer(to: &ssl) { ssl in
                     options.will = will
                     if configuration.tls != nil { options.ssl = ssl }
-                    return MQTTAsync_connect(handle, &options)
+                    return paho.MQTTAsync_connect(handle, &options)
                 }
             }
         }
@@ -297,7 +301,7 @@ public final class MQTTSession: @unchecked Sendable {
         let rc = payload.withUnsafeBytes { bytes in
             message.payload = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
             message.payloadlen = Int32(bytes.count)
-            return MQTTAsync_sendMessage(handle, topic, &message, &response)
+            return paho.MQTTAsync_sendMessage(handle, topic, &message, &response)
         }
         guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(topic)") }
         counters.accepted.add(1, ordering: .sequentiallyConsistent)
@@ -312,8 +316,8 @@ public final class MQTTSession: @unchecked Sendable {
     /// at each publish.
     private var pahoPending: Int {
         var tokens: UnsafeMutablePointer<MQTTAsync_token>?
-        guard MQTTAsync_getPendingTokens(handle, &tokens) == MQTTASYNC_SUCCESS, let tokens else { return 0 }
-        defer { MQTTAsync_free(tokens) }
+        guard paho.MQTTAsync_getPendingTokens(handle, &tokens) == MQTTASYNC_SUCCESS, let tokens else { return 0 }
+        defer { paho.MQTTAsync_free(tokens) }
         var count = 0
         while tokens[count] != -1 { count += 1 }
         return count
@@ -345,7 +349,7 @@ public final class MQTTSession: @unchecked Sendable {
     public func subscribe(_ filters: [String]) throws(MQTTError) {
         for filter in filters {
             var response = cpaho_response_options()
-            let rc = MQTTAsync_subscribe(handle, filter, 1, &response)
+            let rc = paho.MQTTAsync_subscribe(handle, filter, 1, &response)
             guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot subscribe to \(filter)") }
         }
     }
@@ -367,7 +371,7 @@ public final class MQTTSession: @unchecked Sendable {
             options.context = box
             options.onSuccess = { context, _ in Unmanaged<OneShot>.fromOpaque(context!).takeRetainedValue().fire() }
             options.onFailure = { context, _ in Unmanaged<OneShot>.fromOpaque(context!).takeRetainedValue().fire() }
-            if MQTTAsync_disconnect(handle, &options) != MQTTASYNC_SUCCESS {
+            if paho.MQTTAsync_disconnect(handle, &options) != MQTTASYNC_SUCCESS {
                 Unmanaged<OneShot>.fromOpaque(box).takeRetainedValue().fire()
             }
         }
@@ -426,7 +430,7 @@ public final class MQTTSession: @unchecked Sendable {
         }
         table.pget = { handle, key, buffer, length in
             guard let key, let bytes = MessageLog.from(handle).get(String(cString: key)),
-                  let copy = MQTTAsync_malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
+                  let copy = PahoLibrary.shared?.MQTTAsync_malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
             bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) } }
             buffer?.pointee = copy.assumingMemoryBound(to: CChar.self)   // Paho frees it (`pahoCopy`)
             length?.pointee = Int32(bytes.count)
@@ -444,13 +448,13 @@ public final class MQTTSession: @unchecked Sendable {
                 return 0
             }
             // Paho frees the array and each key (`pahoCopy`).
-            guard let memory = MQTTAsync_malloc(held.count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride) else {
+            guard let memory = PahoLibrary.shared?.MQTTAsync_malloc(held.count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride) else {
                 return MQTTCLIENT_PERSISTENCE_ERROR
             }
             let array = memory.bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: held.count)
             for (i, key) in held.enumerated() {
                 let utf8 = Array(key.utf8CString)
-                let copy = MQTTAsync_malloc(utf8.count)?.bindMemory(to: CChar.self, capacity: utf8.count)
+                let copy = PahoLibrary.shared?.MQTTAsync_malloc(utf8.count)?.bindMemory(to: CChar.self, capacity: utf8.count)
                 copy?.initialize(from: utf8, count: utf8.count)
                 array[i] = copy
             }
@@ -467,8 +471,14 @@ public final class MQTTSession: @unchecked Sendable {
         return table
     }
 
+    /// Why no session can be made on this machine (Paho's library cannot be loaded), or
+    /// nil: for a command to say so before it starts anything.
+    public static var unavailableReason: String? {
+        PahoLibrary.shared == nil ? MQTTError(unavailable: PahoLibrary.failure).description : nil
+    }
+
     /// Whether the session is connected now.
-    public var isConnected: Bool { MQTTAsync_isConnected(handle) != 0 }
+    public var isConnected: Bool { paho.MQTTAsync_isConnected(handle) != 0 }
 }
 
 /// The target of Paho's callbacks: the stream's continuation and the counters, both
@@ -525,6 +535,12 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
         description = "\(what): \(Self.describe(code))"
     }
 
+    /// Paho's library could not be loaded: the loader's words.
+    init(unavailable what: String) {
+        code = MQTTASYNC_FAILURE
+        description = "cannot load Eclipse Paho C's MQTT client: \(what)"
+    }
+
     /// The message log failed (`MessageLog`): `what` says how.
     init(persistence what: String) {
         code = MQTTCLIENT_PERSISTENCE_ERROR
@@ -532,6 +548,6 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
     }
 
     static func describe(_ code: Int32) -> String {
-        MQTTAsync_strerror(code).map { String(cString: $0) } ?? "error \(code)"
+        PahoLibrary.shared?.MQTTAsync_strerror(code).map { String(cString: $0) } ?? "error \(code)"
     }
 }

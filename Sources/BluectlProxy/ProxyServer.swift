@@ -90,7 +90,10 @@ package final class ProxyServer: Sendable {
     /// Opens the listening socket on `port` of every IPv4 address (0: a
     /// free port) and starts accepting clients; returns the port.
     package func listen(port: UInt16) async throws(ProxyError) -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        // SOCK_NONBLOCK and SOCK_CLOEXEC are O_NONBLOCK and O_CLOEXEC (the kernel's
+        // include/linux/net.h): the SOCK_ names are macros whose owning C module here
+        // depends on which module included <sys/socket.h> first; the O_ names are Glibc's.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | O_NONBLOCK | O_CLOEXEC, 0)
         guard fd >= 0 else { throw .socket("socket", errno) }
         var one: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
