@@ -116,6 +116,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let address = try BrokerAddress(broker)
+        if let reason = MQTTSession.unavailableReason { throw CLIFailure(.unavailable, reason) }
         let config = try configPath.map { try GatewayConfig.load($0) } ?? GatewayConfig()
         if scanMode == .passive, let refusal = GatewayScanPlan.passiveRefusal(config) { throw CLIFailure(.usage, refusal) }
         // The GATT devices connect with the device commands' defaults (--timeout 30 for each

@@ -62,6 +62,7 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let psk = try keyFile.map(Self.readKey)
+        if psk != nil, let reason = LibCrypto.unavailableReason { throw CLIFailure(.unavailable, reason + " (the Noise encryption's)") }
         let connectTimeout = try connectTimeoutText.map(Self.connectTimeout) ?? ProxyLinks.defaultConnectTimeout
         let (adapterOptions, port, name, noMDNS) = (self.adapterOptions, UInt16(port), self.name ?? Self.hostName(), self.noMDNS)
         try await SignalScope.run {

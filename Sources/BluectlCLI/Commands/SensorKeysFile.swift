@@ -48,7 +48,12 @@ enum SensorKeysFile {
     /// The keys of one file; exit 78 (`ExitStatus.config`) when others may read it or it is
     /// malformed, 64 when it cannot be opened.
     static func read(_ path: String) throws(CLIFailure) -> SensorKeys {
-        try parse(PrivateFile.read(path, what: "the keys file"), path: TextSafety.escapedForMessage(path, limit: 1024))
+        let keys = try parse(PrivateFile.read(path, what: "the keys file"), path: TextSafety.escapedForMessage(path, limit: 1024))
+        // Keys that cannot be used would leave every encrypted frame undecrypted, silently.
+        if let reason = LibCrypto.unavailableReason {
+            throw CLIFailure(.unavailable, "\(reason) (the keys file \(TextSafety.escapedForMessage(path, limit: 1024)) needs it)")
+        }
+        return keys
     }
 
     /// The keys a file's bytes hold; exit 78 naming the path and the entry when they are not
