@@ -69,8 +69,8 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
-        // Eclipse Paho C's asynchronous MQTT client with TLS; Debian ships no .pc file
-        // for it, so the module map links it by name.
+        // Eclipse Paho C's asynchronous MQTT client with TLS: its header only. Not linked:
+        // opened when the first MQTT session is made (BluectlGateway's PahoLibrary).
         .systemLibrary(name: "CPaho", providers: [.apt(["libpaho-mqtt-dev"])]),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),

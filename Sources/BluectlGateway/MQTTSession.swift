@@ -138,7 +138,7 @@ public final class MQTTSession: @unchecked Sendable {
     /// Creates the client and restores the messages Paho kept from an earlier session.
     /// Throws when Paho refuses the URI, the client id or the persistence directory.
     public init(_ configuration: Configuration) throws(MQTTError) {
-        guard let paho = PahoLibrary.shared else { throw MQTTError(unavailable: PahoLibrary.failure) }
+        guard let paho = PahoLibrary.shared else { throw MQTTError(unavailable: PahoLibrary.failure ?? PahoLibrary.soname) }
         self.paho = paho
         self.configuration = configuration
         (events, continuation) = AsyncStream<Event>.makeStream()
@@ -474,7 +474,7 @@ public final class MQTTSession: @unchecked Sendable {
     /// Why no session can be made on this machine (Paho's library cannot be loaded), or
     /// nil: for a command to say so before it starts anything.
     public static var unavailableReason: String? {
-        PahoLibrary.shared == nil ? MQTTError(unavailable: PahoLibrary.failure).description : nil
+        PahoLibrary.failure.map { MQTTError(unavailable: $0).description }
     }
 
     /// Whether the session is connected now.

@@ -9,12 +9,16 @@ struct PahoLibrary: Sendable {
     /// Debian 12's libpaho-mqtt1.3.
     static let soname = "libpaho-mqtt3as.so.1"
 
-    /// The library, or nil when it cannot be opened (`failure` says why).
-    static let shared: PahoLibrary? = try? PahoLibrary()
+    /// Opening it, once: the library's functions, or the loader's reason.
+    private static let loaded = Result { () throws(DynamicLibraryError) in try PahoLibrary() }
 
-    /// Why `shared` is nil, for an error message.
-    static var failure: String {
-        do { _ = try PahoLibrary(); return "\(soname) loaded" } catch { return error.text }
+    /// The library, or nil when it cannot be opened (`failure` says why).
+    static var shared: PahoLibrary? { try? loaded.get() }
+
+    /// Why `shared` is nil (the loader's words), or nil when it is not.
+    static var failure: String? {
+        guard case .failure(let error) = loaded else { return nil }
+        return error.text
     }
 
     let MQTTAsync_global_init: cpaho_MQTTAsync_global_init

@@ -215,8 +215,9 @@ struct AdvertiseCommand: AsyncParsableCommand {
     func validate() throws {
         if let durationText { _ = try parseSeconds(durationText, option: "--duration") }
         _ = try data()
-        // the values and the key, checked before anything is registered (the address comes later)
-        _ = try bthomeEncoder(address: BluetoothAddress(uint64: 0))
+        // the values and the key, checked before anything is registered (the address comes later;
+        // an encrypted frame needs libcrypto, which `run` looks for first: exit 69, not 64)
+        if bthomeKey == nil || LibCrypto.unavailableReason == nil { _ = try bthomeEncoder(address: BluetoothAddress(uint64: 0)) }
     }
 
     /// The advertisement the options describe.
@@ -264,6 +265,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if bthomeKey != nil, let reason = LibCrypto.unavailableReason { throw CLIFailure(.unavailable, reason + " (--bthome-key's encryption)") }
         let options = try self.data()
         let (adapterOptions, json) = (self.adapterOptions, self.json)
         let duration = try durationText.map { try parseSeconds($0, option: "--duration") }

@@ -50,7 +50,7 @@ enum SensorKeysFile {
     static func read(_ path: String) throws(CLIFailure) -> SensorKeys {
         let keys = try parse(PrivateFile.read(path, what: "the keys file"), path: TextSafety.escapedForMessage(path, limit: 1024))
         // Keys that cannot be used would leave every encrypted frame undecrypted, silently.
-        if let reason = LibCrypto.unavailableReason {
+        if !keys.keys.isEmpty, let reason = LibCrypto.unavailableReason {
             throw CLIFailure(.unavailable, "\(reason) (the keys file \(TextSafety.escapedForMessage(path, limit: 1024)) needs it)")
         }
         return keys

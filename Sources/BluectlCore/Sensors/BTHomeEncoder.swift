@@ -191,7 +191,7 @@ public struct BTHomeEncoder: Sendable {
         let counterBytes = (0..<4).map { UInt8(truncatingIfNeeded: counter >> (8 * UInt32($0))) }
         guard let sealed = AESCCM.seal(plaintext: payload, key: key, nonce: address.bytes + [0xD2, 0xFC, info] + counterBytes,
                                        tagLength: 4) else {
-            throw .unexpected(LibCrypto.unavailableReason ?? "libcrypto refused to encrypt a BTHome frame")
+            throw .unexpected("libcrypto refused to encrypt a BTHome frame")
         }
         return [info] + sealed.ciphertext + counterBytes + sealed.tag
     }

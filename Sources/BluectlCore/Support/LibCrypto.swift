@@ -9,15 +9,18 @@ package struct LibCrypto: Sendable {
     /// Debian 12's libssl3 (libcrypto's ABI 3).
     package static let soname = "libcrypto.so.3"
 
+    /// Opening it, once: the library's functions, or the loader's reason.
+    private static let loaded = Result { () throws(DynamicLibraryError) in try LibCrypto() }
+
     /// The library, or nil when it cannot be opened (`unavailableReason` says why): each
     /// caller then fails as it does when libcrypto refuses (its result nil).
-    package static let shared: LibCrypto? = try? LibCrypto()
+    package static var shared: LibCrypto? { try? loaded.get() }
 
     /// Why `shared` is nil (the loader's words), or nil: for a command that needs
     /// libcrypto to say so before it starts.
     package static var unavailableReason: String? {
-        guard shared == nil else { return nil }
-        do { _ = try LibCrypto(); return nil } catch { return "cannot load OpenSSL's libcrypto: \(error.text)" }
+        guard case .failure(let error) = loaded else { return nil }
+        return "cannot load OpenSSL's libcrypto: \(error.text)"
     }
 
     package let EVP_CIPHER_CTX_new: ccrypto_EVP_CIPHER_CTX_new
