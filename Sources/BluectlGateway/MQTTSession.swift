@@ -147,7 +147,9 @@ public final class MQTTSession: @unchecked Sendable {
         var options = cpaho_create_options()
         options.sendWhileDisconnected = 1
         options.allowDisconnectedSendAtAnyTime = 1
-        options.maxBufferedMessages = configuration.maxBufferedMessages
+        // Paho's own bound, past which it drops its oldest silently: above what it is ever
+        // handed (the window, and `offline` at `close` past it).
+        options.maxBufferedMessages = max(configuration.maxBufferedMessages, Int32(Self.window(configuration)) + 1)
         options.deleteOldestMessages = 1
         options.restoreMessages = 1
         options.persistQoS0 = 0
@@ -278,19 +280,33 @@ public final class MQTTSession: @unchecked Sendable {
     /// stays first in the backlog).
     public func drain() throws(MQTTError) {
         guard !backlog.isEmpty else { return }
+        // The oldest was handed to Paho but its removal failed (the disk full?): only the
+        // removal is tried again, here and at each later drain, never the hand (each
+        // acknowledgement would send it once more).
+        if counters.oldestHanded.load(ordering: .relaxed) {
+            guard backlog.removeFirst() else { throw Self.removalFailed(backlog) }
+            counters.oldestHanded.store(false, ordering: .relaxed)
+        }
         reportNextDelivery()
         while isConnected, pahoPending < window, let message = backlog.first {
             try hand(message.topic, message.payload, retained: message.retained)
-            // Not removed (the disk full?): handing it again would send it once per pass.
             guard backlog.removeFirst() else {
-                throw MQTTError(persistence: "cannot write \(backlog.path): the oldest waiting message is sent but still held")
+                counters.oldestHanded.store(true, ordering: .relaxed)
+                throw Self.removalFailed(backlog)
             }
         }
     }
 
-    /// Paho's window: at most `window`, and never more than `maxBufferedMessages` (Paho's
-    /// own bound, whose silent drop of its oldest this keeps clear of).
-    private var window: Int { max(1, min(configuration.window, Int(configuration.maxBufferedMessages))) }
+    private static func removalFailed(_ backlog: Backlog) -> MQTTError {
+        MQTTError(persistence: "cannot write \(backlog.path): the oldest waiting message is sent but still held")
+    }
+
+    /// Paho's window: at most `window`, and never more than `maxBufferedMessages`.
+    private var window: Int { Self.window(configuration) }
+
+    private static func window(_ configuration: Configuration) -> Int {
+        max(1, min(configuration.window, Int(configuration.maxBufferedMessages)))
+    }
 
     /// Hands one message to Paho, which stores it before this returns.
     private func hand(_ topic: String, _ payload: [UInt8], retained: Bool) throws(MQTTError) {
@@ -498,11 +514,13 @@ private final class CallbackTarget: Sendable {
 /// What `droppedMessages` is computed from, and whether the next delivery is reported.
 /// Atomics: `delivered` is written on Paho's thread and read on the owner's; `accepted`
 /// is written by `publish` (the owner, and `close`); `deliveryWanted` is set by the owner
-/// and taken by Paho's thread.
+/// and taken by Paho's thread; `oldestHanded` is the owner's alone (`drain`: the backlog's
+/// oldest is in Paho's hands but still held), an atomic only to be stored in this class.
 private final class Counters: Sendable {
     let accepted = Atomic<Int>(0)
     let delivered = Atomic<Int>(0)
     let deliveryWanted = Atomic<Bool>(false)
+    let oldestHanded = Atomic<Bool>(false)
 }
 
 /// Resumes one waiting task once, from Paho's thread or the caller's.
