@@ -210,6 +210,41 @@ struct L2CAPChannelEngineTests {
         }
     }
 
+    @Test("receiveOnLoop: SDUs read before the sink came are handed over one per resume when it pauses; the end after them (a race CI on b0fe3ea lost)")
+    func receiveOnLoopPausedWithInbox() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central)
+            defer { close(peer) }
+            let sdus = (0..<3).map { pattern(50 + $0, seed: $0) }
+            for sdu in sdus { #expect(sendDatagram(peer, sdu)) }
+            shutdown(peer, Int32(SHUT_WR))
+            // All three read into the inbox (and the end seen) before a sink is there.
+            _ = try await bus.eventually(timeout: .seconds(10)) { await channel.byteCounts.received == 153 }
+            let got = Locked<[[UInt8]]>([])
+            let ends = Locked(0)
+            channel.receiveOnLoop({ sdu in
+                got.withLock { $0.append(Array(sdu)) }
+                channel.pauseReceivingOnLoop()
+                return true
+            }, onEnd: { _ in ends.withLock { $0 += 1 } })
+            #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == 1 })
+            for _ in 0..<3 { _ = await channel.byteCounts }
+            #expect(got.withLock { $0 } == [sdus[0]], "the inbox handed over past a pause")
+            for n in 2...3 {
+                channel.resumeReceiving()
+                #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == n })
+                for _ in 0..<3 { _ = await channel.byteCounts }
+                #expect(got.withLock { $0.count } == n, "one SDU per resume")
+            }
+            #expect(ends.withLock { $0 } == 0, "the end before the sink resumed")
+            channel.resumeReceiving()
+            #expect(try await bus.eventually(timeout: .seconds(10)) { ends.withLock { $0 } == 1 })
+            #expect(got.withLock { $0 } == sdus)
+        }
+    }
+
     /// A channel whose SDUs and end are recorded on the loop (the end as "ok" or the
     /// error), paused: what the peer sends stays queued in the socket until resumed.
     func pausedRecordingChannel(_ central: CentralManager) async throws

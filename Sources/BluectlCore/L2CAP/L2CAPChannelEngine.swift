@@ -203,28 +203,37 @@ package final class L2CAPChannelEngine: LoopSender {
     func deliver(to sink: @escaping (UnsafeRawBufferPointer) -> Bool, onEnd: @escaping (Result<Void, BluetoothError>) -> Void) {
         state.value.sink = sink
         state.value.onEnd = onEnd
-        let waiting = state.value.inbox
-        state.value.inbox = []
-        state.value.inboxBytes = 0
-        for sdu in waiting {
+        deliverWaiting()
+    }
+
+    /// Hands the sink what waits in the inbox (read before it came, or left
+    /// there by a pause), oldest first, until it pauses; once nothing waits
+    /// and it has not paused, the end if it came, else the socket's reading.
+    private func deliverWaiting() {
+        guard let sink = state.value.sink else { return }
+        while !state.value.paused, !state.value.inbox.isEmpty {
+            let sdu = state.value.inbox.removeFirst()
+            state.value.inboxBytes -= sdu.count
             guard sdu.withUnsafeBytes(sink) else { return close() }
         }
+        guard state.value.inbox.isEmpty, !state.value.paused else { return }
         if state.value.end != nil { return wakeReceiver() }
         watchReadable()
     }
 
     /// Stops reading the socket until `resumeReceiving` (a sink's consumer
     /// that has no room, from inside the sink or after it): the SDU the sink
-    /// is given is its last until then.
+    /// is given is its last until then, the inbox's included.
     func pauseReceiving() {
         state.value.paused = true
         unwatchReadable()
     }
 
-    /// Reads the socket again after `pauseReceiving`.
+    /// Reads again after `pauseReceiving`: what waits in the inbox first.
     func resumeReceiving() {
         guard state.value.paused else { return }
         state.value.paused = false
+        if state.value.sink != nil { return deliverWaiting() }
         watchReadable()
     }
 
