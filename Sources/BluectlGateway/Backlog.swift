@@ -11,12 +11,16 @@ import BluectlDBus
 /// (tens of bytes); `MQTTSession` hands Paho at most its `window` at a time.
 ///
 /// **Order:** appended at the tail, taken from the head; a message is removed only after
-/// Paho has taken it (Paho writes it to its own store then; 1.3.12 does not report a
-/// failure of that write), so a `kill -9` in between sends it twice, never loses it
-/// (QoS 1 is at least once).
+/// Paho has taken it and written it to its own store, so a `kill -9` in between sends it
+/// twice, never loses it (QoS 1 is at least once).
 ///
 /// **The bound:** at most `capacity` messages; past it the oldest is dropped to take the
 /// new one, and counted (`dropped`).
+///
+/// **Handed, still held:** a message Paho took whose removal here could not be written (a
+/// full disk), or that Paho could not write to its own store, stays as the oldest, marked
+/// (`firstHanded`): never handed again, removed when it can be (`MQTTSession.drain`); the
+/// capacity pushing it out is that removal, not a drop.
 ///
 /// Threads: `append`, `first` and `removeFirst` are the session owner's; the counts are
 /// also read elsewhere (`MQTTSession.pendingMessages`, tests), so head, tail and the drop
@@ -44,11 +48,13 @@ package final class Backlog: Sendable {
         var tail: Int
         /// Messages dropped because `capacity` were waiting, since the backlog was opened.
         var dropped = 0
+        /// Whether the oldest message is already in Paho's hands (`markFirstHanded`).
+        var firstHanded = false
     }
 
     /// At most this many messages wait; the oldest is dropped to take a new one past it.
     package let capacity: Int
-    private let log: MessageLog
+    let log: MessageLog
     private let state: Locked<State>
 
     /// Opens (or creates) the backlog at `path`, with what an earlier run left in it.
@@ -89,11 +95,25 @@ package final class Backlog: Sendable {
             return "w\(state.tail)"
         }
         guard Self.encode(message).withUnsafeBytes({ log.put(key, [($0.baseAddress, $0.count)]) }) else { return false }
-        while log.count > capacity, removeFirst() {
-            state.withLock { $0.dropped += 1 }
+        while log.count > capacity {
+            let handed = firstHanded
+            guard removeFirst() else { break }
+            // A message already in Paho's hands leaves as it would have: no drop.
+            if !handed { state.withLock { $0.dropped += 1 } }
         }
         return true
     }
+
+    /// Whether the oldest message is already in Paho's hands and only kept here until it
+    /// can be removed (its removal could not be written, or Paho could not store it):
+    /// `MQTTSession.drain` removes it, and never hands it again.
+    package var firstHanded: Bool { state.withLock { $0.firstHanded } }
+
+    /// Marks the oldest message as in Paho's hands (`firstHanded`), until it is removed.
+    package func markFirstHanded() { state.withLock { $0.firstHanded = true } }
+
+    /// Messages waiting that are not in Paho's hands.
+    package var waiting: Int { count - (firstHanded ? 1 : 0) }
 
     /// The oldest message waiting, or nil (none, or the file cannot be read now). A record
     /// that does not read as a message (not one this type wrote) is dropped, counted, and
@@ -113,7 +133,10 @@ package final class Backlog: Sendable {
     @discardableResult
     package func removeFirst() -> Bool {
         guard let key = headKey(), log.remove(key) else { return false }
-        state.withLock { $0.head += 1 }
+        state.withLock {
+            $0.head += 1
+            $0.firstHanded = false
+        }
         return true
     }
 

@@ -1,3 +1,4 @@
+import BluectlDBus
 import CPaho
 import Synchronization
 #if canImport(Glibc)
@@ -113,9 +114,9 @@ public final class MQTTSession: @unchecked Sendable {
     private let context: UnsafeMutableRawPointer
     private let configuration: Configuration
     /// Paho's store (its user persistence, `persistence` below).
-    private let log: MessageLog
+    let log: MessageLog
     /// The messages waiting beyond what Paho holds, oldest first.
-    private let backlog: Backlog
+    let backlog: Backlog
     /// Paho's table of the store's functions: Paho keeps the pointer, so it lives until `deinit`.
     private let persistence: UnsafeMutablePointer<MQTTClient_persistence>
     /// Messages handed to Paho (and restored from an earlier session's log), and
@@ -262,10 +263,21 @@ public final class MQTTSession: @unchecked Sendable {
     /// When `maxBufferedMessages` are waiting, the oldest of them is dropped to make room
     /// (counted in `droppedMessages`). The owner's: not from two tasks at once.
     public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
+        let message = Backlog.Message(topic: topic, payload: payload, retained: retained)
         if backlog.isEmpty, isConnected, pahoPending < window {
-            return try hand(topic, payload, retained: retained)
+            let failedPuts = log.failedPuts
+            try hand(topic, payload, retained: retained)
+            guard log.failedPuts != failedPuts else { return }
+            // Paho could not store it (it says nothing of that): a copy waits in the backlog,
+            // handed, until Paho holds nothing (sent by then), so a crash never loses it.
+            guard backlog.append(message) else {
+                throw MQTTError(persistence: "cannot write \(log.path) or \(backlog.path): the message on \(topic) is only in memory until sent")
+            }
+            backlog.markFirstHanded()
+            counters.firstUnstoredByPaho.store(true, ordering: .relaxed)
+            return
         }
-        guard backlog.append(Backlog.Message(topic: topic, payload: payload, retained: retained)) else {
+        guard backlog.append(message) else {
             throw MQTTError(persistence: "cannot publish on \(topic): cannot write \(backlog.path)")
         }
         // Accepted: a refusal by Paho here leaves it waiting, and the owner's next `drain` says why.
@@ -280,18 +292,28 @@ public final class MQTTSession: @unchecked Sendable {
     /// stays first in the backlog).
     public func drain() throws(MQTTError) {
         guard !backlog.isEmpty else { return }
-        // The oldest was handed to Paho but its removal failed (the disk full?): only the
-        // removal is tried again, here and at each later drain, never the hand (each
-        // acknowledgement would send it once more).
-        if counters.oldestHanded.load(ordering: .relaxed) {
+        // The oldest is already in Paho's hands (the disk full?) and never handed again
+        // (each acknowledgement would send it once more): removed now if its removal failed
+        // before; if Paho could not store it, once Paho holds nothing (it is sent by then),
+        // and nothing else is handed meanwhile (each would be only in Paho's memory too).
+        if backlog.firstHanded {
+            if counters.firstUnstoredByPaho.load(ordering: .relaxed) {
+                guard pahoPending == 0 else { return reportNextDelivery() }
+            }
             guard backlog.removeFirst() else { throw Self.removalFailed(backlog) }
-            counters.oldestHanded.store(false, ordering: .relaxed)
+            counters.firstUnstoredByPaho.store(false, ordering: .relaxed)
         }
         reportNextDelivery()
         while isConnected, pahoPending < window, let message = backlog.first {
+            let failedPuts = log.failedPuts
             try hand(message.topic, message.payload, retained: message.retained)
+            if log.failedPuts != failedPuts {
+                backlog.markFirstHanded()
+                counters.firstUnstoredByPaho.store(true, ordering: .relaxed)
+                throw MQTTError(persistence: "cannot write \(log.path): the oldest waiting message is sent, and held in \(backlog.path) until Paho holds nothing")
+            }
             guard backlog.removeFirst() else {
-                counters.oldestHanded.store(true, ordering: .relaxed)
+                backlog.markFirstHanded()
                 throw Self.removalFailed(backlog)
             }
         }
@@ -325,7 +347,7 @@ public final class MQTTSession: @unchecked Sendable {
 
     /// Messages accepted and not yet acknowledged by the broker: waiting in the backlog
     /// or in Paho's buffer, or sent and in flight.
-    public var pendingMessages: Int { backlog.count + pahoPending }
+    public var pendingMessages: Int { backlog.waiting + pahoPending }
 
     /// Messages in Paho's hands (`MQTTAsync_getPendingTokens`: queued, or sent and in
     /// flight): a walk of its window (of what it restored at start, until that is sent),
@@ -379,6 +401,14 @@ public final class MQTTSession: @unchecked Sendable {
         try? hand(configuration.statusTopic, Array("offline".utf8), retained: true)
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let done = OneShot()
+        // Paho may never call back: a DISCONNECT queued behind `offline` when the connection
+        // has just gone is never processed (no reconnect after a disconnect, no timeout for a
+        // queued command). So the wait ends a second after `timeout` whatever Paho does.
+        let limit = Task {
+            try? await Task.sleep(for: timeout + .seconds(1))
+            done.fire()
+        }
+        defer { limit.cancel() }
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             done.set(waiter)
             var options = cpaho_disconnect_options()
@@ -514,23 +544,43 @@ private final class CallbackTarget: Sendable {
 /// What `droppedMessages` is computed from, and whether the next delivery is reported.
 /// Atomics: `delivered` is written on Paho's thread and read on the owner's; `accepted`
 /// is written by `publish` (the owner, and `close`); `deliveryWanted` is set by the owner
-/// and taken by Paho's thread; `oldestHanded` is the owner's alone (`drain`: the backlog's
-/// oldest is in Paho's hands but still held), an atomic only to be stored in this class.
+/// and taken by Paho's thread; `firstUnstoredByPaho` is the owner's alone (the backlog's
+/// oldest, handed, is kept until Paho holds nothing: `drain`), an atomic only to be stored
+/// in this class.
 private final class Counters: Sendable {
     let accepted = Atomic<Int>(0)
     let delivered = Atomic<Int>(0)
     let deliveryWanted = Atomic<Bool>(false)
-    let oldestHanded = Atomic<Bool>(false)
+    let firstUnstoredByPaho = Atomic<Bool>(false)
 }
 
-/// Resumes one waiting task once, from Paho's thread or the caller's.
-private final class OneShot: @unchecked Sendable {
-    // @unchecked: `waiter` is set before Paho can call back (`set` runs before
-    // `MQTTAsync_disconnect`), and `fire` runs exactly once (the callback's retained
-    // reference is taken back once), so the two never overlap.
-    private var waiter: CheckedContinuation<Void, Never>?
-    func set(_ waiter: CheckedContinuation<Void, Never>) { self.waiter = waiter }
-    func fire() { waiter?.resume(); waiter = nil }
+/// Resumes one waiting task once, from Paho's thread, the caller's or `close`'s time
+/// limit, whichever fires first (a lock: two may fire at once). Fired before the waiter
+/// is set (the limit passed already), it resumes the waiter as it is set.
+private final class OneShot: Sendable {
+    private struct State {
+        var waiter: CheckedContinuation<Void, Never>?
+        var fired = false
+    }
+    private let state = Locked(State())
+
+    func set(_ waiter: CheckedContinuation<Void, Never>) {
+        let now = state.withLock { state -> Bool in
+            if state.fired { return true }
+            state.waiter = waiter
+            return false
+        }
+        if now { waiter.resume() }
+    }
+
+    func fire() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.fired = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
 }
 
 /// Runs `body` with C copies of `texts` (nil stays nil), freed afterwards.

@@ -57,6 +57,10 @@ package final class MessageLog: Sendable {
         var heldBytes: Int
         /// The length below which no rewrite is tried again (after one failed).
         var nextRewrite = 0
+        /// Puts that could not be written, since the log was opened (`failedPuts`).
+        var failedPuts = 0
+        /// Record writes still to fail, as on a full disk (`failNextWrites`, tests).
+        var injectedFailures = 0
     }
 
     /// The file's path.
@@ -114,8 +118,8 @@ package final class MessageLog: Sendable {
         let length = buffers.reduce(0) { $0 + $1.1 }
         guard keyBytes.count <= Int(UInt16.max), length <= Int(UInt32.max) else { return false }
         return state.withLock { state in
-            guard Self.writeRecord(state.fd, Self.putKind, keyBytes, buffers, at: state.end) else {
-                _ = ftruncate(state.fd, state.end)
+            guard Self.write(&state, Self.putKind, keyBytes, buffers) else {
+                state.failedPuts += 1
                 return false
             }
             let size = Self.recordHeaderSize + keyBytes.count + length
@@ -144,10 +148,7 @@ package final class MessageLog: Sendable {
         state.withLock { state in
             guard let entry = state.index[key] else { return true }
             let keyBytes = Array(key.utf8)
-            guard Self.writeRecord(state.fd, Self.removeKind, keyBytes, [], at: state.end) else {
-                _ = ftruncate(state.fd, state.end)
-                return false
-            }
+            guard Self.write(&state, Self.removeKind, keyBytes, []) else { return false }
             state.end += Self.recordHeaderSize + keyBytes.count
             state.index[key] = nil
             state.heldBytes -= Self.recordSize(key, entry.length)
@@ -238,6 +239,27 @@ package final class MessageLog: Sendable {
     }
 
     // MARK: - The file
+
+    /// Puts that could not be written since the log was opened: Paho 1.3.12 does not
+    /// report a failure of its store's put, so `MQTTSession` looks here.
+    package var failedPuts: Int { state.withLock { $0.failedPuts } }
+
+    /// For tests: the next `count` record writes (puts and removals) fail as on a full
+    /// disk, nothing written.
+    package func failNextWrites(_ count: Int) { state.withLock { $0.injectedFailures = count } }
+
+    /// Appends one record at the end; on a failure the file is cut back to where it was.
+    private static func write(_ state: inout State, _ kind: UInt8, _ key: [UInt8], _ data: [(UnsafeRawPointer?, Int)]) -> Bool {
+        if state.injectedFailures > 0 {
+            state.injectedFailures -= 1
+            return false
+        }
+        guard writeRecord(state.fd, kind, key, data, at: state.end) else {
+            _ = ftruncate(state.fd, state.end)
+            return false
+        }
+        return true
+    }
 
     /// Writes one record at `offset`: its header and key, then `data` (one `pwritev`).
     private static func writeRecord(_ fd: Int32, _ kind: UInt8, _ key: [UInt8], _ data: [(UnsafeRawPointer?, Int)],

@@ -235,6 +235,48 @@ struct BacklogTests {
         #expect(held.keys.sorted() == ["w4", "w5", "w6"])
     }
 
+    @Test("a handed oldest whose removal failed (a full disk) is kept, marked, not counted as waiting; the capacity pushing it out is its removal, not a drop")
+    func handedFirst() throws {
+        let path = try MessageLogTests.folder() + "/b.waiting.log"
+        let backlog = try Backlog(path: path, capacity: 3)
+        for n in 0..<3 { #expect(backlog.append(message(n))) }
+        // Paho took message 0; its removal cannot be written.
+        backlog.log.failNextWrites(1)
+        #expect(!backlog.removeFirst())
+        backlog.markFirstHanded()
+        #expect(backlog.firstHanded && backlog.count == 3 && backlog.waiting == 2)
+        // The disk has room again: a new message pushes out the handed 0, not a waiting one.
+        #expect(backlog.append(message(3)))
+        #expect(!backlog.firstHanded)
+        #expect(backlog.dropped == 0)
+        #expect(backlog.first == message(1))
+        #expect(try #require(MessageLog.contents(at: path)).keys.sorted() == ["w1", "w2", "w3"])
+        // Past the capacity with nothing handed: a drop, counted.
+        #expect(backlog.append(message(4)))
+        #expect(backlog.dropped == 1 && backlog.first == message(2))
+    }
+
+    @Test("a write that fails (a full disk) changes nothing: the put is refused and counted, the log reads the same after a reopen")
+    func failedWrites() throws {
+        let path = try MessageLogTests.folder() + "/b.waiting.log"
+        do {
+            let backlog = try Backlog(path: path, capacity: 10)
+            #expect(backlog.append(message(0)))
+            backlog.log.failNextWrites(1)
+            #expect(!backlog.append(message(1)))
+            #expect(backlog.log.failedPuts == 1)
+            #expect(backlog.append(message(2)))
+            #expect(backlog.count == 2)
+        }
+        let again = try Backlog(path: path, capacity: 10)
+        var taken: [Backlog.Message] = []
+        while let first = again.first {
+            taken.append(first)
+            #expect(again.removeFirst())
+        }
+        #expect(taken == [message(0), message(2)])
+    }
+
     @Test("a record that is not a message is dropped, counted, and the next one read")
     func foreignRecord() throws {
         let path = try MessageLogTests.folder() + "/b.waiting.log"

@@ -13,8 +13,7 @@ struct MQTTSessionTests {
         let reader = try await broker.subscribe(["bluectl/window/#"])
         defer { reader.stop() }
         await broker.stop()
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-session-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let root = try Self.folder()
         defer { try? FileManager.default.removeItem(atPath: root) }
         var configuration = MQTTSession.Configuration(serverURI: "tcp://127.0.0.1:\(broker.port)", clientID: "bluectl-window",
                                                       persistenceDirectory: root, statusTopic: "bluectl/window/status")
@@ -55,6 +54,92 @@ struct MQTTSessionTests {
         #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/window/readings").count >= 50 }, "\(reader.messages)")
         #expect(reader.payloads("bluectl/window/readings") == expected)
         #expect(MessageLog.contents(at: backlogPath) == [:])
+        await session.close(timeout: .milliseconds(500))
+        await broker.stop()
+    }
+
+    /// A folder of the test's own for a session's logs.
+    private static func folder() throws -> String {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-session-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        return root
+    }
+
+    /// A session on `broker` (window 4) in a folder of its own, connected.
+    private func connectedSession(_ broker: MosquittoBroker, _ name: String, root: String) async throws -> MQTTSession {
+        var configuration = MQTTSession.Configuration(serverURI: "tcp://127.0.0.1:\(broker.port)", clientID: "bluectl-\(name)",
+                                                      persistenceDirectory: root, statusTopic: "bluectl/\(name)/status")
+        configuration.window = 4
+        configuration.keepAlive = 5
+        let session = try MQTTSession(configuration)
+        try session.start()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(session.isConnected)
+        return session
+    }
+
+    /// Drains (as the gateway's owner does at each delivery) until nothing is pending.
+    private func drainAll(_ session: MQTTSession) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while session.pendingMessages > 0 || !session.backlog.isEmpty, ContinuousClock.now < deadline {
+            try? session.drain()
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    @Test("Paho's store cannot be written (a full disk) as a message is handed: a copy waits in the backlog, never handed again, removed once Paho holds nothing; each message arrives once, in order")
+    func pahoStoreWriteFails() async throws {
+        let broker = try await MosquittoBroker()
+        try await broker.start()
+        let reader = try await broker.subscribe(["bluectl/full/#"])
+        defer { reader.stop() }
+        let root = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let session = try await connectedSession(broker, "full", root: root)
+        session.log.failNextWrites(1)
+        try session.publish("bluectl/full/readings", Array("reading 0".utf8))
+        #expect(session.log.failedPuts == 1)
+        #expect(session.backlog.firstHanded && session.backlog.count == 1, "no durable copy of the message Paho could not store")
+        for n in 1..<6 { try session.publish("bluectl/full/readings", Array("reading \(n)".utf8)) }
+        try await drainAll(session)
+        #expect(session.backlog.isEmpty && session.pendingMessages == 0)
+        let expected = (0..<6).map { "reading \($0)" }
+        #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/full/readings").count >= 6 })
+        try await Task.sleep(for: .milliseconds(300))   // a copy sent twice would be here by now
+        #expect(reader.payloads("bluectl/full/readings") == expected)
+        await session.close(timeout: .milliseconds(500))
+        await broker.stop()
+    }
+
+    @Test("the backlog's removal cannot be written after Paho took its oldest: only the removal is tried again; each message arrives once, in order")
+    func backlogRemovalFails() async throws {
+        let broker = try await MosquittoBroker()
+        try await broker.start()
+        let reader = try await broker.subscribe(["bluectl/removal/#"])
+        defer { reader.stop() }
+        let root = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        await broker.stop()
+        var configuration = MQTTSession.Configuration(serverURI: "tcp://127.0.0.1:\(broker.port)", clientID: "bluectl-removal",
+                                                      persistenceDirectory: root, statusTopic: "bluectl/removal/status")
+        configuration.window = 4
+        let session = try MQTTSession(configuration)
+        try session.start()
+        for n in 0..<6 { try session.publish("bluectl/removal/readings", Array("reading \(n)".utf8)) }
+        #expect(session.backlog.count == 6)
+        try await broker.start()
+        let deadline = ContinuousClock.now + .seconds(40)
+        while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        session.backlog.log.failNextWrites(1)
+        #expect(throws: MQTTError.self) { try session.drain() }
+        #expect(session.backlog.firstHanded && session.backlog.count == 6 && session.pendingMessages == 6)
+        try await drainAll(session)
+        #expect(session.backlog.isEmpty)
+        let expected = (0..<6).map { "reading \($0)" }
+        #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/removal/readings").count >= 6 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(reader.payloads("bluectl/removal/readings") == expected)
         await session.close(timeout: .milliseconds(500))
         await broker.stop()
     }
