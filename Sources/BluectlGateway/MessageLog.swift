@@ -363,7 +363,9 @@ package final class MessageLog: Sendable {
             index[key] = Entry(offset: at + recordHeaderSize + keyBytes.count, length: entry.length)
             at += recordHeaderSize + keyBytes.count + entry.length
         }
-        guard ok, rename(temporary, path) == 0 else {
+        // On disk before it replaces the old file: a power cut just after the rename must
+        // not leave an empty or partial log in place of one that held everything.
+        guard ok, fsync(fd) == 0, rename(temporary, path) == 0 else {
             Glibc.close(fd)
             unlink(temporary)
             return
