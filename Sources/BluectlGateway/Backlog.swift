@@ -20,7 +20,8 @@ import BluectlDBus
 /// **Handed, still held:** a message Paho took whose removal here could not be written (a
 /// full disk), or that Paho could not write to its own store, stays as the oldest, marked
 /// (`firstHanded`): never handed again, removed when it can be (`MQTTSession.drain`); the
-/// capacity pushing it out is that removal, not a drop.
+/// capacity pushing it out is that removal, not a drop (one Paho could not store is then
+/// in Paho's memory alone until sent: the backlog full and the disk full at once).
 ///
 /// Threads: `append`, `first` and `removeFirst` are the session owner's; the counts are
 /// also read elsewhere (`MQTTSession.pendingMessages`, tests), so head, tail and the drop
@@ -48,8 +49,16 @@ package final class Backlog: Sendable {
         var tail: Int
         /// Messages dropped because `capacity` were waiting, since the backlog was opened.
         var dropped = 0
-        /// Whether the oldest message is already in Paho's hands (`markFirstHanded`).
-        var firstHanded = false
+        /// Why the oldest message, already in Paho's hands, is still held (`markFirstHanded`).
+        var firstHanded: Handed?
+    }
+
+    /// Why the oldest message is held though Paho has it (`firstHanded`).
+    package enum Handed: Sendable {
+        /// Its removal could not be written: the removal is tried again.
+        case removalFailed
+        /// Paho could not write it to its store: it is held until Paho holds nothing.
+        case unstoredByPaho
     }
 
     /// At most this many messages wait; the oldest is dropped to take a new one past it.
@@ -96,9 +105,10 @@ package final class Backlog: Sendable {
         }
         guard Self.encode(message).withUnsafeBytes({ log.put(key, [($0.baseAddress, $0.count)]) }) else { return false }
         while log.count > capacity {
-            let handed = firstHanded
+            let handed = firstHanded != nil
             guard removeFirst() else { break }
-            // A message already in Paho's hands leaves as it would have: no drop.
+            // A message already in Paho's hands leaves as it would have (sent, or in Paho's
+            // memory to be sent): no drop.
             if !handed { state.withLock { $0.dropped += 1 } }
         }
         return true
@@ -107,13 +117,13 @@ package final class Backlog: Sendable {
     /// Whether the oldest message is already in Paho's hands and only kept here until it
     /// can be removed (its removal could not be written, or Paho could not store it):
     /// `MQTTSession.drain` removes it, and never hands it again.
-    package var firstHanded: Bool { state.withLock { $0.firstHanded } }
+    package var firstHanded: Handed? { state.withLock { $0.firstHanded } }
 
     /// Marks the oldest message as in Paho's hands (`firstHanded`), until it is removed.
-    package func markFirstHanded() { state.withLock { $0.firstHanded = true } }
+    package func markFirstHanded(_ why: Handed) { state.withLock { $0.firstHanded = why } }
 
     /// Messages waiting that are not in Paho's hands.
-    package var waiting: Int { count - (firstHanded ? 1 : 0) }
+    package var waiting: Int { max(0, count - (firstHanded == nil ? 0 : 1)) }
 
     /// The oldest message waiting, or nil (none, or the file cannot be read now). A record
     /// that does not read as a message (not one this type wrote) is dropped, counted, and
@@ -135,7 +145,7 @@ package final class Backlog: Sendable {
         guard let key = headKey(), log.remove(key) else { return false }
         state.withLock {
             $0.head += 1
-            $0.firstHanded = false
+            $0.firstHanded = nil
         }
         return true
     }

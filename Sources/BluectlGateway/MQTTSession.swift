@@ -11,7 +11,9 @@ import Glibc
 /// Paho's automatic reconnect.
 ///
 /// **Nothing lost**, in two stores on disk, each written before `publish` returns, so a
-/// `kill -9` loses nothing accepted:
+/// `kill -9` loses nothing accepted (on a full disk, see `drain`: a message Paho could not
+/// store as it was handed waits in the backlog too; one whose store write failed as Paho
+/// sent it, on its thread, is said at the next `drain`):
 /// - Paho holds at most `window` messages (more only when it restored more at start, from
 ///   an earlier version's store): those it is sending and those the broker has not
 ///   acknowledged. It stores each in its store, a `MessageLog` (Paho's user
@@ -268,13 +270,13 @@ public final class MQTTSession: @unchecked Sendable {
             let failedPuts = log.failedPuts
             try hand(topic, payload, retained: retained)
             guard log.failedPuts != failedPuts else { return }
+            _ = unseenStoreFailures()   // kept below, or said by the throw
             // Paho could not store it (it says nothing of that): a copy waits in the backlog,
             // handed, until Paho holds nothing (sent by then), so a crash never loses it.
             guard backlog.append(message) else {
                 throw MQTTError(persistence: "cannot write \(log.path) or \(backlog.path): the message on \(topic) is only in memory until sent")
             }
-            backlog.markFirstHanded()
-            counters.firstUnstoredByPaho.store(true, ordering: .relaxed)
+            backlog.markFirstHanded(.unstoredByPaho)
             return
         }
         guard backlog.append(message) else {
@@ -291,29 +293,48 @@ public final class MQTTSession: @unchecked Sendable {
     /// look and the request would otherwise be missed). Throws when Paho refuses one (it
     /// stays first in the backlog).
     public func drain() throws(MQTTError) {
+        let unseen = unseenStoreFailures()
+        try drainBacklog()
+        // Paho writes a message to its store again as it sends it, on its own thread: when
+        // that fails, the message is only in Paho's memory until acknowledged. Said here,
+        // at the next drain (at least once a second), as nothing else can catch it.
+        if unseen > 0 {
+            throw MQTTError(persistence: "cannot write \(log.path): \(unseen) of Paho's writes failed; what it is sending is only in memory until the broker acknowledges it")
+        }
+    }
+
+    /// Paho's store writes that failed since the last look, and not seen around a hand.
+    private func unseenStoreFailures() -> Int {
+        let failed = log.failedPuts
+        return failed - counters.failedPutsSeen.exchange(failed, ordering: .relaxed)
+    }
+
+    private func drainBacklog() throws(MQTTError) {
         guard !backlog.isEmpty else { return }
         // The oldest is already in Paho's hands (the disk full?) and never handed again
         // (each acknowledgement would send it once more): removed now if its removal failed
         // before; if Paho could not store it, once Paho holds nothing (it is sent by then),
         // and nothing else is handed meanwhile (each would be only in Paho's memory too).
-        if backlog.firstHanded {
-            if counters.firstUnstoredByPaho.load(ordering: .relaxed) {
+        if let handed = backlog.firstHanded {
+            if handed == .unstoredByPaho {
                 guard pahoPending == 0 else { return reportNextDelivery() }
             }
-            guard backlog.removeFirst() else { throw Self.removalFailed(backlog) }
-            counters.firstUnstoredByPaho.store(false, ordering: .relaxed)
+            guard backlog.removeFirst() else {
+                backlog.markFirstHanded(.removalFailed)
+                throw Self.removalFailed(backlog)
+            }
         }
         reportNextDelivery()
         while isConnected, pahoPending < window, let message = backlog.first {
             let failedPuts = log.failedPuts
             try hand(message.topic, message.payload, retained: message.retained)
             if log.failedPuts != failedPuts {
-                backlog.markFirstHanded()
-                counters.firstUnstoredByPaho.store(true, ordering: .relaxed)
+                _ = unseenStoreFailures()   // this one is said here
+                backlog.markFirstHanded(.unstoredByPaho)
                 throw MQTTError(persistence: "cannot write \(log.path): the oldest waiting message is sent, and held in \(backlog.path) until Paho holds nothing")
             }
             guard backlog.removeFirst() else {
-                backlog.markFirstHanded()
+                backlog.markFirstHanded(.removalFailed)
                 throw Self.removalFailed(backlog)
             }
         }
@@ -544,14 +565,14 @@ private final class CallbackTarget: Sendable {
 /// What `droppedMessages` is computed from, and whether the next delivery is reported.
 /// Atomics: `delivered` is written on Paho's thread and read on the owner's; `accepted`
 /// is written by `publish` (the owner, and `close`); `deliveryWanted` is set by the owner
-/// and taken by Paho's thread; `firstUnstoredByPaho` is the owner's alone (the backlog's
-/// oldest, handed, is kept until Paho holds nothing: `drain`), an atomic only to be stored
-/// in this class.
+/// and taken by Paho's thread; `failedPutsSeen` is the owner's alone, an atomic only to be
+/// stored in this class.
 private final class Counters: Sendable {
     let accepted = Atomic<Int>(0)
     let delivered = Atomic<Int>(0)
     let deliveryWanted = Atomic<Bool>(false)
-    let firstUnstoredByPaho = Atomic<Bool>(false)
+    /// `MessageLog.failedPuts` when the owner last looked (`drain`, `publish`).
+    let failedPutsSeen = Atomic<Int>(0)
 }
 
 /// Resumes one waiting task once, from Paho's thread, the caller's or `close`'s time

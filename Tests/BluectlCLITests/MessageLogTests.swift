@@ -243,11 +243,11 @@ struct BacklogTests {
         // Paho took message 0; its removal cannot be written.
         backlog.log.failNextWrites(1)
         #expect(!backlog.removeFirst())
-        backlog.markFirstHanded()
-        #expect(backlog.firstHanded && backlog.count == 3 && backlog.waiting == 2)
+        backlog.markFirstHanded(.removalFailed)
+        #expect(backlog.firstHanded == .removalFailed && backlog.count == 3 && backlog.waiting == 2)
         // The disk has room again: a new message pushes out the handed 0, not a waiting one.
         #expect(backlog.append(message(3)))
-        #expect(!backlog.firstHanded)
+        #expect(backlog.firstHanded == nil)
         #expect(backlog.dropped == 0)
         #expect(backlog.first == message(1))
         #expect(try #require(MessageLog.contents(at: path)).keys.sorted() == ["w1", "w2", "w3"])

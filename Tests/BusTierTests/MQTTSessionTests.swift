@@ -100,7 +100,7 @@ struct MQTTSessionTests {
         session.log.failNextWrites(1)
         try session.publish("bluectl/full/readings", Array("reading 0".utf8))
         #expect(session.log.failedPuts == 1)
-        #expect(session.backlog.firstHanded && session.backlog.count == 1, "no durable copy of the message Paho could not store")
+        #expect(session.backlog.firstHanded == .unstoredByPaho && session.backlog.count == 1, "no durable copy of the message Paho could not store")
         for n in 1..<6 { try session.publish("bluectl/full/readings", Array("reading \(n)".utf8)) }
         try await drainAll(session)
         #expect(session.backlog.isEmpty && session.pendingMessages == 0)
@@ -133,7 +133,7 @@ struct MQTTSessionTests {
         while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         session.backlog.log.failNextWrites(1)
         #expect(throws: MQTTError.self) { try session.drain() }
-        #expect(session.backlog.firstHanded && session.backlog.count == 6 && session.pendingMessages == 6)
+        #expect(session.backlog.firstHanded == .removalFailed && session.backlog.count == 6 && session.pendingMessages == 6)
         try await drainAll(session)
         #expect(session.backlog.isEmpty)
         let expected = (0..<6).map { "reading \($0)" }

@@ -211,11 +211,20 @@ package final class L2CAPChannelEngine: LoopSender {
     /// and it has not paused, the end if it came, else the socket's reading.
     private func deliverWaiting() {
         guard let sink = state.value.sink else { return }
-        while !state.value.paused, !state.value.inbox.isEmpty {
-            let sdu = state.value.inbox.removeFirst()
+        // Taken off the front in one go afterwards (not one removal per SDU: an inbox of a
+        // megabyte of small SDUs would be moved once per SDU); nothing is appended meanwhile
+        // (with a sink, what is read goes to it).
+        var taken = 0
+        while !state.value.paused, taken < state.value.inbox.count {
+            let sdu = state.value.inbox[taken]
+            taken += 1
             state.value.inboxBytes -= sdu.count
-            guard sdu.withUnsafeBytes(sink) else { return close() }
+            guard sdu.withUnsafeBytes(sink) else {
+                state.value.inbox.removeFirst(taken)
+                return close()
+            }
         }
+        state.value.inbox.removeFirst(taken)
         guard state.value.inbox.isEmpty, !state.value.paused else { return }
         if state.value.end != nil { return wakeReceiver() }
         watchReadable()
