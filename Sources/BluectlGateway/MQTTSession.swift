@@ -424,9 +424,10 @@ public final class MQTTSession: @unchecked Sendable {
         let done = OneShot()
         // Paho may never call back: a DISCONNECT queued behind `offline` when the connection
         // has just gone is never processed (no reconnect after a disconnect, no timeout for a
-        // queued command). So the wait ends a second after `timeout` whatever Paho does.
+        // queued command). So the wait ends 2 s after `timeout` whatever Paho does (after a
+        // signal, the process's own 2 s limit comes first).
         let limit = Task {
-            try? await Task.sleep(for: timeout + .seconds(1))
+            try? await Task.sleep(for: timeout + .seconds(2))
             done.fire()
         }
         defer { limit.cancel() }
@@ -434,12 +435,12 @@ public final class MQTTSession: @unchecked Sendable {
             done.set(waiter)
             var options = cpaho_disconnect_options()
             options.timeout = milliseconds
-            let box = Unmanaged.passRetained(done).toOpaque()
+            let box = done.holdForPaho()
             options.context = box
-            options.onSuccess = { context, _ in Unmanaged<OneShot>.fromOpaque(context!).takeRetainedValue().fire() }
-            options.onFailure = { context, _ in Unmanaged<OneShot>.fromOpaque(context!).takeRetainedValue().fire() }
+            options.onSuccess = { context, _ in OneShot.releasedByPaho(context)?.fire() }
+            options.onFailure = { context, _ in OneShot.releasedByPaho(context)?.fire() }
             if paho.MQTTAsync_disconnect(handle, &options) != MQTTASYNC_SUCCESS {
-                Unmanaged<OneShot>.fromOpaque(box).takeRetainedValue().fire()
+                OneShot.releasedByPaho(box)?.fire()
             }
         }
         continuation.finish()
@@ -584,6 +585,25 @@ private final class OneShot: Sendable {
         var fired = false
     }
     private let state = Locked(State())
+
+    /// The ones whose pointer Paho holds (a disconnect's context) until it calls back:
+    /// kept alive here rather than by a retain given to Paho, so that one Paho never calls
+    /// back on (`close` gave up waiting) is still reachable, not a leak, when the process ends.
+    /// Keyed by the pointer's address: looked up without touching what it points to.
+    private static let heldForPaho = Locked<[UInt: OneShot]>([:])
+
+    /// Keeps this alive for Paho; the pointer to give it as the context.
+    func holdForPaho() -> UnsafeMutableRawPointer {
+        let pointer = Unmanaged.passUnretained(self).toOpaque()
+        Self.heldForPaho.withLock { $0[UInt(bitPattern: pointer)] = self }
+        return pointer
+    }
+
+    /// The one behind `context`, no longer kept for Paho (Paho called back, or its call
+    /// failed); nil when it was already let go.
+    static func releasedByPaho(_ context: UnsafeMutableRawPointer?) -> OneShot? {
+        heldForPaho.withLock { $0.removeValue(forKey: UInt(bitPattern: context)) }
+    }
 
     func set(_ waiter: CheckedContinuation<Void, Never>) {
         let now = state.withLock { state -> Bool in
