@@ -133,7 +133,10 @@ struct MQTTSessionTests {
         while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         session.backlog.log.failNextWrites(1)
         #expect(throws: MQTTError.self) { try session.drain() }
-        #expect(session.backlog.firstHanded == .removalFailed && session.backlog.count == 6 && session.pendingMessages == 6)
+        #expect(session.backlog.firstHanded == .removalFailed && session.backlog.count == 6)
+        // The handed one is counted once: in Paho's hands until the broker acknowledges it
+        // (which may already have happened), not also as waiting in the backlog.
+        #expect(session.backlog.waiting == 5 && (5...6).contains(session.pendingMessages), "\(session.pendingMessages) pending")
         try await drainAll(session)
         #expect(session.backlog.isEmpty)
         let expected = (0..<6).map { "reading \($0)" }
