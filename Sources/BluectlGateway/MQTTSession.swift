@@ -267,12 +267,9 @@ public final class MQTTSession: @unchecked Sendable {
     public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
         let message = Backlog.Message(topic: topic, payload: payload, retained: retained)
         if backlog.isEmpty, isConnected, pahoPending < window {
-            let failedPuts = log.failedPuts
-            try hand(topic, payload, retained: retained)
-            guard log.failedPuts != failedPuts else { return }
-            _ = unseenStoreFailures()   // kept below, or said by the throw
-            // Paho could not store it (it says nothing of that): a copy waits in the backlog,
-            // handed, until Paho holds nothing (sent by then), so a crash never loses it.
+            if try hand(message) { return }
+            // Paho could not store it: a copy waits in the backlog, handed, until Paho holds
+            // nothing (sent by then), so a crash never loses it.
             guard backlog.append(message) else {
                 throw MQTTError(persistence: "cannot write \(log.path) or \(backlog.path): the message on \(topic) is only in memory until sent")
             }
@@ -326,10 +323,7 @@ public final class MQTTSession: @unchecked Sendable {
         }
         reportNextDelivery()
         while isConnected, pahoPending < window, let message = backlog.first {
-            let failedPuts = log.failedPuts
-            try hand(message.topic, message.payload, retained: message.retained)
-            if log.failedPuts != failedPuts {
-                _ = unseenStoreFailures()   // this one is said here
+            if try !hand(message) {
                 backlog.markFirstHanded(.unstoredByPaho)
                 throw MQTTError(persistence: "cannot write \(log.path): the oldest waiting message is sent, and held in \(backlog.path) until Paho holds nothing")
             }
@@ -351,19 +345,25 @@ public final class MQTTSession: @unchecked Sendable {
         max(1, min(configuration.window, Int(configuration.maxBufferedMessages)))
     }
 
-    /// Hands one message to Paho, which stores it before this returns.
-    private func hand(_ topic: String, _ payload: [UInt8], retained: Bool) throws(MQTTError) {
-        var message = cpaho_message()
-        message.qos = 1
-        message.retained = retained ? 1 : 0
+    /// Hands one message to Paho, which stores it before this returns; false when that
+    /// store write failed (a full disk: Paho says nothing of it, the log counts it), which
+    /// the caller then deals with and says.
+    private func hand(_ message: Backlog.Message) throws(MQTTError) -> Bool {
+        let failedPuts = log.failedPuts
+        var pahoMessage = cpaho_message()
+        pahoMessage.qos = 1
+        pahoMessage.retained = message.retained ? 1 : 0
         var response = cpaho_response_options()
-        let rc = payload.withUnsafeBytes { bytes in
-            message.payload = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
-            message.payloadlen = Int32(bytes.count)
-            return paho.MQTTAsync_sendMessage(handle, topic, &message, &response)
+        let rc = message.payload.withUnsafeBytes { bytes in
+            pahoMessage.payload = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
+            pahoMessage.payloadlen = Int32(bytes.count)
+            return paho.MQTTAsync_sendMessage(handle, message.topic, &pahoMessage, &response)
         }
-        guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(topic)") }
+        guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(message.topic)") }
         counters.accepted.add(1, ordering: .sequentiallyConsistent)
+        guard log.failedPuts != failedPuts else { return true }
+        _ = unseenStoreFailures()   // this one is the caller's to say
+        return false
     }
 
     /// Messages accepted and not yet acknowledged by the broker: waiting in the backlog
@@ -419,7 +419,7 @@ public final class MQTTSession: @unchecked Sendable {
     /// the backlog and the window: the disconnect is clean, so the broker will not
     /// publish the last will, and `offline` queued behind waiting readings would not go out.
     public func close(timeout: Duration = .seconds(2)) async {
-        try? hand(configuration.statusTopic, Array("offline".utf8), retained: true)
+        _ = try? hand(Backlog.Message(topic: configuration.statusTopic, payload: Array("offline".utf8), retained: true))
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let done = OneShot()
         // Paho may never call back: a DISCONNECT queued behind `offline` when the connection
@@ -576,87 +576,9 @@ private final class Counters: Sendable {
     let failedPutsSeen = Atomic<Int>(0)
 }
 
-/// Resumes one waiting task once, from Paho's thread, the caller's or `close`'s time
-/// limit, whichever fires first (a lock: two may fire at once). Fired before the waiter
-/// is set (the limit passed already), it resumes the waiter as it is set.
-private final class OneShot: Sendable {
-    private struct State {
-        var waiter: CheckedContinuation<Void, Never>?
-        var fired = false
-    }
-    private let state = Locked(State())
-
-    /// The ones whose pointer Paho holds (a disconnect's context) until it calls back:
-    /// kept alive here rather than by a retain given to Paho, so that one Paho never calls
-    /// back on (`close` gave up waiting) is still reachable, not a leak, when the process ends.
-    /// Keyed by the pointer's address: looked up without touching what it points to.
-    private static let heldForPaho = Locked<[UInt: OneShot]>([:])
-
-    /// Keeps this alive for Paho; the pointer to give it as the context.
-    func holdForPaho() -> UnsafeMutableRawPointer {
-        let pointer = Unmanaged.passUnretained(self).toOpaque()
-        Self.heldForPaho.withLock { $0[UInt(bitPattern: pointer)] = self }
-        return pointer
-    }
-
-    /// The one behind `context`, no longer kept for Paho (Paho called back, or its call
-    /// failed); nil when it was already let go.
-    static func releasedByPaho(_ context: UnsafeMutableRawPointer?) -> OneShot? {
-        heldForPaho.withLock { $0.removeValue(forKey: UInt(bitPattern: context)) }
-    }
-
-    func set(_ waiter: CheckedContinuation<Void, Never>) {
-        let now = state.withLock { state -> Bool in
-            if state.fired { return true }
-            state.waiter = waiter
-            return false
-        }
-        if now { waiter.resume() }
-    }
-
-    func fire() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.fired = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-}
-
 /// Runs `body` with C copies of `texts` (nil stays nil), freed afterwards.
 private func withCStrings<T>(_ texts: [String?], _ body: ([UnsafeMutablePointer<CChar>?]) -> T) -> T {
     let copies = texts.map { $0.map { strdup($0)! } }
     defer { copies.forEach { free($0) } }
     return body(copies)
-}
-
-/// A failure Paho reported: its return code and what was being done.
-public struct MQTTError: Error, Sendable, CustomStringConvertible {
-    /// Paho's return code (`MQTTASYNC_*`).
-    public let code: Int32
-    /// What failed, and Paho's reason.
-    public let description: String
-
-    /// `what`, then Paho's text for `code`.
-    init(code: Int32, _ what: String) {
-        self.code = code
-        description = "\(what): \(Self.describe(code))"
-    }
-
-    /// Paho's library could not be loaded: the loader's words.
-    init(unavailable what: String) {
-        code = MQTTASYNC_FAILURE
-        description = "cannot load Eclipse Paho C's MQTT client: \(what)"
-    }
-
-    /// The message log failed (`MessageLog`): `what` says how.
-    init(persistence what: String) {
-        code = MQTTCLIENT_PERSISTENCE_ERROR
-        description = what
-    }
-
-    static func describe(_ code: Int32) -> String {
-        PahoLibrary.shared?.MQTTAsync_strerror(code).map { String(cString: $0) } ?? "error \(code)"
-    }
 }
