@@ -109,7 +109,7 @@ struct GatewayCommand: AsyncParsableCommand {
     func gatewayID() -> String {
         if let id { return id }
         var buffer = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&buffer, buffer.count) == 0 ? String(cString: buffer) : ""
+        let host = gethostname(&buffer, buffer.count) == 0 ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
         let cleaned = String(host.prefix { $0 != "." }.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.prefix(64))
         return cleaned.isEmpty ? "bluectl" : cleaned
     }
