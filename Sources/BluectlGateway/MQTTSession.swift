@@ -32,6 +32,8 @@ import Glibc
 /// and a log may grow to four times what it holds, or 16 MiB, before it is rewritten).
 /// When it is reached the OLDEST waiting message is dropped to take the new one (the
 /// newest reading is worth more than the oldest), and counted (`droppedMessages`).
+/// A broker that accepts the connection without the session it had makes Paho discard
+/// what it sent and had not had acknowledged (`discardedMessages`).
 ///
 /// Threads: Paho calls back on its own threads. The callbacks hand an `MQTTEvent`
 /// to `events` (an `AsyncStream`, safe from any thread) for its one consumer, the
@@ -122,7 +124,7 @@ public final class MQTTSession: @unchecked Sendable {
     /// Paho's table of the store's functions: Paho keeps the pointer, so it lives until `deinit`.
     private let persistence: UnsafeMutablePointer<MQTTClient_persistence>
     /// Messages handed to Paho (and restored from an earlier session's log), and
-    /// deliveries: the two sides of Paho's part of `droppedMessages`.
+    /// deliveries: the two sides of `discardedMessages`.
     private let counters: Counters
 
     /// Paho's process-wide set-up, once, before the first client. Left to itself
@@ -192,7 +194,7 @@ public final class MQTTSession: @unchecked Sendable {
             return 1
         }, { context, _ in
             // Called under Paho's lock, with the message taken off its in-flight list
-            // (`MQTTAsync_cycle`): `droppedMessages` relies on both happening together.
+            // (`MQTTAsync_cycle`): `discardedMessages` relies on both happening together.
             let target = CallbackTarget.from(context)
             target.counters.delivered.add(1, ordering: .sequentiallyConsistent)
             if target.counters.deliveryWanted.exchange(false, ordering: .sequentiallyConsistent) {
@@ -386,18 +388,26 @@ public final class MQTTSession: @unchecked Sendable {
     /// than `maxBufferedMessages` are waiting in the backlog.
     public var hasRoom: Bool { backlog.count < backlog.capacity }
 
-    /// Messages dropped, oldest first, because `maxBufferedMessages` were waiting, since
-    /// the session was created: the backlog's count, and any Paho dropped (which the
-    /// window keeps it from: accepted by Paho, and neither delivered nor pending there;
-    /// exact, as the pending count and the delivery count are read with no delivery in
-    /// between: Paho takes a message off its lists and calls back under one lock).
-    public var droppedMessages: Int {
+    /// Messages dropped, oldest first, because `maxBufferedMessages` were waiting in the
+    /// backlog, since the session was created.
+    public var droppedMessages: Int { backlog.dropped }
+
+    /// Messages Paho discarded, since the session was created: handed to it (or restored
+    /// from its store at start) and neither delivered nor pending there. That happens when
+    /// a broker accepts the connection without the session it had (a broker replaced, or
+    /// restarted without its saved state: MQTT 3.1.1 then has the client discard its own
+    /// session state): the messages sent and not acknowledged go with it, and may or may
+    /// not have reached the broker. (Paho's own buffer bound, which would drop too, is never
+    /// reached: the window.) Exact, as the pending count and the delivery count are read
+    /// with no delivery in between: Paho takes a message off its lists and calls back under
+    /// one lock.
+    public var discardedMessages: Int {
         while true {
             let before = counters.delivered.load(ordering: .sequentiallyConsistent)
             let pending = pahoPending
             let after = counters.delivered.load(ordering: .sequentiallyConsistent)
             if before == after {
-                return backlog.dropped + max(0, counters.accepted.load(ordering: .sequentiallyConsistent) - pending - after)
+                return max(0, counters.accepted.load(ordering: .sequentiallyConsistent) - pending - after)
             }
         }
     }
@@ -563,7 +573,7 @@ private final class CallbackTarget: Sendable {
     }
 }
 
-/// What `droppedMessages` is computed from, and whether the next delivery is reported.
+/// What `discardedMessages` is computed from, and whether the next delivery is reported.
 /// Atomics: `delivered` is written on Paho's thread and read on the owner's; `accepted`
 /// is written by `publish` (the owner, and `close`); `deliveryWanted` is set by the owner
 /// and taken by Paho's thread; `failedPutsSeen` is the owner's alone, an atomic only to be

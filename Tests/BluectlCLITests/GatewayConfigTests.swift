@@ -118,11 +118,15 @@ struct GatewayConfigTests {
         let timed = [limitedGate.isNew(first, now: start), limitedGate.isNew(second, now: start + .seconds(9)),
                      limitedGate.isNew(second, now: start + .seconds(10))]
         #expect(timed == [true, false, true])
-        // drops: the session's running total; each report publishes only what is new since the last
+        // losses: the session's running totals; each report publishes only what is new since
+        // the last, for its own reason
         var limited = GatewayLedger()
-        let first3 = limited.unreportedDrops(of: 3)
-        limited.reported(first3)
-        #expect([first3, limited.unreportedDrops(of: 3), limited.unreportedDrops(of: 5)] == [3, 0, 2])
+        let first3 = limited.unreported(.bufferFull, of: 3)
+        limited.reported(first3, .bufferFull)
+        #expect([first3, limited.unreported(.bufferFull, of: 3), limited.unreported(.bufferFull, of: 5),
+                 limited.unreported(.sessionLost, of: 3)] == [3, 0, 2, 3])
+        limited.reported(1, .sessionLost)
+        #expect([limited.unreported(.sessionLost, of: 3), limited.unreported(.bufferFull, of: 5)] == [2, 2])
     }
 
     @Test("A write command's payload: hex as write takes it, or {value|utf8, id}; anything else refused with the reason", arguments: [

@@ -372,6 +372,7 @@ struct GatewayTests {
             let event = try JSONValue.parse(try #require(reader.payloads("bluectl/full/events").first))
             #expect(event["event"] == .string("dropped"))
             #expect(event["count"] == .int(7), "\(event)")
+            #expect(event["reason"] == .string("the buffer of messages waiting for the broker was full: the oldest were dropped"), "\(event)")
             // The newest 5 arrived, in order.
             #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "full").contains(21.1) }, "\(reader.messages)")
             #expect(temperatures(reader, gateway: "full") == (7..<12).map { 20.0 + Double($0) / 10 })

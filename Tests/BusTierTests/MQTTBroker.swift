@@ -95,6 +95,17 @@ final class MosquittoBroker: @unchecked Sendable {
         self.process = nil
     }
 
+    /// SIGSTOP: it still takes connections' bytes (the kernel does) and answers nothing.
+    func pause() { process?.signal(SIGSTOP) }
+
+    /// SIGKILL, then waits for it to end: the sessions it had not saved are gone.
+    func crash() async {
+        guard let process else { return }
+        process.signal(SIGKILL)
+        _ = await process.wait(timeout: .seconds(10))
+        self.process = nil
+    }
+
     deinit {
         process?.signal(SIGKILL)
         try? FileManager.default.removeItem(atPath: folder)

@@ -58,6 +58,33 @@ struct MQTTSessionTests {
         await broker.stop()
     }
 
+    @Test("a broker that comes back without the session (killed before it saved it): the 3 messages Paho had sent and not had acknowledged are counted as discarded, not as dropped; the session goes on")
+    func sessionLostDiscards() async throws {
+        let broker = try await MosquittoBroker()
+        try await broker.start()
+        let root = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let session = try await connectedSession(broker, "lost", root: root)
+        broker.pause()   // takes the 3 PUBLISHes (the kernel does), acknowledges none
+        for n in 0..<3 { try session.publish("bluectl/lost/readings", Array("reading \(n)".utf8)) }
+        #expect(session.pendingMessages == 3 && session.backlog.isEmpty)
+        await broker.crash()
+        try await broker.start()   // no saved state: sessionPresent 0 at the reconnect
+        let deadline = ContinuousClock.now + .seconds(30)
+        while session.discardedMessages < 3 || !session.isConnected, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(session.discardedMessages == 3 && session.droppedMessages == 0 && session.pendingMessages == 0,
+                "discarded \(session.discardedMessages), dropped \(session.droppedMessages), pending \(session.pendingMessages)")
+        let reader = try await broker.subscribe(["bluectl/lost/#"])
+        defer { reader.stop() }
+        try session.publish("bluectl/lost/readings", Array("reading 3".utf8))
+        #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/lost/readings") == ["reading 3"] }, "\(reader.messages)")
+        #expect(session.discardedMessages == 3)
+        await session.close(timeout: .milliseconds(500))
+        await broker.stop()
+    }
+
     /// A folder of the test's own for a session's logs.
     private static func folder() throws -> String {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-session-\(UUID().uuidString)").path

@@ -28,12 +28,12 @@ enum GatewayInput: Sendable {
 }
 
 /// What the gateway's owner task decides, a pure value: how many of the messages
-/// the full backlog dropped are reported, the greeting of each connection, the Home
+/// lost (`Loss`) are reported, the greeting of each connection, the Home
 /// Assistant configs and the shared readings. (Which frames are new is decided before
 /// the owner, on the scan's loop: `DiscoveryGate`.)
 struct GatewayLedger: Sendable {
-    /// Dropped messages already published on the events topic.
-    private(set) var reportedDrops = 0
+    /// Lost messages already reported on the events topic, by why they were lost.
+    private var reportedLosses: [Loss: Int] = [:]
     /// Readings published (accepted by the session: sent, or kept on disk to be sent).
     private(set) var accepted = 0
     /// Connections to the broker so far.
@@ -69,11 +69,36 @@ struct GatewayLedger: Sendable {
 
     mutating func accepted(_ count: Int = 1) { accepted += count }
 
-    /// Of `total` messages dropped so far (the session's count), those not reported yet.
-    func unreportedDrops(of total: Int) -> Int { max(0, total - reportedDrops) }
+    /// Why messages never reached the broker, each said with its own reason.
+    enum Loss: CaseIterable, Sendable {
+        /// The backlog was full: its oldest were dropped (`MQTTSession.droppedMessages`).
+        case bufferFull
+        /// The broker accepted the connection without the session it had: Paho discarded
+        /// what was sent and not acknowledged (`MQTTSession.discardedMessages`).
+        case sessionLost
 
-    /// `count` more drops were reported (published on the events topic).
-    mutating func reported(_ count: Int) { reportedDrops += count }
+        /// How many were lost so far (the session's running count).
+        func count(in session: MQTTSession) -> Int {
+            switch self {
+            case .bufferFull: session.droppedMessages
+            case .sessionLost: session.discardedMessages
+            }
+        }
+
+        /// The `reason` of the `dropped` event.
+        var reason: String {
+            switch self {
+            case .bufferFull: "the buffer of messages waiting for the broker was full: the oldest were dropped"
+            case .sessionLost: "the broker no longer had this gateway's session: messages sent and not acknowledged were discarded (some may have reached it)"
+            }
+        }
+    }
+
+    /// Of `total` messages lost for `loss` so far (the session's count), those not reported yet.
+    func unreported(_ loss: Loss, of total: Int) -> Int { max(0, total - reportedLosses[loss, default: 0]) }
+
+    /// `count` more messages lost for `loss` were reported (published on the events topic).
+    mutating func reported(_ count: Int, _ loss: Loss) { reportedLosses[loss, default: 0] += count }
 }
 
 /// One gateway's run: scans `adapter`, publishes through `session`, until
@@ -245,14 +270,16 @@ struct GatewayRun {
             }
             ledger.greeting = nil
         }
-        let drops = ledger.unreportedDrops(of: session.droppedMessages)
-        guard drops > 0 else { return }
-        guard session.hasRoom else { return session.reportNextDelivery() }
-        var line = JSONLine()
-        line.add("event", "dropped")
-        line.add("count", drops)
-        line.add("reason", "the buffer of messages waiting for the broker was full: the oldest were dropped")
-        if (try? session.publish(topics.events, line.renderedBytes(newline: false))) != nil { ledger.reported(drops) }
+        for loss in GatewayLedger.Loss.allCases {
+            let count = ledger.unreported(loss, of: loss.count(in: session))
+            guard count > 0 else { continue }
+            guard session.hasRoom else { return session.reportNextDelivery() }
+            var line = JSONLine()
+            line.add("event", "dropped")
+            line.add("count", count)
+            line.add("reason", loss.reason)
+            if (try? session.publish(topics.events, line.renderedBytes(newline: false))) != nil { ledger.reported(count, loss) }
+        }
     }
 
     /// Moves what waits in the session's backlog on to Paho, as far as its window takes
