@@ -135,9 +135,12 @@ struct GatewayGattTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(try await bus.callCount(g.control, "WriteValue") == 1, "the write reached the device: \(gatewayProcess.stderr)")
+            // The stop (after a signal: 300 ms for the write under way, then the device's
+            // disconnect) made to last past the command's way from mosquitto_pub to the gateway.
+            try await bus.mock("DelayReply", [.string(g.device), .string("Disconnect"), .uint32(500)])
             gatewayProcess.signal(SIGTERM)
-            // A command during the stop (the gateway waits up to 2 s for the write under way):
-            // refused, or, if it came before the stop began, cancelled with the other.
+            // A command during the stop: refused, or, if it came before the stop began, cancelled
+            // with the other.
             try await broker.publish(control + "/write", #"{"value": "08", "id": "later"}"#)
             #expect(await gatewayProcess.wait(timeout: .seconds(20)).exitCode == 143, "\(gatewayProcess.stderr)")
             #expect(await reader.wait(timeout: .seconds(10)) { $0.payloads(control + "/result").count == 2 }, "\(reader.messages)")

@@ -152,8 +152,13 @@ struct GatewayRun {
         let (late, lateFeed) = AsyncStream<GatewayInput>.makeStream()
         let hand: @Sendable (GatewayInput) -> Void = { input in
             guard case .terminated = feed.yield(input), case .terminated = lateFeed.yield(input) else { return }
-            if case .gatt(let message) = input {
+            switch input {
+            case .gatt(let message):
                 Output.error("gateway: a message for \(message.topic) came after the session closed; not published")
+            case .mqtt(.message(let topic, _)):
+                Output.error("gateway: a command on \(topic) came as the gateway stopped; not answered")
+            default:
+                break
             }
         }
         let mqttEvents = Task { for await event in session.events { hand(.mqtt(event)) } }
