@@ -26,13 +26,16 @@ extension GatewayTests {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
             let gateway = try bus.startBluectl(["gateway", "--broker", broker.url, "--id", "gw"], environment: ["STATE_DIRECTORY": state])
             #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "gw") == [20.0] }, "\(reader.messages) \(gateway.stderr)")
-            #expect(gateway.stderr.contains("bluectl: gateway: scanning hci0 actively (StartDiscovery, duplicates on)"), "\(gateway.stderr)")
+            #expect(await gateway.waitForStderr(timeout: .seconds(10)) { $0.contains("bluectl: gateway: scanning hci0 actively (StartDiscovery, duplicates on)") }, "\(gateway.stderr)")
             await bus.stopStandIn()   // as bluetoothd 5.66 crashing in the lab
             #expect(await reader.wait(timeout: .seconds(20)) { eventNames($0, gateway: "gw") == ["scan_interrupted"] }, "\(reader.messages) \(gateway.stderr)")
             try await bus.startStandIn(adapters: [.hci0])
             try await bus.addAdvertiser("hci0", sensorAddress, bthome(2010))
-            #expect(await reader.wait(timeout: .seconds(30)) { temperatures($0, gateway: "gw") == [20.0, 20.1] },
-                    "\(reader.messages) \(gateway.stderr)")
+            // The event is published by the scanner's task after the discovery starts, the reading
+            // from the loop as it comes: either may be first.
+            #expect(await reader.wait(timeout: .seconds(30)) {
+                temperatures($0, gateway: "gw") == [20.0, 20.1] && eventNames($0, gateway: "gw").count >= 2
+            }, "\(reader.messages) \(gateway.stderr)")
             #expect(eventNames(reader, gateway: "gw") == ["scan_interrupted", "scan_resumed"], "\(reader.messages)")
             let resumed = try #require(events(reader, gateway: "gw").last)
             #expect(resumed["reason"]?.text == "bluetoothd stopped (exited or crashed)")
@@ -52,8 +55,9 @@ extension GatewayTests {
             #expect(await reader.wait(timeout: .seconds(20)) { eventNames($0, gateway: "gw") == ["scan_interrupted"] }, "\(reader.messages) \(gateway.stderr)")
             try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2010))
             try await bus.setPowered("hci0", true)
-            #expect(await reader.wait(timeout: .seconds(20)) { temperatures($0, gateway: "gw") == [20.0, 20.1] },
-                    "\(reader.messages) \(gateway.stderr)")
+            #expect(await reader.wait(timeout: .seconds(20)) {
+                temperatures($0, gateway: "gw") == [20.0, 20.1] && eventNames($0, gateway: "gw").count >= 2
+            }, "\(reader.messages) \(gateway.stderr)")
             #expect(eventNames(reader, gateway: "gw") == ["scan_interrupted", "scan_resumed"], "\(reader.messages)")
             #expect(events(reader, gateway: "gw").first?["reason"]?.text == "hci0 was powered off")
             await stillRunningThenStop(gateway)
@@ -65,14 +69,15 @@ extension GatewayTests {
     func watchdogRestartsStalledScan() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
             let gateway = try await startThenStall(bus, broker, reader, state: state, until: "restart")
-            #expect(await reader.wait(timeout: .seconds(30)) { temperatures($0, gateway: "gw") == [20.0, 20.1] },
-                    "\(reader.messages) \(gateway.stderr)")
+            #expect(await reader.wait(timeout: .seconds(30)) {
+                temperatures($0, gateway: "gw") == [20.0, 20.1] && eventNames($0, gateway: "gw").contains("scan_recovery")
+            }, "\(reader.messages) \(gateway.stderr)")
             let recoveries = events(reader, gateway: "gw").filter { $0["event"]?.text == "scan_recovery" }
             let first = try #require(recoveries.first, "\(reader.messages)")
             #expect(first["action"]?.text == "restart_discovery")
             #expect(first["error"] == nil, "\(first)")
             #expect((first["silent_s"]?.number ?? 0) >= 3, "\(first)")
-            #expect(gateway.stderr.contains("restarting the discovery"), "\(gateway.stderr)")
+            #expect(await gateway.waitForStderr(timeout: .seconds(10)) { $0.contains("restarting the discovery") }, "\(gateway.stderr)")
             // The discovery was stopped and started again by the gateway (the stand-in's log).
             let log = try await bus.discoveryLog().map(\.event).filter { $0 != "SetDiscoveryFilter" }
             #expect(Array(log.prefix(3)) == ["StartDiscovery", "StopDiscovery", "StartDiscovery"], "\(log)")
@@ -84,11 +89,11 @@ extension GatewayTests {
     func watchdogPowerCyclesStalledAdapter() async throws {
         try await withScene(brokerUp: true) { bus, broker, reader, state in
             let gateway = try await startThenStall(bus, broker, reader, state: state, until: "power-cycle")
-            #expect(await reader.wait(timeout: .seconds(40)) { temperatures($0, gateway: "gw") == [20.0, 20.1] },
+            let actions = { events(reader, gateway: "gw").filter { $0["event"]?.text == "scan_recovery" }.compactMap { $0["action"]?.text } }
+            #expect(await reader.wait(timeout: .seconds(40)) { temperatures($0, gateway: "gw") == [20.0, 20.1] && actions().contains("power_cycle") },
                     "\(reader.messages) \(gateway.stderr)")
-            let actions = events(reader, gateway: "gw").filter { $0["event"]?.text == "scan_recovery" }.compactMap { $0["action"]?.text }
-            #expect(actions.suffix(2) == ["restart_discovery", "power_cycle"], "\(reader.messages)")
-            #expect(gateway.stderr.contains("power-cycling hci0"), "\(gateway.stderr)")
+            #expect(actions().suffix(2) == ["restart_discovery", "power_cycle"], "\(reader.messages)")
+            #expect(await gateway.waitForStderr(timeout: .seconds(10)) { $0.contains("power-cycling hci0") }, "\(gateway.stderr)")
             await stillRunningThenStop(gateway)
         }
     }

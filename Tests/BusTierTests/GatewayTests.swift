@@ -217,7 +217,7 @@ struct GatewayTests {
                                                environment: ["STATE_DIRECTORY": state])
             #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/tls/status").contains("online") && temperatures($0, gateway: "tls") == [20.0] },
                     "\(reader.messages) \(gateway.stderr)")
-            #expect(gateway.stderr.contains("connected to mqtts://127.0.0.1:"), "\(gateway.stderr)")
+            #expect(await gateway.waitForStderr(timeout: .seconds(10)) { $0.contains("connected to mqtts://127.0.0.1:") }, "\(gateway.stderr)")
             gateway.signal(SIGTERM)
             _ = await gateway.wait(timeout: .seconds(10))
             // The password from the environment; a wrong one is refused by the broker.
@@ -365,8 +365,10 @@ struct GatewayTests {
             for step in 5..<12 { try await bus.updateAdvertiser("hci0", sensorAddress, bthome(2000 + step * 10)) }
             // The gateway took the last (21.10 °C, 2110 = 0x083e) once the log holds it; the
             // first 7 (20.0 … 20.6) were pushed out, from the log too: 5 held, the newest 5.
-            #expect(try await bus.eventually(timeout: .seconds(20)) { messagesHolding(state, serviceDataHex(11)) == 1 }, "\(gateway.stderr)")
-            #expect((0..<12).map { messagesHolding(state, serviceDataHex($0)) } == Array(repeating: 0, count: 7) + Array(repeating: 1, count: 5))
+            // (The new record is written before the oldest's removal: waited for together.)
+            let newest5 = Array(repeating: 0, count: 7) + Array(repeating: 1, count: 5)
+            #expect(try await bus.eventually(timeout: .seconds(20)) { (0..<12).map { messagesHolding(state, serviceDataHex($0)) } == newest5 },
+                    "\((0..<12).map { messagesHolding(state, serviceDataHex($0)) }) \(gateway.stderr)")
             try await broker.start()
             #expect(await reader.wait(timeout: .seconds(40)) { !$0.payloads("bluectl/full/events").isEmpty }, "\(reader.messages) \(gateway.stderr)")
             let event = try JSONValue.parse(try #require(reader.payloads("bluectl/full/events").first))

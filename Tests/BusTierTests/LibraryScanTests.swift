@@ -46,7 +46,7 @@ struct LibraryScanTests {
         try await withPrivateBus { bus in
             let (central, adapter) = try await Self.setUp(bus)
             defer { central.close() }
-            let session = try await central.startScan(adapter: adapter, options: ScanOptions(), duration: .milliseconds(500))
+            let session = try await central.startScan(adapter: adapter, options: ScanOptions(), duration: .seconds(2))
             let seen = try #require(await Self.drain(session), "the stream did not end")
             #expect(Set(seen.map(\.device.address)).count == 3)
             #expect(try await bus.eventually { try await bus.callCount(Self.adapter, "StopDiscovery") == 1 })

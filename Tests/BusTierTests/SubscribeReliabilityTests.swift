@@ -99,12 +99,18 @@ struct SubscribeReliabilityTests {
         try await withPrivateBus { bus in
             let chr = try await Self.addStreamPeripheral(bus)
             let bluectl = try BusTier.bluectlExecutable()
+            // The reader reads nothing until the flag file exists: made once bluectl said it drops
+            // (not after a fixed time, which a slow start could use up).
+            let flag = bus.directory.appendingPathComponent("read-now").path
             let shell = try bus.spawn("/bin/bash", ["-c", """
-                "$0" subscribe \(heartRateAddress) \(Self.streamUUID) --json --queue 10 --count 3000 | { sleep 3; cat; }
+                "$0" subscribe \(heartRateAddress) \(Self.streamUUID) --json --queue 10 --count 3000 \
+                  | { while [ ! -e "$1" ]; do sleep 0.05; done; cat; }
                 echo "status=${PIPESTATUS[0]}" >&2
-                """, bluectl])
+                """, bluectl, flag])
             #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
             try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(3000)], timeout: .seconds(60))
+            #expect(await shell.waitForStderr(timeout: .seconds(30)) { $0.contains("output is too slow") }, "\(shell.stderr)")
+            FileManager.default.createFile(atPath: flag, contents: nil)
             let r = await shell.wait(timeout: .seconds(60))
             let (seqs, events) = try Self.parse(r.stdoutLines)
             let dropped = events.filter { $0["event"] == .string("dropped") }.compactMap { $0["count"]?.int }.reduce(0, +)
@@ -407,9 +413,16 @@ struct SubscribeReliabilityTests {
             #expect(try await bus.eventually(timeout: .seconds(10)) { Self.notifyCalls(bus, chr).start == 1 })
             try await bus.mock("EmitNotifications", [.objectPath(chr), .uint32(0), .uint32(1)])
             #expect(await p.waitForStdoutLines(1, timeout: .seconds(10)))
+            // The running state is saved after the subscription is up, beside the first value's
+            // way to stdout (a hop, an encode, two fsyncs): killed only once it is on disk.
+            let file = "\(state)/bluectl/logger.json"
+            #expect(try await bus.eventually(timeout: .seconds(10)) {
+                guard let bytes = FileManager.default.contents(atPath: file),
+                      let saved = try? JSONValue.parse(String(decoding: bytes, as: UTF8.self)) else { return false }
+                return saved["subscriptions"]?[0]?["notifying"] == .bool(true) && saved["peripherals"]?[0]?["state"] == .string("connected")
+            }, "the running state was never saved")
             p.kill9()
             _ = await p.wait(timeout: .seconds(5))
-            let file = "\(state)/bluectl/logger.json"
             let saved = try JSONValue.parse(String(decoding: try #require(FileManager.default.contents(atPath: file)), as: UTF8.self))
             #expect(saved["running"] == .bool(true))
             #expect(saved["peripherals"]?[0]?["state"] == .string("connected"))
