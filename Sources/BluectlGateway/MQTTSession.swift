@@ -116,7 +116,7 @@ public final class MQTTSession: @unchecked Sendable {
     private let paho: PahoLibrary
     /// Retained by Paho's callbacks (their context) until `deinit`.
     private let context: UnsafeMutableRawPointer
-    private let configuration: Configuration
+    let configuration: Configuration
     /// Paho's store (its user persistence, `persistence` below).
     let log: MessageLog
     /// The messages waiting beyond what Paho holds, oldest first.

@@ -68,6 +68,14 @@ struct MQTTSessionTests {
         broker.pause()   // takes the 3 PUBLISHes (the kernel does), acknowledges none
         for n in 0..<3 { try session.publish("bluectl/lost/readings", Array("reading \(n)".utf8)) }
         #expect(session.pendingMessages == 3 && session.backlog.isEmpty)
+        // Sent, not only queued (Paho keeps a queued one across the reconnect): each sent
+        // message is in Paho's store under `s-`.
+        let logPath = MQTTSession.logPath(session.configuration)
+        let sent = ContinuousClock.now + .seconds(20)
+        while (MessageLog.contents(at: logPath) ?? [:]).keys.filter({ $0.hasPrefix("s-") }).count < 3, ContinuousClock.now < sent {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect((MessageLog.contents(at: logPath) ?? [:]).keys.filter { $0.hasPrefix("s-") }.count == 3)
         await broker.crash()
         try await broker.start()   // no saved state: sessionPresent 0 at the reconnect
         let deadline = ContinuousClock.now + .seconds(30)

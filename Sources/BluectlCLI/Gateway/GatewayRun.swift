@@ -149,13 +149,16 @@ struct GatewayRun {
         // for MQTT goes through `late`, handled before the session closes: the GATT
         // devices' messages (the answers of writes under way at the stop, their last
         // events) are published, commands from MQTT refused (the gateway is stopping).
+        // After `late` too has ended, a command that comes before the session closes (Paho
+        // has acknowledged it) can only be said on stderr.
         let (late, lateFeed) = AsyncStream<GatewayInput>.makeStream()
+        let topics = self.topics
         let hand: @Sendable (GatewayInput) -> Void = { input in
             guard case .terminated = feed.yield(input), case .terminated = lateFeed.yield(input) else { return }
             switch input {
             case .gatt(let message):
                 Output.error("gateway: a message for \(message.topic) came after the session closed; not published")
-            case .mqtt(.message(let topic, _)):
+            case .mqtt(.message(let topic, _)) where topics.command(topic) != nil:
                 Output.error("gateway: a command on \(topic) came as the gateway stopped; not answered")
             default:
                 break
@@ -212,7 +215,6 @@ struct GatewayRun {
         feed.finish()
         await gatt?.stop(hurry: SignalScope.interrupted)
         lateFeed.finish()
-        mqttEvents.cancel()
         // `late` has ended: this takes what it holds without waiting (also in a cancelled task).
         for await input in late {
             switch input {
@@ -228,6 +230,7 @@ struct GatewayRun {
         // half a second) at once: together they fit SignalScope's 2 s better.
         async let scanStopped: Void = scanner.stop()
         await session.close(timeout: .milliseconds(500))
+        await mqttEvents.value   // the session's events end as it closes
         await scanStopped
         if let failure { throw failure }
     }
@@ -254,11 +257,11 @@ struct GatewayRun {
     }
 
     /// Once connected and the buffer has room: the connection's greeting (`online`, and
-    /// `reconnected` after the readings buffered meanwhile: the backlog goes out in order), then the
-    /// count of the oldest messages the full buffer dropped since the last report. With no
-    /// room (the backlog not yet sent) both wait for a delivery, which the session is asked
-    /// to report: publishing them would push out a reading, and the buffer would never be
-    /// seen with room to report that drop. Looks at most twice a second (`bufferLookedAt`)
+    /// `reconnected` after the readings buffered meanwhile: the backlog goes out in order), then
+    /// the messages lost since the last report, one `dropped` event per cause (`Loss`: the
+    /// full buffer's oldest, those Paho discarded). With no room (the backlog not yet sent)
+    /// both wait for a delivery, which the session is asked to report: publishing them would
+    /// push out a reading, and the buffer would never be seen with room to report that drop. Looks at most twice a second (`bufferLookedAt`)
     /// unless `now`; the ticks bring it back.
     private func greetAndReport(_ ledger: inout GatewayLedger, now: Bool = false) {
         let at = ContinuousClock.now
