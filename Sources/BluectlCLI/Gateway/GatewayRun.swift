@@ -261,8 +261,8 @@ struct GatewayRun {
     /// the messages lost since the last report, one `dropped` event per cause (`Loss`: the
     /// full buffer's oldest, those Paho discarded). With no room (the backlog not yet sent)
     /// both wait for a delivery, which the session is asked to report: publishing them would
-    /// push out a reading, and the buffer would never be seen with room to report that drop. Looks at most twice a second (`bufferLookedAt`)
-    /// unless `now`; the ticks bring it back.
+    /// push out a reading, and the buffer would never be seen with room to report that drop.
+    /// Looks at most twice a second (`bufferLookedAt`) unless `now`; the ticks bring it back.
     private func greetAndReport(_ ledger: inout GatewayLedger, now: Bool = false) {
         let at = ContinuousClock.now
         guard session.isConnected, now || ledger.bufferLookedAt.map({ at - $0 >= .milliseconds(500) }) ?? true else { return }
