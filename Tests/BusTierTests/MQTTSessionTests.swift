@@ -27,9 +27,7 @@ struct MQTTSessionTests {
         #expect(MessageLog.contents(at: backlogPath)?.count == 40)
         try await broker.start()
         // Connected, with nothing drained yet: these must wait behind the 40, not overtake them.
-        let deadline = ContinuousClock.now + .seconds(40)
-        while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(session.isConnected)
+        #expect(try await eventually(timeout: .seconds(40), every: .milliseconds(20)) { session.isConnected })
         for n in 40..<50 { try session.publish("bluectl/window/readings", Array("reading \(n)".utf8)) }
 
         // The owner's part (the gateway drains at each connection and delivery): here every
@@ -38,15 +36,16 @@ struct MQTTSessionTests {
         // not acknowledged, `s-`).
         let logPath = MQTTSession.logPath(configuration)
         var mostPendingInPaho = 0, mostInPahoStore = 0
-        while session.pendingMessages > 0, ContinuousClock.now < deadline {
+        let drained = try await eventually(timeout: .seconds(40), every: .milliseconds(20)) {
+            guard session.pendingMessages > 0 else { return true }
             try session.drain()
             let waiting = MessageLog.contents(at: backlogPath)?.count ?? 0
             mostPendingInPaho = max(mostPendingInPaho, session.pendingMessages - waiting)
             let store = (MessageLog.contents(at: logPath) ?? [:]).keys
             mostInPahoStore = max(mostInPahoStore, store.filter { $0.hasPrefix("c-") }.count, store.filter { $0.hasPrefix("s-") }.count)
-            try await Task.sleep(for: .milliseconds(20))
+            return false
         }
-        #expect(session.pendingMessages == 0)
+        #expect(drained && session.pendingMessages == 0)
         #expect(session.droppedMessages == 0)
         #expect(mostPendingInPaho >= 1 && mostPendingInPaho <= 4, "Paho held \(mostPendingInPaho) messages at once")
         #expect(mostInPahoStore <= 4, "Paho's store held \(mostInPahoStore) messages at once")
@@ -71,16 +70,13 @@ struct MQTTSessionTests {
         // Sent, not only queued (Paho keeps a queued one across the reconnect): each sent
         // message is in Paho's store under `s-`.
         let logPath = MQTTSession.logPath(session.configuration)
-        let sent = ContinuousClock.now + .seconds(20)
-        while (MessageLog.contents(at: logPath) ?? [:]).keys.filter({ $0.hasPrefix("s-") }).count < 3, ContinuousClock.now < sent {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect((MessageLog.contents(at: logPath) ?? [:]).keys.filter { $0.hasPrefix("s-") }.count == 3)
+        #expect(try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
+            (MessageLog.contents(at: logPath) ?? [:]).keys.filter { $0.hasPrefix("s-") }.count == 3
+        })
         await broker.crash()
         try await broker.start()   // no saved state: sessionPresent 0 at the reconnect
-        let deadline = ContinuousClock.now + .seconds(30)
-        while session.discardedMessages < 3 || !session.isConnected, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        _ = try await eventually(timeout: .seconds(30), every: .milliseconds(20)) {
+            session.discardedMessages >= 3 && session.isConnected
         }
         #expect(session.discardedMessages == 3 && session.droppedMessages == 0 && session.pendingMessages == 0,
                 "discarded \(session.discardedMessages), dropped \(session.droppedMessages), pending \(session.pendingMessages)")
@@ -108,18 +104,17 @@ struct MQTTSessionTests {
         configuration.keepAlive = 5
         let session = try MQTTSession(configuration)
         try session.start()
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(session.isConnected)
+        #expect(try await eventually(timeout: .seconds(20), every: .milliseconds(20)) { session.isConnected })
         return session
     }
 
-    /// Drains (as the gateway's owner does at each delivery) until nothing is pending.
-    private func drainAll(_ session: MQTTSession) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while session.pendingMessages > 0 || !session.backlog.isEmpty, ContinuousClock.now < deadline {
+    /// Drains (as the gateway's owner does at each delivery) until nothing is pending;
+    /// false when something still is after 20 s.
+    private func drainAll(_ session: MQTTSession) async throws -> Bool {
+        try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
+            guard session.pendingMessages > 0 || !session.backlog.isEmpty else { return true }
             try? session.drain()
-            try await Task.sleep(for: .milliseconds(20))
+            return false
         }
     }
 
@@ -137,7 +132,7 @@ struct MQTTSessionTests {
         #expect(session.log.failedPuts == 1)
         #expect(session.backlog.firstHanded == .unstoredByPaho && session.backlog.count == 1, "no durable copy of the message Paho could not store")
         for n in 1..<6 { try session.publish("bluectl/full/readings", Array("reading \(n)".utf8)) }
-        try await drainAll(session)
+        #expect(try await drainAll(session))
         #expect(session.backlog.isEmpty && session.pendingMessages == 0)
         let expected = (0..<6).map { "reading \($0)" }
         #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/full/readings").count >= 6 })
@@ -164,15 +159,14 @@ struct MQTTSessionTests {
         for n in 0..<6 { try session.publish("bluectl/removal/readings", Array("reading \(n)".utf8)) }
         #expect(session.backlog.count == 6)
         try await broker.start()
-        let deadline = ContinuousClock.now + .seconds(40)
-        while !session.isConnected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(try await eventually(timeout: .seconds(40), every: .milliseconds(20)) { session.isConnected })
         session.backlog.log.failNextWrites(1)
         #expect(throws: MQTTError.self) { try session.drain() }
         #expect(session.backlog.firstHanded == .removalFailed && session.backlog.count == 6)
         // The handed one is counted once: in Paho's hands until the broker acknowledges it
         // (which may already have happened), not also as waiting in the backlog.
         #expect(session.backlog.waiting == 5 && (5...6).contains(session.pendingMessages), "\(session.pendingMessages) pending")
-        try await drainAll(session)
+        #expect(try await drainAll(session))
         #expect(session.backlog.isEmpty)
         let expected = (0..<6).map { "reading \($0)" }
         #expect(await reader.wait(timeout: .seconds(20)) { $0.payloads("bluectl/removal/readings").count >= 6 })

@@ -377,12 +377,7 @@ final class PrivateBus: @unchecked Sendable {
 
     /// Polls `check` until it returns true or the time is up.
     func eventually(timeout: Duration = .seconds(5), _ check: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if try await check() { return true }
-            if ContinuousClock.now >= deadline { return false }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await BusTierTests.eventually(timeout: timeout, check)
     }
 }
 
