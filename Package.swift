@@ -3,8 +3,8 @@
 // Layers, each its own target: CDBus (libdbus) → CBluectlShim (thin C shim) →
 // BluectlDBus (Swift D-Bus) → BluectlCore (BlueZ, CoreBluetooth-shaped; CCrypto:
 // libcrypto's AES-CCM for encrypted sensor advertisements) →
-// BluectlCLI (commands; CSystemd for sd_notify; BluectlGateway, over CPaho: Eclipse
-// Paho C's MQTT client, for `bluectl gateway`) → bluectl (the executable).
+// BluectlCLI (commands; CSystemd for sd_notify; BluectlGateway, over CMosquitto:
+// libmosquitto, Eclipse Mosquitto's MQTT client, for `bluectl gateway`) → bluectl.
 import PackageDescription
 #if canImport(Glibc)
 import Glibc
@@ -69,15 +69,15 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
-        // Eclipse Paho C's asynchronous MQTT client with TLS: its header only. Not linked:
-        // opened when the first MQTT session is made (BluectlGateway's PahoLibrary).
-        .systemLibrary(name: "CPaho", providers: [.apt(["libpaho-mqtt-dev"])]),
+        // libmosquitto (MQTT with TLS): its header only. Not linked: opened when the first
+        // MQTT session is made (BluectlGateway's MosquittoLibrary).
+        .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .target(name: "CBluectlShim", dependencies: ["CDBus"]),
         .target(name: "BluectlDBus", dependencies: ["CBluectlShim", "CDBus"]),
         .target(name: "BluectlCore", dependencies: ["BluectlDBus", "CBluectlShim", "CCrypto", .product(name: "Logging", package: "swift-log")]),
         // `bluectl gateway`'s MQTT session and publishing (docs/gateway.md); not part of
         // BluectlCore's promise.
-        .target(name: "BluectlGateway", dependencies: ["BluectlCore", "BluectlDBus", "CPaho"]),
+        .target(name: "BluectlGateway", dependencies: ["BluectlCore", "BluectlDBus", "CMosquitto"]),
         .target(
             name: "BluectlCLI",
             dependencies: [

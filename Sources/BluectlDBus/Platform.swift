@@ -37,7 +37,7 @@ public func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
 }
 
 /// A shared library opened when first needed (`dlopen`) rather than by the loader at
-/// every start: libcrypto and Paho's MQTT client are used by a few commands only, and
+/// every start: libcrypto and libmosquitto (MQTT) are used by a few commands only, and
 /// loading them costs every command their relocations (1.7 MB resident for libcrypto
 /// and libssl, docs/benchmarks.md).
 package struct DynamicLibrary: @unchecked Sendable {

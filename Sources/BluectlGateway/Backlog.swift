@@ -1,33 +1,31 @@
 import BluectlDBus
 
-/// The messages waiting for the broker that Paho does not hold yet, oldest first, in a
+/// The messages waiting for the broker beyond the session's window, oldest first, in a
 /// `MessageLog` of their own (a record per message, keyed `w` and its sequence number).
 ///
-/// **Why:** Paho keeps every message it has accepted in memory as well as in its store,
-/// until the broker acknowledges it. Through an outage that is the whole outage's
-/// readings: about 2 KB of heap each, so a day's outage at 50,000 messages would hold
-/// about 100 MB, and the lab's 60 s outage raised the gateway's peak resident memory by
-/// 3 MiB (docs/benchmarks.md). Here a waiting message costs an index entry in memory
-/// (tens of bytes); `MQTTSession` hands Paho at most its `window` at a time.
+/// **Why:** a client library that keeps what it has not sent in memory holds a whole
+/// outage's readings there (about 2 KB of heap each with Paho, used before: a day's outage
+/// at 50,000 messages would hold about 100 MB). Here a waiting message costs an index
+/// entry in memory (tens of bytes); `MQTTSession` hands the connection at most its
+/// `window` at a time.
 ///
 /// **Order:** appended at the tail, taken from the head; a message is removed only after
-/// Paho has taken it and written it to its own store, so a `kill -9` in between sends it
+/// the session has put it in its own log and sent it, so a `kill -9` in between sends it
 /// twice, never loses it (QoS 1 is at least once).
 ///
 /// **The bound:** at most `capacity` messages; past it the oldest is dropped to take the
 /// new one, and counted (`dropped`).
 ///
-/// **Handed, still held:** a message Paho took whose removal here could not be written (a
-/// full disk), or that Paho could not write to its own store, stays as the oldest, marked
-/// (`firstHanded`): never handed again, removed when it can be (`MQTTSession.drain`); the
-/// capacity pushing it out is that removal, not a drop (one Paho could not store is then
-/// in Paho's memory alone until sent: the backlog full and the disk full at once).
+/// **Handed, still held:** a message the session took whose removal here could not be
+/// written (a full disk) stays as the oldest, marked (`firstHanded`): never handed again,
+/// removed when it can be (`MQTTSession.drain`); the capacity pushing it out is that
+/// removal, not a drop.
 ///
 /// Threads: `append`, `first` and `removeFirst` are the session owner's; the counts are
-/// also read elsewhere (`MQTTSession.pendingMessages`, tests), so head, tail and the drop
-/// count are behind one lock (`Locked`), held at most while the log's index is looked
-/// at, never across a file operation. A sequence number is taken under it, so even two
-/// appends at once would not share a key.
+/// also read elsewhere (tests), so head, tail and the drop count are behind one lock
+/// (`Locked`), held at most while the log's index is looked at, never across a file
+/// operation. A sequence number is taken under it, so even two appends at once would not
+/// share a key.
 package final class Backlog: Sendable {
     /// One waiting message.
     package struct Message: Equatable, Sendable {
@@ -49,16 +47,14 @@ package final class Backlog: Sendable {
         var tail: Int
         /// Messages dropped because `capacity` were waiting, since the backlog was opened.
         var dropped = 0
-        /// Why the oldest message, already in Paho's hands, is still held (`markFirstHanded`).
+        /// Why the oldest message, already handed to the session's connection, is still held (`markFirstHanded`).
         var firstHanded: Handed?
     }
 
-    /// Why the oldest message is held though Paho has it (`firstHanded`).
+    /// Why the oldest message is held though the session has it (`firstHanded`).
     package enum Handed: Sendable {
         /// Its removal could not be written: the removal is tried again.
         case removalFailed
-        /// Paho could not write it to its store: it is held until Paho holds nothing.
-        case unstoredByPaho
     }
 
     /// At most this many messages wait; the oldest is dropped to take a new one past it.
@@ -107,22 +103,22 @@ package final class Backlog: Sendable {
         while log.count > capacity {
             let handed = firstHanded != nil
             guard removeFirst() else { break }
-            // A message already in Paho's hands leaves as it would have (sent, or in Paho's
-            // memory to be sent): no drop.
+            // A message already handed leaves as it would have (it is in the session's log,
+            // sent or to be sent): no drop.
             if !handed { state.withLock { $0.dropped += 1 } }
         }
         return true
     }
 
-    /// Whether the oldest message is already in Paho's hands and only kept here until it
-    /// can be removed (its removal could not be written, or Paho could not store it):
+    /// Whether the oldest message is already handed to the session's connection and only
+    /// kept here until it can be removed (its removal could not be written):
     /// `MQTTSession.drain` removes it, and never hands it again.
     package var firstHanded: Handed? { state.withLock { $0.firstHanded } }
 
-    /// Marks the oldest message as in Paho's hands (`firstHanded`), until it is removed.
+    /// Marks the oldest message as handed (`firstHanded`), until it is removed.
     package func markFirstHanded(_ why: Handed) { state.withLock { $0.firstHanded = why } }
 
-    /// Messages waiting that are not in Paho's hands.
+    /// Messages waiting that are not handed yet.
     package var waiting: Int { max(0, count - (firstHanded == nil ? 0 : 1)) }
 
     /// The oldest message waiting, or nil (none, or the file cannot be read now). A record
@@ -138,7 +134,7 @@ package final class Backlog: Sendable {
         return nil
     }
 
-    /// Removes the oldest message (after Paho took it). False when there is none or the
+    /// Removes the oldest message (after the session took it). False when there is none or the
     /// removal cannot be written.
     @discardableResult
     package func removeFirst() -> Bool {

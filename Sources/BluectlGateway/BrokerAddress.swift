@@ -65,8 +65,8 @@ public struct BrokerAddress: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The URI Paho takes: `tcp://HOST:PORT` or `ssl://HOST:PORT`.
-    public var pahoURI: String { "\(tls ? "ssl" : "tcp")://\(hostInURI):\(port)" }
+    /// The URI `MQTTSession` takes (and names its message log by): `tcp://HOST:PORT` or `ssl://HOST:PORT`.
+    public var sessionURI: String { "\(tls ? "ssl" : "tcp")://\(hostInURI):\(port)" }
 
     /// `mqtt://HOST:PORT` or `mqtts://HOST:PORT`, the port always said.
     public var description: String { "\(tls ? "mqtts" : "mqtt")://\(hostInURI):\(port)" }

@@ -1,31 +1,31 @@
-import CPaho
+import CMosquitto
 
-/// A failure Paho reported: its return code and what was being done.
+/// A failure of the MQTT session: libmosquitto's return code and what was being done.
 public struct MQTTError: Error, Sendable, CustomStringConvertible {
-    /// Paho's return code (`MQTTASYNC_*`).
+    /// libmosquitto's return code (`MOSQ_ERR_*`).
     public let code: Int32
-    /// What failed, and Paho's reason.
+    /// What failed, and libmosquitto's reason.
     public let description: String
 
-    /// `what`, then Paho's text for `code`.
+    /// `what`, then libmosquitto's text for `code`.
     init(code: Int32, _ what: String) {
         self.code = code
         description = "\(what): \(Self.describe(code))"
     }
 
-    /// Paho's library could not be loaded: the loader's words.
+    /// libmosquitto could not be loaded: the loader's words.
     init(unavailable what: String) {
-        code = MQTTASYNC_FAILURE
-        description = "cannot load Eclipse Paho C's MQTT client: \(what)"
+        code = Int32(MOSQ_ERR_NOT_SUPPORTED.rawValue)
+        description = "cannot load libmosquitto (Eclipse Mosquitto's MQTT client): \(what)"
     }
 
     /// The message log failed (`MessageLog`): `what` says how.
     init(persistence what: String) {
-        code = MQTTCLIENT_PERSISTENCE_ERROR
+        code = Int32(MOSQ_ERR_ERRNO.rawValue)
         description = what
     }
 
     static func describe(_ code: Int32) -> String {
-        PahoLibrary.shared?.MQTTAsync_strerror(code).map { String(cString: $0) } ?? "error \(code)"
+        MosquittoLibrary.shared?.mosquitto_strerror(code).map { String(cString: $0) } ?? "error \(code)"
     }
 }

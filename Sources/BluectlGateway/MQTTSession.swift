@@ -1,64 +1,61 @@
 import BluectlDBus
-import CPaho
+import CMosquitto
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// One MQTT client session to one broker, through Eclipse Paho C's asynchronous
-/// client (`libpaho-mqtt3as`): QoS 1, a persistent session (clean session off),
-/// a retained `online` birth and `offline` last will on the status topic, and
-/// Paho's automatic reconnect.
+/// libmosquitto's return codes, as its functions return them.
+private let mosqSuccess = Int32(MOSQ_ERR_SUCCESS.rawValue)
+private let mosqNoConnection = Int32(MOSQ_ERR_NO_CONN.rawValue)
+
+/// One MQTT client session to one broker, through libmosquitto with no thread of its
+/// own: QoS 1, a persistent session (clean session off), a retained `online` birth and
+/// `offline` last will on the status topic, and reconnects (1 s, doubling to 16 s).
+///
+/// **Driven by its owner, one task:** `publish` writes the PUBLISH to the socket at once;
+/// `service()`, which the owner calls every `serviceInterval`, reads what the broker sent
+/// meanwhile (acknowledgements, commands), keeps the connection alive and reconnects.
+/// libmosquitto's callbacks run inside those calls, so nothing is handed between threads
+/// per message (Paho's asynchronous client, used before, woke a send thread per publish
+/// and a receive thread per acknowledgement: docs/benchmarks.md). Only a connection
+/// attempt runs on a thread of its own (`Attempt`): its host name lookup blocks.
 ///
 /// **Nothing lost**, in two stores on disk, each written before `publish` returns, so a
-/// `kill -9` loses nothing accepted (on a full disk, see `drain`: a message Paho could not
-/// store as it was handed waits in the backlog too; one whose store write failed as Paho
-/// sent it, on its thread, is said at the next `drain`):
-/// - Paho holds at most `window` messages (more only when it restored more at start, from
-///   an earlier version's store): those it is sending and those the broker has not
-///   acknowledged. It stores each in its store, a `MessageLog` (Paho's user
-///   persistence: one append-only file in `persistenceDirectory`, rather than Paho's file
-///   per message, which cost a third of the gateway's CPU per message); the next session
-///   with the same client id and broker restores them (`restoreMessages`) and sends them
-///   first. QoS 1 messages in flight when the connection drops are resent by the
-///   persistent session.
+/// `kill -9` loses nothing accepted:
+/// - The message log (`log`) holds every message handed to the connection, from then
+///   until the broker acknowledges it: at most `window` at once. After a connection is
+///   lost, and at the next start, every message it holds is sent again first, in order,
+///   whatever session the broker kept (a message may then arrive twice: QoS 1 is at least
+///   once; none is discarded).
 /// - The rest wait in the `Backlog`, oldest first: everything while the broker is away,
-///   and what comes while Paho's window is full. The owner moves them to Paho, in order,
-///   as the window empties (`drain`, at each connection and delivery). Paho keeps what it
-///   holds in memory as well; the backlog keeps only an index, so an outage costs disk,
-///   not memory.
+///   and what comes while the window is full. `drain` moves them on, in order, as the
+///   window empties. An outage costs disk, not memory.
 ///
 /// **The bound** is `maxBufferedMessages` waiting in the backlog (a record is about 1 KB,
 /// and a log may grow to four times what it holds, or 16 MiB, before it is rewritten).
 /// When it is reached the OLDEST waiting message is dropped to take the new one (the
 /// newest reading is worth more than the oldest), and counted (`droppedMessages`).
-/// A broker that accepts the connection without the session it had makes Paho discard
-/// what it sent and had not had acknowledged (`discardedMessages`).
-///
-/// Threads: Paho calls back on its own threads. The callbacks hand an `MQTTEvent`
-/// to `events` (an `AsyncStream`, safe from any thread) for its one consumer, the
-/// owner of the session, and count deliveries (an atomic, below).
 public final class MQTTSession: @unchecked Sendable {
-    // @unchecked: every stored property but the two counters is immutable after `init`;
-    // `handle` is only passed to Paho's functions, which lock Paho's own state; the
-    // counters are atomics (`Counters`); the backlog locks its own state. `publish`,
-    // `drain` and `close` are the owner's (one task): two publishing at once would be
-    // safe but in no defined order.
+    // @unchecked: the session's state is its owner's (one task: `publish`, `service`,
+    // `drain`, `subscribe`, `close`, and the callbacks libmosquitto makes inside them);
+    // `connected` is an atomic (read anywhere); the log and the backlog lock their own
+    // state; an `Attempt` hands its client over through an atomic.
 
     /// How to reach the broker and what to keep.
     public struct Configuration: Sendable {
-        /// Paho's server URI: `tcp://host:port` or `ssl://host:port`.
+        /// The broker: `tcp://host:port` or `ssl://host:port` (`BrokerAddress.sessionURI`).
         public var serverURI: String
         /// The MQTT client id: the persistent session and the message log are keyed by it.
         public var clientID: String
-        /// Where the log of messages not yet acknowledged is kept (`logPath`).
+        /// Where the message log and the backlog are kept (`logPath`).
         public var persistenceDirectory: String
         /// The retained `online` / `offline` topic (birth and last will).
         public var statusTopic: String
         /// At most this many messages wait for the broker (the backlog's capacity).
         public var maxBufferedMessages: Int32 = 50_000
-        /// At most this many messages in Paho's hands at once (being sent, or sent and not
-        /// yet acknowledged); the rest wait in the backlog, on disk and not in memory.
+        /// At most this many messages handed to the connection at once (sent and not yet
+        /// acknowledged); the rest wait in the backlog, on disk and not in memory.
         public var window = 64
         /// Seconds between keep-alive pings; the broker publishes the last will after 1.5 times this without one.
         public var keepAlive: Int32 = 10
@@ -80,7 +77,7 @@ public final class MQTTSession: @unchecked Sendable {
 
     /// TLS for `ssl://`: the server's certificate is verified unless `verify` is off.
     public struct TLS: Sendable {
-        /// PEM file of the CA certificates to trust (nil: the system's).
+        /// PEM file of the CA certificates to trust (nil: the system's, /etc/ssl/certs).
         public var caFile: String?
         /// PEM file of the client's certificate.
         public var certificateFile: String?
@@ -95,294 +92,286 @@ public final class MQTTSession: @unchecked Sendable {
 
     /// What happened to the connection, for the session's owner.
     public enum Event: Sendable, Equatable {
-        /// Connected (the first time, or again by Paho's automatic reconnect).
+        /// Connected (the first time, or again after a loss).
         case connected
-        /// The connection went away; Paho reconnects by itself.
+        /// The connection went away; the session reconnects by itself.
         case connectionLost(String)
-        /// A connection attempt failed; Paho tries again by itself.
+        /// A connection attempt failed; the session tries again by itself.
         case connectFailed(String)
         /// The broker acknowledged a message, so the buffer has room again: reported once
-        /// per `reportNextDelivery()`, not for every message (each would wake the owner).
+        /// per `reportNextDelivery()`, not for every message.
         case delivered
         /// A message on a topic the session subscribed to (`subscribe`).
         case message(topic: String, payload: [UInt8])
     }
 
-    /// Connection events, in the order Paho reported them. One consumer.
+    /// How often the owner calls `service()`: the longest an acknowledgement, a command or
+    /// a lost connection waits to be noticed.
+    public static let serviceInterval: Duration = .milliseconds(100)
+
+    /// Connection events, in the order they happened. One consumer.
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
-    private let handle: MQTTAsync
-    /// Paho's functions (the library, opened at the first session).
-    private let paho: PahoLibrary
-    /// Retained by Paho's callbacks (their context) until `deinit`.
-    private let context: UnsafeMutableRawPointer
+    private let library: MosquittoLibrary
     let configuration: Configuration
-    /// Paho's store (its user persistence, `persistence` below).
+    /// The messages handed to the connection and not yet acknowledged (`f` and a sequence number).
     let log: MessageLog
-    /// The messages waiting beyond what Paho holds, oldest first.
+    /// The messages waiting beyond the window, oldest first.
     let backlog: Backlog
-    /// Paho's table of the store's functions: Paho keeps the pointer, so it lives until `deinit`.
-    private let persistence: UnsafeMutablePointer<MQTTClient_persistence>
-    /// Messages handed to Paho (and restored from an earlier session's log), and
-    /// deliveries: the two sides of `discardedMessages`.
-    private let counters: Counters
+    private let endpoint: Endpoint
+    private let connected = Atomic<Bool>(false)
+    /// libmosquitto's last error line (`configure`'s log callback), taken as a failure's
+    /// reason. A lock, as the log callback also runs on an attempt's thread.
+    private let lastLogError = Mutex<String?>(nil)
 
-    /// Paho's process-wide set-up, once, before the first client. Left to itself
-    /// Paho initialises OpenSSL at the first client whatever the URI (its error
-    /// strings and every algorithm: 1.3 MB more resident for `mqtt://`, measured
-    /// against the bus-tier stand-in); OpenSSL 3 initialises itself when a TLS
-    /// connection first needs it, and Paho's TLS needs nothing more from this.
-    private static let pahoInitialized: Void = {
-        var inits = MQTTAsync_init_options()
-        inits.struct_id = (77, 81, 84, 71)   // "MQTG"
-        inits.struct_version = 0
-        inits.do_openssl_init = 0
-        PahoLibrary.shared?.MQTTAsync_global_init(&inits)
-    }()
+    // The owner's (see above).
+    /// The connection's client (connecting, or connected), nil between connections.
+    private var client: OpaquePointer?
+    /// Whether `client` has had the broker's CONNACK.
+    private var acknowledged = false
+    /// The broker's refusal of `client` (its CONNACK code's text), said when it closes.
+    private var refusal: String?
+    /// A connection attempt under way on its own thread.
+    private var attempt: Attempt?
+    private var nextAttempt = ContinuousClock.now
+    /// Whether `start` was called: no connection is tried before.
+    private var started = false
+    private var backoff: Duration = .seconds(1)
+    /// Sequence numbers of the log's messages not sent on this connection, oldest first.
+    private var toSend: [Int] = []
+    /// The log's messages sent on this connection, by libmosquitto's message id.
+    private var sent: [Int32: Int] = [:]
+    /// Acknowledged messages whose removal from the log could not be written: tried again.
+    private var acknowledgedHeld: [Int] = []
+    private var nextSequence = 0
+    private var deliveryWanted = false
+    private var closing = false
+    /// The `offline` status's message id at `close`, until acknowledged.
+    private var offlineID: Int32?
+    /// Messages lost after they were accepted, since the session was created: the log could
+    /// not read them back (a damaged disk, or an earlier version's record this one cannot
+    /// read), or libmosquitto refused them as no broker could take them (an invalid topic).
+    public private(set) var lostMessages = 0
+    /// Failures to say at the next `drain` (removals from the log that could not be written).
+    private var unsaidRemovalFailures = 0
 
-    /// Creates the client and restores the messages Paho kept from an earlier session.
-    /// Throws when Paho refuses the URI, the client id or the persistence directory.
+    /// Creates the session (nothing is connected before `start`), opening its two stores
+    /// and taking in what an earlier run left: its messages are sent first. Throws when
+    /// libmosquitto cannot be loaded, the URI is not one, or a store cannot be opened or read.
     public init(_ configuration: Configuration) throws(MQTTError) {
-        guard let paho = PahoLibrary.shared else { throw MQTTError(unavailable: PahoLibrary.failure ?? PahoLibrary.soname) }
-        self.paho = paho
+        guard let library = MosquittoLibrary.shared else {
+            throw MQTTError(unavailable: MosquittoLibrary.failure ?? MosquittoLibrary.soname)
+        }
+        guard let endpoint = Endpoint(configuration.serverURI) else {
+            throw MQTTError(code: Int32(MOSQ_ERR_INVAL.rawValue), "cannot use \(configuration.serverURI) as a broker")
+        }
+        self.library = library
         self.configuration = configuration
+        self.endpoint = endpoint
         (events, continuation) = AsyncStream<Event>.makeStream()
-        _ = Self.pahoInitialized
-        var handle: MQTTAsync?
-        var options = cpaho_create_options()
-        options.sendWhileDisconnected = 1
-        options.allowDisconnectedSendAtAnyTime = 1
-        // Paho's own bound, past which it drops its oldest silently: above what it is ever
-        // handed (the window, and `offline` at `close` past it).
-        options.maxBufferedMessages = max(configuration.maxBufferedMessages, Int32(Self.window(configuration)) + 1)
-        options.deleteOldestMessages = 1
-        options.restoreMessages = 1
-        options.persistQoS0 = 0
-        options.MQTTVersion = MQTTVERSION_3_1_1
         backlog = try Backlog(path: Self.backlogPath(configuration), capacity: Int(configuration.maxBufferedMessages))
         let log = try MessageLog(path: Self.logPath(configuration))
-        // An earlier bluectl's messages, kept by Paho's file persistence, go out first.
+        // An earlier bluectl's messages, kept by Paho (as files, or in this log under its
+        // keys), go out first.
         _ = log.adopt(pahoFolder: Self.pahoFolder(configuration), upTo: configuration.persistenceDirectory)
+        lostMessages = try PahoRecords.adopt(in: log)
         self.log = log
-        persistence = .allocate(capacity: 1)
-        persistence.initialize(to: Self.persistenceTable(log))
-        let rc = paho.MQTTAsync_createWithOptions(&handle, configuration.serverURI, configuration.clientID,
-                                             MQTTCLIENT_PERSISTENCE_USER, persistence, &options)
-        guard rc == MQTTASYNC_SUCCESS, let handle else {
-            persistence.deallocate()
-            throw MQTTError(code: rc, "cannot create the MQTT client for \(configuration.serverURI)")
-        }
-        self.handle = handle
-        let counters = Counters()
-        self.counters = counters
-        context = Unmanaged.passRetained(CallbackTarget(continuation, counters)).toOpaque()
-        _ = paho.MQTTAsync_setCallbacks(handle, context, { context, _ in
-            CallbackTarget.from(context).continuation.yield(.connectionLost("connection lost"))
-        }, { context, topic, topicLength, message in
-            // Copied out, then Paho's copies freed: the owner reads the message on its own task.
-            if let topic, let body = message?.pointee {
-                let name = topicLength > 0
-                    ? String(decoding: UnsafeRawBufferPointer(start: topic, count: Int(topicLength)), as: UTF8.self)
-                    : String(cString: topic)
-                let payload = body.payloadlen > 0 && body.payload != nil
-                    ? Array(UnsafeRawBufferPointer(start: body.payload, count: Int(body.payloadlen))) : []
-                CallbackTarget.from(context).continuation.yield(.message(topic: name, payload: payload))
-            }
-            var topic = topic, message = message
-            PahoLibrary.shared?.MQTTAsync_freeMessage(&message)
-            PahoLibrary.shared?.MQTTAsync_free(topic)
-            return 1
-        }, { context, _ in
-            // Called under Paho's lock, with the message taken off its in-flight list
-            // (`MQTTAsync_cycle`): `discardedMessages` relies on both happening together.
-            let target = CallbackTarget.from(context)
-            target.counters.delivered.add(1, ordering: .sequentiallyConsistent)
-            if target.counters.deliveryWanted.exchange(false, ordering: .sequentiallyConsistent) {
-                target.continuation.yield(.delivered)
-            }
-        })
-        _ = paho.MQTTAsync_setConnected(handle, context) { context, _ in
-            CallbackTarget.from(context).continuation.yield(.connected)
-        }
-        // Restored messages are waiting: counted as accepted, so their delivery is no drop.
-        counters.accepted.store(pahoPending, ordering: .sequentiallyConsistent)
+        toSend = log.keys.compactMap(Self.sequence).sorted()
+        nextSequence = (toSend.last ?? -1) + 1
     }
 
     deinit {
-        var handle: MQTTAsync? = handle
-        paho.MQTTAsync_destroy(&handle)
-        persistence.deallocate()
-        Unmanaged<CallbackTarget>.fromOpaque(context).release()
+        if let client { library.mosquitto_destroy(client) }
+        if let attempt, !attempt.abandon() { library.mosquitto_destroy(attempt.client) }
         continuation.finish()
     }
 
-    /// Starts connecting: returns at once; the outcome comes on `events`, and Paho
-    /// keeps trying (1 s, doubling to 16 s) until `close`. Publishing works meanwhile.
+    /// Starts connecting: returns at once; the outcome comes on `events` (through
+    /// `service()`), and the session keeps trying until `close`. Publishing works meanwhile.
     public func start() throws(MQTTError) {
-        var options = cpaho_connect_options()
-        options.keepAliveInterval = configuration.keepAlive
-        options.cleansession = 0
-        options.automaticReconnect = 1
-        options.minRetryInterval = 1
-        options.maxRetryInterval = 16
-        options.connectTimeout = 10
-        options.MQTTVersion = MQTTVERSION_3_1_1
-        options.context = context
-        options.onFailure = { context, response in
-            let text = response.flatMap { $0.pointee.message.map { String(cString: $0) } }
-                ?? response.map { MQTTError.describe($0.pointee.code) } ?? "unknown"
-            CallbackTarget.from(context).continuation.yield(.connectFailed(text))
-        }
-        let rc = withCStrings([configuration.statusTopic, "offline", configuration.username, configuration.password,
-                               configuration.tls?.caFile, configuration.tls?.certificateFile, configuration.tls?.keyFile]) { c in
-            var will = cpaho_will_options()
-            will.topicName = UnsafePointer(c[0])
-            will.message = UnsafePointer(c[1])
-            will.retained = 1
-            will.qos = 1
-            options.username = UnsafePointer(c[2])
-            options.password = UnsafePointer(c[3])
-            var ssl = cpaho_ssl_options()
-            if let tls = configuration.tls {
-                ssl.trustStore = UnsafePointer(c[4])
-                ssl.keyStore = UnsafePointer(c[5])
-                ssl.privateKey = UnsafePointer(c[6])
-                ssl.enableServerCertAuth = tls.verify ? 1 : 0
-                ssl.verify = tls.verify ? 1 : 0
-            }
-            return withUnsafeMutablePointer(to: &will) { will in
-                withUnsafeMutablePointer(to: &ssl) { ssl in
-                    options.will = will
-                    if configuration.tls != nil { options.ssl = ssl }
-                    return paho.MQTTAsync_connect(handle, &options)
-                }
-            }
-        }
-        guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot connect to \(configuration.serverURI)") }
+        started = true
+        nextAttempt = .now
+        service()
     }
 
-    /// Publishes `payload` on `topic` with QoS 1: handed to Paho when connected, nothing
-    /// is waiting before it and Paho's window has room; else appended to the backlog (on
-    /// disk: kept across a crash), and what the window takes of it moved on (`drain`).
-    /// When `maxBufferedMessages` are waiting, the oldest of them is dropped to make room
-    /// (counted in `droppedMessages`). The owner's: not from two tasks at once.
+    /// Reads and writes what the connection has, without waiting: acknowledgements, commands
+    /// (`Event.message`), keep-alive pings, a lost connection; reconnects when it is time.
+    /// The owner calls it every `serviceInterval`.
+    public func service() {
+        if let attempt, let (rc, error) = attempt.result {
+            self.attempt = nil
+            if rc == mosqSuccess {
+                client = attempt.client
+            } else {
+                library.mosquitto_destroy(attempt.client)
+                failedAttempt(lastLogError.withLock { $0.take() } ?? describe(rc, errno: error))
+            }
+        }
+        if client == nil, attempt == nil, started, !closing, ContinuousClock.now >= nextAttempt { startAttempt() }
+        guard let client else { return }
+        // `mosquitto_loop` reads at most as many packets as messages are in flight (one when
+        // none are): again while the socket has more, so commands and retained configs are
+        // not held back to one packet per call.
+        var rc = mosqSuccess
+        for _ in 0..<100 {
+            rc = library.mosquitto_loop(client, 0, 1)
+            guard rc == mosqSuccess, Self.readable(library.mosquitto_socket(client)) else { break }
+        }
+        if rc != mosqSuccess || (acknowledged && !isConnected) {
+            lose(lastLogError.withLock { $0.take() } ?? describe(rc, errno: errno))
+        } else if isConnected, !toSend.isEmpty {
+            // A new connection's first job (and a send refused for a while, tried again).
+            sendHeld()
+        }
+    }
+
+    /// Publishes `payload` on `topic` with QoS 1: handed to the connection when connected,
+    /// nothing is waiting before it and the window has room (in the log first); else
+    /// appended to the backlog. Both are on disk before this returns. When
+    /// `maxBufferedMessages` are waiting, the oldest of them is dropped to make room
+    /// (counted in `droppedMessages`). Throws when neither store can be written, or the
+    /// broker could never take the message (an invalid topic).
     public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
         let message = Backlog.Message(topic: topic, payload: payload, retained: retained)
-        if backlog.isEmpty, isConnected, pahoPending < window {
-            if try hand(message) { return }
-            // Paho could not store it: a copy waits in the backlog, handed, until Paho holds
-            // nothing (sent by then), so a crash never loses it.
-            guard backlog.append(message) else {
-                throw MQTTError(persistence: "cannot write \(log.path) or \(backlog.path): the message on \(topic) is only in memory until sent")
-            }
-            backlog.markFirstHanded(.unstoredByPaho)
-            return
-        }
+        if backlog.isEmpty, isConnected, toSend.isEmpty, inFlight < window, try hand(message) { return }
         guard backlog.append(message) else {
-            throw MQTTError(persistence: "cannot publish on \(topic): cannot write \(backlog.path)")
+            throw MQTTError(persistence: "cannot publish on \(topic): cannot write \(log.path) or \(backlog.path)")
         }
-        // Accepted: a refusal by Paho here leaves it waiting, and the owner's next `drain` says why.
+        // Accepted: a failure here leaves it waiting, and the owner's next `drain` says why.
         try? drain()
     }
 
-    /// Moves the backlog's oldest messages to Paho, in order, while connected and Paho's
-    /// window has room; when some are left, asks for the next delivery to be reported
-    /// (`Event.delivered`), at which the owner calls this again. Call it at each
-    /// `connected` and `delivered` event, and now and then (a delivery between the last
-    /// look and the request would otherwise be missed). Throws when Paho refuses one (it
-    /// stays first in the backlog).
+    /// Moves the backlog's oldest messages to the connection, in order, while connected and
+    /// the window has room (reading the broker's acknowledgements meanwhile); when some are
+    /// left, asks for the next delivery to be reported (`Event.delivered`), at which the
+    /// owner calls this again. Call it at each `connected` and `delivered` event, and now
+    /// and then. Throws when a store cannot be written (the message stays first in the
+    /// backlog) or a removal from the log could not be written (that message may be sent
+    /// twice).
     public func drain() throws(MQTTError) {
-        let unseen = unseenStoreFailures()
-        try drainBacklog()
-        // Paho writes a message to its store again as it sends it, on its own thread: when
-        // that fails, the message is only in Paho's memory until acknowledged. Said here,
-        // at the next drain (at least once a second), as nothing else can catch it.
-        if unseen > 0 {
-            throw MQTTError(persistence: "cannot write \(log.path): \(unseen) of Paho's writes failed; what it is sending is only in memory until the broker acknowledges it")
+        retryHeldRemovals()
+        var rounds = 0
+        while true {
+            try moveBacklog()
+            rounds += 1
+            guard !backlog.isEmpty, isConnected, rounds < 8 else { break }
+            // The window is full: what the broker acknowledged meanwhile makes room.
+            let before = inFlight
+            service()
+            guard inFlight < before else { break }
+        }
+        if !backlog.isEmpty { reportNextDelivery() }
+        if unsaidRemovalFailures > 0 {
+            defer { unsaidRemovalFailures = 0 }
+            throw MQTTError(persistence: "cannot write \(log.path): \(unsaidRemovalFailures) acknowledged messages are still in it and may be sent again")
         }
     }
 
-    /// Paho's store writes that failed since the last look, and not seen around a hand.
-    private func unseenStoreFailures() -> Int {
-        let failed = log.failedPuts
-        return failed - counters.failedPutsSeen.exchange(failed, ordering: .relaxed)
-    }
-
-    private func drainBacklog() throws(MQTTError) {
-        guard !backlog.isEmpty else { return }
-        // The oldest is already in Paho's hands (the disk full?) and never handed again
-        // (each acknowledgement would send it once more): removed now if its removal failed
-        // before; if Paho could not store it, once Paho holds nothing (it is sent by then),
-        // and nothing else is handed meanwhile (each would be only in Paho's memory too).
-        if let handed = backlog.firstHanded {
-            if handed == .unstoredByPaho {
-                guard pahoPending == 0 else { return reportNextDelivery() }
+    private func moveBacklog() throws(MQTTError) {
+        // The oldest is already handed (its removal here could not be written): removed now.
+        if backlog.firstHanded != nil {
+            guard backlog.removeFirst() else { throw Self.removalFailed(backlog) }
+        }
+        var refused: MQTTError?
+        while isConnected, toSend.isEmpty, inFlight < window, let message = backlog.first {
+            do throws(MQTTError) {
+                guard try hand(message) else {
+                    throw MQTTError(persistence: "cannot write \(log.path): the waiting messages stay in \(backlog.path)")
+                }
+            } catch {
+                guard error.code != Int32(MOSQ_ERR_ERRNO.rawValue) else { throw error }
+                // One the broker could never take: lost, and said, not left to block the rest.
+                refused = error
+                lostMessages += 1
             }
             guard backlog.removeFirst() else {
                 backlog.markFirstHanded(.removalFailed)
                 throw Self.removalFailed(backlog)
             }
         }
-        reportNextDelivery()
-        while isConnected, pahoPending < window, let message = backlog.first {
-            if try !hand(message) {
-                backlog.markFirstHanded(.unstoredByPaho)
-                throw MQTTError(persistence: "cannot write \(log.path): the oldest waiting message is sent, and held in \(backlog.path) until Paho holds nothing")
-            }
-            guard backlog.removeFirst() else {
-                backlog.markFirstHanded(.removalFailed)
-                throw Self.removalFailed(backlog)
-            }
-        }
+        if let refused { throw refused }
     }
 
     private static func removalFailed(_ backlog: Backlog) -> MQTTError {
         MQTTError(persistence: "cannot write \(backlog.path): the oldest waiting message is sent but still held")
     }
 
-    /// Paho's window: at most `window`, and never more than `maxBufferedMessages`.
-    private var window: Int { Self.window(configuration) }
+    /// The window: at most `window`, and never more than `maxBufferedMessages`.
+    private var window: Int { max(1, min(configuration.window, Int(configuration.maxBufferedMessages))) }
 
-    private static func window(_ configuration: Configuration) -> Int {
-        max(1, min(configuration.window, Int(configuration.maxBufferedMessages)))
-    }
+    /// Messages handed to the connection and not acknowledged: sent, or to be sent first.
+    private var inFlight: Int { toSend.count + sent.count }
 
-    /// Hands one message to Paho, which stores it before this returns; false when that
-    /// store write failed (a full disk: Paho says nothing of it, the log counts it), which
-    /// the caller then deals with and says.
+    /// Puts `message` in the log, then sends it (or keeps it to send first when it cannot be
+    /// sent now); false when the log cannot be written (nothing sent). Throws when the
+    /// broker could never take it (removed again).
     private func hand(_ message: Backlog.Message) throws(MQTTError) -> Bool {
-        let failedPuts = log.failedPuts
-        var pahoMessage = cpaho_message()
-        pahoMessage.qos = 1
-        pahoMessage.retained = message.retained ? 1 : 0
-        var response = cpaho_response_options()
-        let rc = message.payload.withUnsafeBytes { bytes in
-            pahoMessage.payload = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
-            pahoMessage.payloadlen = Int32(bytes.count)
-            return paho.MQTTAsync_sendMessage(handle, message.topic, &pahoMessage, &response)
+        let sequence = nextSequence
+        guard Backlog.encode(message).withUnsafeBytes({ log.put(Self.key(sequence), [($0.baseAddress, $0.count)]) }) else {
+            return false
         }
-        guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot publish on \(message.topic)") }
-        counters.accepted.add(1, ordering: .sequentiallyConsistent)
-        guard log.failedPuts != failedPuts else { return true }
-        _ = unseenStoreFailures()   // this one is the caller's to say
-        return false
+        nextSequence += 1
+        // Behind older ones still to send, or not connected: kept to send first, in order.
+        guard toSend.isEmpty, let rc = send(message, sequence) else {
+            toSend.append(sequence)
+            return true
+        }
+        if rc == mosqSuccess { return true }
+        guard Self.unsendable.contains(rc) else {
+            toSend.append(sequence)   // refused for now: sent at the next `service`
+            return true
+        }
+        _ = log.remove(Self.key(sequence))
+        throw MQTTError(code: rc, "cannot publish on \(message.topic)")
     }
 
-    /// Messages accepted and not yet acknowledged by the broker: waiting in the backlog
-    /// or in Paho's buffer, or sent and in flight.
-    public var pendingMessages: Int { backlog.waiting + pahoPending }
+    /// Return codes of `mosquitto_publish` that no later attempt would change.
+    private static let unsendable = Set([MOSQ_ERR_INVAL, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_MALFORMED_UTF8,
+                                         MOSQ_ERR_OVERSIZE_PACKET, MOSQ_ERR_QOS_NOT_SUPPORTED].map { Int32($0.rawValue) })
 
-    /// Messages in Paho's hands (`MQTTAsync_getPendingTokens`: queued, or sent and in
-    /// flight): a walk of its window (of what it restored at start, until that is sent),
-    /// at each publish.
-    private var pahoPending: Int {
-        var tokens: UnsafeMutablePointer<MQTTAsync_token>?
-        guard paho.MQTTAsync_getPendingTokens(handle, &tokens) == MQTTASYNC_SUCCESS, let tokens else { return 0 }
-        defer { paho.MQTTAsync_free(tokens) }
-        var count = 0
-        while tokens[count] != -1 { count += 1 }
-        return count
+    /// Sends the log's message `sequence` on this connection (recorded in `sent`):
+    /// `mosquitto_publish`'s return code, or nil when not connected.
+    private func send(_ message: Backlog.Message, _ sequence: Int) -> Int32? {
+        guard let client, isConnected else { return nil }
+        var id: Int32 = 0
+        let rc = message.payload.withUnsafeBytes { bytes in
+            library.mosquitto_publish(client, &id, message.topic, Int32(bytes.count), bytes.baseAddress, 1, message.retained)
+        }
+        if rc == mosqSuccess { sent[id] = sequence }
+        return rc
     }
+
+    /// Every message the log holds that is not sent on this connection, oldest first (at a
+    /// new connection: all of them). One the broker could never take is lost, and said.
+    private func sendHeld() {
+        while let sequence = toSend.first, isConnected, sent.count < window {
+            guard let bytes = log.get(Self.key(sequence)), let message = Backlog.decode(bytes) else {
+                // Not readable back (a damaged disk): lost, and said (`lostMessages`).
+                _ = log.remove(Self.key(sequence))
+                lostMessages += 1
+                toSend.removeFirst()
+                continue
+            }
+            guard let rc = send(message, sequence) else { return }
+            if rc == mosqSuccess {
+                toSend.removeFirst()
+            } else if Self.unsendable.contains(rc) {
+                _ = log.remove(Self.key(sequence))
+                lostMessages += 1
+                toSend.removeFirst()
+            } else {
+                return   // tried again at the next `service`, before anything newer
+            }
+        }
+    }
+
+    private func retryHeldRemovals() {
+        acknowledgedHeld.removeAll { log.remove(Self.key($0)) }
+    }
+
+    /// Messages accepted and not yet acknowledged by the broker: waiting in the backlog,
+    /// or handed to the connection.
+    public var pendingMessages: Int { backlog.waiting + inFlight }
 
     /// Whether a publish now would be taken without dropping an older message: fewer
     /// than `maxBufferedMessages` are waiting in the backlog.
@@ -392,75 +381,222 @@ public final class MQTTSession: @unchecked Sendable {
     /// backlog, since the session was created.
     public var droppedMessages: Int { backlog.dropped }
 
-    /// Messages Paho discarded, since the session was created: handed to it (or restored
-    /// from its store at start) and neither delivered nor pending there. That happens when
-    /// a broker accepts the connection without the session it had (a broker replaced, or
-    /// restarted without its saved state: MQTT 3.1.1 then has the client discard its own
-    /// session state): the messages sent and not acknowledged go with it, and may or may
-    /// not have reached the broker. (Paho's own buffer bound, which would drop too, is never
-    /// reached: the window.) Exact, as the pending count and the delivery count are read
-    /// with no delivery in between: Paho takes a message off its lists and calls back under
-    /// one lock.
-    public var discardedMessages: Int {
-        while true {
-            let before = counters.delivered.load(ordering: .sequentiallyConsistent)
-            let pending = pahoPending
-            let after = counters.delivered.load(ordering: .sequentiallyConsistent)
-            if before == after {
-                return max(0, counters.accepted.load(ordering: .sequentiallyConsistent) - pending - after)
-            }
-        }
-    }
-
     /// Subscribes to `filters` with QoS 1 (messages come as `Event.message`). Only while
     /// connected: call it at each `connected` (the persistent session keeps subscriptions,
     /// but the first connection has none).
     public func subscribe(_ filters: [String]) throws(MQTTError) {
+        guard let client, isConnected else { throw MQTTError(code: mosqNoConnection, "cannot subscribe") }
         for filter in filters {
-            var response = cpaho_response_options()
-            let rc = paho.MQTTAsync_subscribe(handle, filter, 1, &response)
-            guard rc == MQTTASYNC_SUCCESS else { throw MQTTError(code: rc, "cannot subscribe to \(filter)") }
+            let rc = library.mosquitto_subscribe(client, nil, filter, 1)
+            guard rc == mosqSuccess else { throw MQTTError(code: rc, "cannot subscribe to \(filter)") }
         }
     }
 
-    /// Publishes the retained `offline` status, then disconnects, waiting up to
-    /// `timeout` for messages in flight. Messages not yet sent stay in the message log
-    /// and the backlog for the next session. `offline` is handed to Paho at once, past
-    /// the backlog and the window: the disconnect is clean, so the broker will not
-    /// publish the last will, and `offline` queued behind waiting readings would not go out.
+    /// Publishes the retained `offline` status, then disconnects, waiting up to `timeout`
+    /// for the messages in flight to be acknowledged. What is not stays in the log and the
+    /// backlog for the next session. `offline` goes at once, past the backlog and the
+    /// window: the disconnect is clean, so the broker will not publish the last will.
     public func close(timeout: Duration = .seconds(2)) async {
-        _ = try? hand(Backlog.Message(topic: configuration.statusTopic, payload: Array("offline".utf8), retained: true))
-        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        let done = OneShot()
-        // Paho may never call back: a DISCONNECT queued behind `offline` when the connection
-        // has just gone is never processed (no reconnect after a disconnect, no timeout for a
-        // queued command). So the wait ends 2 s after `timeout` whatever Paho does (after a
-        // signal, the process's own 2 s limit comes first).
-        let limit = Task {
-            try? await Task.sleep(for: timeout + .seconds(2))
-            done.fire()
+        closing = true
+        if let attempt {
+            self.attempt = nil
+            if !attempt.abandon() { library.mosquitto_destroy(attempt.client) }
         }
-        defer { limit.cancel() }
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            done.set(waiter)
-            var options = cpaho_disconnect_options()
-            options.timeout = milliseconds
-            let box = done.holdForPaho()
-            options.context = box
-            options.onSuccess = { context, _ in OneShot.releasedByPaho(context)?.fire() }
-            options.onFailure = { context, _ in OneShot.releasedByPaho(context)?.fire() }
-            if paho.MQTTAsync_disconnect(handle, &options) != MQTTASYNC_SUCCESS {
-                OneShot.releasedByPaho(box)?.fire()
+        if let client, isConnected {
+            var id: Int32 = 0
+            let offline = Array("offline".utf8)
+            if library.mosquitto_publish(client, &id, configuration.statusTopic, Int32(offline.count), offline, 1, true)
+                == mosqSuccess {
+                offlineID = id
+            }
+            let end = ContinuousClock.now + timeout
+            while isConnected, sent.count + (offlineID == nil ? 0 : 1) > 0, ContinuousClock.now < end {
+                await Self.pause(.milliseconds(10))
+                service()
+            }
+            if let client = self.client {
+                _ = library.mosquitto_disconnect(client)
+                _ = library.mosquitto_loop(client, 0, 1)
             }
         }
+        if let client { library.mosquitto_destroy(client) }
+        client = nil
+        connected.store(false, ordering: .relaxed)
         continuation.finish()
+    }
+
+    /// Sleeps `duration`, also in a cancelled task (a stop's last moments are bounded by
+    /// their caller, and must not spin).
+    private static func pause(_ duration: Duration) async {
+        await Task { try? await Task.sleep(for: duration) }.value
     }
 
     /// Reports the next delivery (one `Event.delivered`), for an owner waiting for room in
     /// the buffer. Deliveries are otherwise only counted: reporting each one would cost the
     /// owner a wake-up per message published.
-    public func reportNextDelivery() {
-        counters.deliveryWanted.store(true, ordering: .sequentiallyConsistent)
+    public func reportNextDelivery() { deliveryWanted = true }
+
+    /// Whether the session is connected now.
+    public var isConnected: Bool { connected.load(ordering: .relaxed) }
+
+    /// Why no session can be made on this machine (libmosquitto cannot be loaded), or
+    /// nil: for a command to say so before it starts anything.
+    public static var unavailableReason: String? {
+        MosquittoLibrary.failure.map { MQTTError(unavailable: $0).description }
+    }
+
+    // MARK: - Connections
+
+    /// A new client for one connection, configured, its name lookup and connect on a
+    /// thread of its own.
+    private func startAttempt() {
+        guard let mosq = library.mosquitto_new(configuration.clientID, false, Unmanaged.passUnretained(self).toOpaque()) else {
+            return failedAttempt("cannot make an MQTT client")
+        }
+        if let reason = configure(mosq) {
+            library.mosquitto_destroy(mosq)
+            return failedAttempt(reason)
+        }
+        let attempt = Attempt(client: mosq)
+        self.attempt = attempt
+        let (library, host, port, keepAlive) = (library, endpoint.host, endpoint.port, configuration.keepAlive)
+        startThread(name: "bluectl-mqtt-connect") {
+            let rc = library.mosquitto_connect_async(attempt.client, host, port, keepAlive)
+            if !attempt.finish(rc, errno: errno) { library.mosquitto_destroy(attempt.client) }
+        }
+    }
+
+    /// Sets up a new client: MQTT 3.1.1, the window, the last will, the credentials, TLS,
+    /// and the callbacks (which reach this session through the client's user data). The
+    /// reason it cannot be, or nil.
+    private func configure(_ mosq: OpaquePointer) -> String? {
+        _ = library.mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V311))
+        _ = library.mosquitto_max_inflight_messages_set(mosq, UInt32(window + 1))
+        let offline = Array("offline".utf8)
+        var rc = library.mosquitto_will_set(mosq, configuration.statusTopic, Int32(offline.count), offline, 1, true)
+        guard rc == mosqSuccess else { return "cannot set the last will: \(describe(rc, errno: errno))" }
+        if let username = configuration.username {
+            rc = library.mosquitto_username_pw_set(mosq, username, configuration.password)
+            guard rc == mosqSuccess else { return "cannot set the user name: \(describe(rc, errno: errno))" }
+        }
+        if endpoint.tls {
+            let tls = configuration.tls ?? TLS()
+            rc = library.mosquitto_tls_set(mosq, tls.caFile, tls.caFile == nil ? "/etc/ssl/certs" : nil,
+                                           tls.certificateFile, tls.keyFile, nil)
+            guard rc == mosqSuccess else { return "cannot use the TLS files: \(describe(rc, errno: errno))" }
+            _ = library.mosquitto_tls_opts_set(mosq, tls.verify ? 1 : 0, nil, nil)
+            _ = library.mosquitto_tls_insecure_set(mosq, !tls.verify)
+        }
+        library.mosquitto_connect_with_flags_callback_set(mosq) { _, object, rc, _ in
+            MQTTSession.from(object).didConnect(rc)
+        }
+        library.mosquitto_disconnect_callback_set(mosq) { _, object, _ in
+            MQTTSession.from(object).didDisconnect()
+        }
+        library.mosquitto_publish_callback_set(mosq) { _, object, id in
+            MQTTSession.from(object).didDeliver(id)
+        }
+        // libmosquitto says why a TLS handshake failed (the certificate, the host name) only
+        // in its log: its last error line is kept as the reason of the failure that follows.
+        library.mosquitto_log_callback_set(mosq) { _, object, level, text in
+            guard level & Int32(MOSQ_LOG_ERR) != 0, let text else { return }
+            MQTTSession.from(object).lastLogError.withLock { $0 = String(cString: text) }
+        }
+        library.mosquitto_message_callback_set(mosq) { _, object, message in
+            guard let message else { return }
+            let m = message.pointee
+            let topic = String(cString: m.topic)
+            let payload = m.payloadlen > 0 && m.payload != nil
+                ? Array(UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen))) : []
+            MQTTSession.from(object).continuation.yield(.message(topic: topic, payload: payload))
+        }
+        return nil
+    }
+
+    private static func from(_ object: UnsafeMutableRawPointer?) -> MQTTSession {
+        Unmanaged<MQTTSession>.fromOpaque(object!).takeUnretainedValue()
+    }
+
+    private func didConnect(_ rc: Int32) {
+        guard rc == 0 else {
+            refusal = library.mosquitto_connack_string(rc).map { String(cString: $0) } ?? "refused (CONNACK \(rc))"
+            return
+        }
+        acknowledged = true
+        connected.store(true, ordering: .relaxed)
+        backoff = .seconds(1)
+        continuation.yield(.connected)
+    }
+
+    /// libmosquitto closed the socket (inside `mosquitto_loop`): the client goes at `lose`.
+    private func didDisconnect() {
+        connected.store(false, ordering: .relaxed)
+    }
+
+    private func didDeliver(_ id: Int32) {
+        if id == offlineID { offlineID = nil }
+        guard let sequence = sent.removeValue(forKey: id) else { return }
+        if !log.remove(Self.key(sequence)) {
+            acknowledgedHeld.append(sequence)
+            unsaidRemovalFailures += 1
+        }
+        if deliveryWanted {
+            deliveryWanted = false
+            continuation.yield(.delivered)
+        }
+    }
+
+    /// The connection's end (or its attempt's): the client destroyed, what was sent on it
+    /// to be sent again first, the next attempt after the back-off.
+    private func lose(_ reason: String) {
+        if let client { library.mosquitto_destroy(client) }
+        client = nil
+        connected.store(false, ordering: .relaxed)
+        toSend = (Array(sent.values) + toSend).sorted()
+        sent = [:]
+        if acknowledged {
+            acknowledged = false
+            nextAttempt = .now + .seconds(1)
+            continuation.yield(.connectionLost("connection lost (\(reason))"))
+        } else {
+            failedAttempt(refusal ?? reason)
+        }
+        refusal = nil
+    }
+
+    private func failedAttempt(_ reason: String) {
+        nextAttempt = .now + backoff
+        backoff = min(backoff * 2, .seconds(16))
+        if !closing { continuation.yield(.connectFailed(reason)) }
+    }
+
+    /// libmosquitto's reason for `rc`, with `error` (the errno of the thread that failed)
+    /// for a system call's failure and a name lookup's.
+    private func describe(_ rc: Int32, errno error: Int32) -> String {
+        switch rc {
+        case Int32(MOSQ_ERR_ERRNO.rawValue): String(cString: strerror(error))
+        case Int32(MOSQ_ERR_EAI.rawValue): "cannot look up \(endpoint.host): " + String(cString: gai_strerror(error))
+        case Int32(MOSQ_ERR_KEEPALIVE.rawValue): "no answer from the broker within \(configuration.keepAlive) s"
+        default: library.mosquitto_strerror(rc).map { String(cString: $0) } ?? "error \(rc)"
+        }
+    }
+
+    /// Whether `fd` has bytes to read now.
+    private static func readable(_ fd: Int32) -> Bool {
+        guard fd >= 0 else { return false }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLIN) != 0
+    }
+
+    // MARK: - Stores
+
+    /// The log's key of message `sequence`.
+    private static func key(_ sequence: Int) -> String { "f\(sequence)" }
+
+    /// The sequence number of a log key, nil for another key.
+    private static func sequence(_ key: String) -> Int? {
+        guard key.first == "f", let n = Int(key.dropFirst()), n >= 0, key == "f\(n)" else { return nil }
+        return n
     }
 
     /// The message log of `configuration`: in its `persistenceDirectory`, one per client id
@@ -484,111 +620,59 @@ public final class MQTTSession: @unchecked Sendable {
         configuration.persistenceDirectory + "/" + configuration.clientID + "-"
             + configuration.serverURI.replacing(":", with: "-")
     }
-
-    /// Paho's user persistence over `log`: `log` is the context Paho hands to `popen`, which
-    /// makes it the handle of every other call. Nothing is retained: the session holds the
-    /// log until after `MQTTAsync_destroy`.
-    ///
-    /// `pahoCopy`: what `pget` and `pkeys` hand over, Paho frees, with its own `free`,
-    /// which (in Debian's build, with Paho's heap tracking) frees only what Paho's own
-    /// allocator gave: so it comes from `MQTTAsync_malloc`; the system's `malloc` would
-    /// leak every restored message.
-    private static func persistenceTable(_ log: MessageLog) -> MQTTClient_persistence {
-        var table = MQTTClient_persistence()
-        table.context = Unmanaged.passUnretained(log).toOpaque()
-        table.popen = { handle, _, _, context in
-            handle?.pointee = context
-            return 0
-        }
-        table.pclose = { _ in 0 }
-        table.pput = { handle, key, count, buffers, lengths in
-            guard let key, count >= 0 else { return MQTTCLIENT_PERSISTENCE_ERROR }
-            let parts = (0..<Int(count)).map { (UnsafeRawPointer(buffers?[$0]), Int(lengths?[$0] ?? 0)) }
-            return MessageLog.from(handle).put(String(cString: key), parts) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
-        }
-        table.pget = { handle, key, buffer, length in
-            guard let key, let bytes = MessageLog.from(handle).get(String(cString: key)),
-                  let copy = PahoLibrary.shared?.MQTTAsync_malloc(max(1, bytes.count)) else { return MQTTCLIENT_PERSISTENCE_ERROR }
-            bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) } }
-            buffer?.pointee = copy.assumingMemoryBound(to: CChar.self)   // Paho frees it (`pahoCopy`)
-            length?.pointee = Int32(bytes.count)
-            return 0
-        }
-        table.premove = { handle, key in
-            guard let key else { return MQTTCLIENT_PERSISTENCE_ERROR }
-            return MessageLog.from(handle).remove(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
-        }
-        table.pkeys = { handle, keys, count in
-            let held = MessageLog.from(handle).keys
-            count?.pointee = Int32(held.count)
-            guard !held.isEmpty else {
-                keys?.pointee = nil
-                return 0
-            }
-            // Paho frees the array and each key (`pahoCopy`).
-            guard let memory = PahoLibrary.shared?.MQTTAsync_malloc(held.count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride) else {
-                return MQTTCLIENT_PERSISTENCE_ERROR
-            }
-            let array = memory.bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: held.count)
-            for (i, key) in held.enumerated() {
-                let utf8 = Array(key.utf8CString)
-                let copy = PahoLibrary.shared?.MQTTAsync_malloc(utf8.count)?.bindMemory(to: CChar.self, capacity: utf8.count)
-                copy?.initialize(from: utf8, count: utf8.count)
-                array[i] = copy
-            }
-            keys?.pointee = array
-            return 0
-        }
-        table.pclear = { handle in
-            MessageLog.from(handle).clear() ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
-        }
-        table.pcontainskey = { handle, key in
-            guard let key else { return MQTTCLIENT_PERSISTENCE_ERROR }
-            return MessageLog.from(handle).contains(String(cString: key)) ? 0 : MQTTCLIENT_PERSISTENCE_ERROR
-        }
-        return table
-    }
-
-    /// Why no session can be made on this machine (Paho's library cannot be loaded), or
-    /// nil: for a command to say so before it starts anything.
-    public static var unavailableReason: String? {
-        PahoLibrary.failure.map { MQTTError(unavailable: $0).description }
-    }
-
-    /// Whether the session is connected now.
-    public var isConnected: Bool { paho.MQTTAsync_isConnected(handle) != 0 }
 }
 
-/// The target of Paho's callbacks: the stream's continuation and the counters, both
-/// safe from any thread.
-private final class CallbackTarget: Sendable {
-    let continuation: AsyncStream<MQTTSession.Event>.Continuation
-    let counters: Counters
-    init(_ continuation: AsyncStream<MQTTSession.Event>.Continuation, _ counters: Counters) {
-        self.continuation = continuation
-        self.counters = counters
-    }
-    static func from(_ context: UnsafeMutableRawPointer?) -> CallbackTarget {
-        Unmanaged<CallbackTarget>.fromOpaque(context!).takeUnretainedValue()
+/// The broker's host, port and whether TLS is used, from `tcp://HOST:PORT` or
+/// `ssl://HOST:PORT` (an IPv6 host in brackets).
+private struct Endpoint: Sendable {
+    let host: String
+    let port: Int32
+    let tls: Bool
+
+    init?(_ uri: String) {
+        let tls: Bool
+        let rest: Substring
+        if uri.hasPrefix("tcp://") { (tls, rest) = (false, uri.dropFirst(6)) }
+        else if uri.hasPrefix("ssl://") { (tls, rest) = (true, uri.dropFirst(6)) }
+        else { return nil }
+        guard let colon = rest.lastIndex(of: ":"), let port = Int32(rest[rest.index(after: colon)...]), (1...65535).contains(port) else {
+            return nil
+        }
+        var host = rest[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        guard !host.isEmpty else { return nil }
+        self.host = String(host)
+        self.port = port
+        self.tls = tls
     }
 }
 
-/// What `discardedMessages` is computed from, and whether the next delivery is reported.
-/// Atomics: `delivered` is written on Paho's thread and read on the owner's; `accepted`
-/// is written by `publish` (the owner, and `close`); `deliveryWanted` is set by the owner
-/// and taken by Paho's thread; `failedPutsSeen` is the owner's alone, an atomic only to be
-/// stored in this class.
-private final class Counters: Sendable {
-    let accepted = Atomic<Int>(0)
-    let delivered = Atomic<Int>(0)
-    let deliveryWanted = Atomic<Bool>(false)
-    /// `MessageLog.failedPuts` when the owner last looked (`drain`, `publish`).
-    let failedPutsSeen = Atomic<Int>(0)
-}
+/// One connection attempt's client while its thread looks the host up and connects
+/// (`mosquitto_connect_async`): the owner takes it when the thread is done, or abandons it
+/// (`close`) and the thread destroys it. One atomic decides which.
+private final class Attempt: @unchecked Sendable {
+    // @unchecked: `client` is the thread's until `state` says done, then the owner's;
+    // `rc` is written before `state` is released and read after it is acquired.
+    let client: OpaquePointer
+    private var rc: Int32 = 0
+    private var error: Int32 = 0
+    private let state = Atomic<Int>(0)   // 0 under way, 1 done, 2 abandoned
+    init(client: OpaquePointer) { self.client = client }
 
-/// Runs `body` with C copies of `texts` (nil stays nil), freed afterwards.
-private func withCStrings<T>(_ texts: [String?], _ body: ([UnsafeMutablePointer<CChar>?]) -> T) -> T {
-    let copies = texts.map { $0.map { strdup($0)! } }
-    defer { copies.forEach { free($0) } }
-    return body(copies)
+    /// The thread: the attempt is done with `rc` (and the thread's `errno`). False when the
+    /// owner abandoned it (then the client is the thread's to destroy).
+    func finish(_ rc: Int32, errno error: Int32) -> Bool {
+        self.rc = rc
+        self.error = error
+        return state.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// The owner: the attempt's return code and errno once done, else nil.
+    var result: (Int32, Int32)? { state.load(ordering: .acquiring) == 1 ? (rc, error) : nil }
+
+    /// The owner gives the attempt up. True when the thread will destroy the client; false
+    /// when it is done already (the client is the owner's to destroy).
+    func abandon() -> Bool {
+        state.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged
+    }
 }

@@ -3,19 +3,18 @@ import BluectlDBus
 import Glibc
 #endif
 
-/// Paho's store of the messages not yet acknowledged (its "persistence"), as one
-/// append-only file: each `put` appends a record of the key and its bytes, each
-/// `remove` of a key held appends a removal, and an index in memory says where each
-/// key's bytes are. Reopened, the file is read from the start and its last records win.
+/// A store of messages on disk, as one append-only file: each `put` appends a record of
+/// the key and its bytes, each `remove` of a key held appends a removal, and an index in
+/// memory says where each key's bytes are. Reopened, the file is read from the start and
+/// its last records win. `MQTTSession` keeps two: the messages handed to the connection
+/// until acknowledged, and the backlog (`Backlog`).
 ///
-/// **Why not Paho's own file persistence:** it writes a file per message and per queued
-/// command, and tries to unlink four keys per acknowledgement (most of which do not
-/// exist): about 17 file-system calls per message published, a third of the gateway's
-/// CPU per message in the lab (docs/benchmarks.md). Here a message costs four writes
-/// (a command and its publish put, then both removed), and removing an absent key costs
-/// nothing. The guarantee is Paho's: a record is in the file (the page cache) before
-/// `put` returns, so a `kill -9` loses nothing accepted; like Paho's files, nothing is
-/// synced to the disk, so a power cut may.
+/// **Why one file, not a file per message** (as Paho's own file persistence, used before,
+/// did: about 17 file-system calls per message published, a third of the gateway's CPU
+/// per message in the lab, docs/benchmarks.md): a message costs two writes here (its put,
+/// then its removal), and removing an absent key costs nothing. A record is in the file
+/// (the page cache) before `put` returns, so a `kill -9` loses nothing accepted; nothing
+/// is synced to the disk, so a power cut may.
 ///
 /// **A torn end:** a process killed in the middle of a `put` leaves a partial record at
 /// the end (that `put` had not returned: the message was not accepted). Reading stops at
@@ -28,10 +27,9 @@ import Glibc
 ///
 /// One process at a time: the file is locked (`flock`) while open.
 ///
-/// Threads: Paho calls its store from the publishing thread (queuing a command, under
-/// its command lock) and from its own send and receive threads (under its client lock),
-/// so two calls can overlap: the file's state is behind one lock (`Locked`, a pthread
-/// mutex that ThreadSanitizer sees).
+/// Threads: the session's owner writes; its counts are also read elsewhere (tests), so
+/// the file's state is behind one lock (`Locked`, a pthread mutex that ThreadSanitizer
+/// sees).
 package final class MessageLog: Sendable {
     /// The file's first bytes: its format.
     static let header = Array("BLMQLOG1".utf8)
@@ -157,12 +155,6 @@ package final class MessageLog: Sendable {
         }
     }
 
-    /// The log behind a handle Paho hands to its store's functions (`MQTTSession`'s table:
-    /// the log, unretained).
-    static func from(_ handle: UnsafeMutableRawPointer?) -> MessageLog {
-        Unmanaged<MessageLog>.fromOpaque(handle!).takeUnretainedValue()
-    }
-
     /// The keys held.
     package var keys: [String] { state.withLock { Array($0.index.keys) } }
 
@@ -240,8 +232,7 @@ package final class MessageLog: Sendable {
 
     // MARK: - The file
 
-    /// Puts that could not be written since the log was opened: Paho 1.3.12 does not
-    /// report a failure of its store's put, so `MQTTSession` looks here.
+    /// Puts that could not be written since the log was opened.
     package var failedPuts: Int { state.withLock { $0.failedPuts } }
 
     /// For tests: the next `count` record writes (puts and removals) fail as on a full

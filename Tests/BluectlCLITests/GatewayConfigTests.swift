@@ -8,14 +8,14 @@ import Testing
 /// filters, and which frames the gateway publishes (docs/gateway.md).
 @Suite("gateway: broker URL, config file, what is published")
 struct GatewayConfigTests {
-    @Test("--broker: mqtt:// and mqtts://, default ports, IPv6 in brackets; Paho's URI")
+    @Test("--broker: mqtt:// and mqtts://, default ports, IPv6 in brackets; the session's URI")
     func brokerURLs() throws {
         let plain = try BrokerAddress("mqtt://broker.lan")
-        #expect((plain.host, plain.port, plain.tls, plain.pahoURI) == ("broker.lan", 1883, false, "tcp://broker.lan:1883"))
+        #expect((plain.host, plain.port, plain.tls, plain.sessionURI) == ("broker.lan", 1883, false, "tcp://broker.lan:1883"))
         let tls = try BrokerAddress("MQTTS://10.0.0.2:8884/")
-        #expect((tls.host, tls.port, tls.tls, tls.pahoURI, tls.description) == ("10.0.0.2", 8884, true, "ssl://10.0.0.2:8884", "mqtts://10.0.0.2:8884"))
+        #expect((tls.host, tls.port, tls.tls, tls.sessionURI, tls.description) == ("10.0.0.2", 8884, true, "ssl://10.0.0.2:8884", "mqtts://10.0.0.2:8884"))
         let six = try BrokerAddress("mqtt://[::1]:1884")
-        #expect((six.host, six.port, six.pahoURI) == ("::1", 1884, "tcp://[::1]:1884"))
+        #expect((six.host, six.port, six.sessionURI) == ("::1", 1884, "tcp://[::1]:1884"))
         for bad in ["tcp://h", "mqtt://", "mqtt://h:0", "mqtt://h:x", "mqtt://u@h", "mqtt://h/topic", "mqtt://[::1", "mqtt://h h", "mqtt://a:1:2"] {
             #expect(throws: BrokerAddressError.self, "\(bad)") { try BrokerAddress(bad) }
         }
@@ -124,9 +124,9 @@ struct GatewayConfigTests {
         let first3 = limited.unreported(.bufferFull, of: 3)
         limited.reported(first3, .bufferFull)
         #expect([first3, limited.unreported(.bufferFull, of: 3), limited.unreported(.bufferFull, of: 5),
-                 limited.unreported(.sessionLost, of: 3)] == [3, 0, 2, 3])
-        limited.reported(1, .sessionLost)
-        #expect([limited.unreported(.sessionLost, of: 3), limited.unreported(.bufferFull, of: 5)] == [2, 2])
+                 limited.unreported(.unsendable, of: 3)] == [3, 0, 2, 3])
+        limited.reported(1, .unsendable)
+        #expect([limited.unreported(.unsendable, of: 3), limited.unreported(.bufferFull, of: 5)] == [2, 2])
     }
 
     @Test("A write command's payload: hex as write takes it, or {value|utf8, id}; anything else refused with the reason", arguments: [

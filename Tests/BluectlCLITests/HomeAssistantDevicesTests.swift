@@ -81,7 +81,7 @@ struct HomeAssistantDevicesTests {
         devices.disconnected()
         let (heart, heartSource) = try made(0x2A37, [0x00, 72])
         let whileAway = devices.note(heart, from: heartSource)
-        #expect(!whileAway, "not published while disconnected (Paho would send it before the next connection's retained configs are read)")
+        #expect(!whileAway, "not published while disconnected (the session would send it before the next connection's retained configs are read)")
         #expect(devices.due(now: at(5)).isEmpty)
         devices.connected(now: at(10))
         devices.disconnected()   // lost before it settled

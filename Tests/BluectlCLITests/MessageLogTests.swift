@@ -2,8 +2,8 @@ import Foundation
 import Testing
 @testable import BluectlGateway
 
-/// The gateway's store of messages not yet acknowledged (Paho's user persistence), on
-/// real files, and through Paho itself (`MQTTSession` with no broker to reach).
+/// The gateway's stores of messages (`MessageLog`), on real files, and through the session
+/// (`MQTTSession` with no broker to reach).
 @Suite("Message log (the gateway's store of unacknowledged messages)")
 struct MessageLogTests {
     static func folder() throws -> String {
@@ -14,7 +14,7 @@ struct MessageLogTests {
 
     private func put(_ log: MessageLog, _ key: String, _ parts: String...) -> Bool {
         let buffers = parts.map { Array($0.utf8) }
-        // Each part from its own buffer, as Paho hands a record's header, topic and payload.
+        // Each part from its own buffer (a record's header, topic and payload).
         func go(_ i: Int, _ held: [(UnsafeRawPointer?, Int)]) -> Bool {
             guard i < buffers.count else { return log.put(key, held) }
             return buffers[i].withUnsafeBytes { go(i + 1, held + [($0.baseAddress, $0.count)]) }
@@ -167,8 +167,8 @@ struct MessageLogTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["bluectl-old-tcp___127.0.0.1_1.log"])
     }
 
-    @Test("a session with no broker: publishes accepted wait in the backlog, none in Paho's log, and a new session has them pending")
-    func throughPaho() throws {
+    @Test("a session with no broker: publishes accepted wait in the backlog, none in the connection's log, and a new session has them pending")
+    func throughSession() throws {
         let root = try Self.folder()
         // Port 1: nothing listens; the session is never started, so nothing is sent anyway.
         let configuration = MQTTSession.Configuration(serverURI: "tcp://127.0.0.1:1", clientID: "bluectl-test",
@@ -188,11 +188,11 @@ struct MessageLogTests {
         }
         let again = try MQTTSession(configuration)
         #expect(again.pendingMessages == 5)
-        #expect(again.droppedMessages == 0 && again.discardedMessages == 0)
+        #expect(again.droppedMessages == 0 && again.lostMessages == 0)
     }
 }
 
-/// The messages waiting beyond Paho's window (`Backlog`), on real files.
+/// The messages waiting beyond the session's window (`Backlog`), on real files.
 @Suite("Backlog (the gateway's messages waiting for the broker)")
 struct BacklogTests {
     private func message(_ n: Int, retained: Bool = false) -> Backlog.Message {
@@ -240,7 +240,7 @@ struct BacklogTests {
         let path = try MessageLogTests.folder() + "/b.waiting.log"
         let backlog = try Backlog(path: path, capacity: 3)
         for n in 0..<3 { #expect(backlog.append(message(n))) }
-        // Paho took message 0; its removal cannot be written.
+        // The session took message 0; its removal cannot be written.
         backlog.log.failNextWrites(1)
         #expect(!backlog.removeFirst())
         backlog.markFirstHanded(.removalFailed)

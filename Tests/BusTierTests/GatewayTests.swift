@@ -57,7 +57,7 @@ extension JSONValue {
     var text: String? { if case .string(let s) = self { s } else { nil } }
 }
 
-/// The messages the gateway's log (`MessageLog`, Paho's store) under the state folder holds:
+/// The messages the gateway's logs (`MessageLog`: the connection's and the backlog) under the state folder hold:
 /// one per message accepted and not yet acknowledged, read as the gateway left them on disk.
 private func heldMessages(_ folder: String) -> [String] {
     let paths = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []

@@ -128,7 +128,7 @@ struct GatewayCommand: AsyncParsableCommand {
         let topics = GatewayTopics(gateway: gateway, layout: GatewayTopics.Layout(rawValue: layout) ?? .bluectl)
         let persistence = try GatewayStateDirectory.mqttDirectory()
         var configuration = MQTTSession.Configuration(
-            serverURI: address.pahoURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)
+            serverURI: address.sessionURI, clientID: "bluectl-" + gateway, persistenceDirectory: persistence, statusTopic: topics.status)
         configuration.keepAlive = 10
         configuration.maxBufferedMessages = Int32(maxBuffered)
         configuration.username = username

@@ -16,13 +16,16 @@ struct GatewayDeviceRecord: OutputRecord {
 }
 
 /// What reaches the gateway's one owner task, from the scan (on the central's
-/// loop), from Paho's threads (through `MQTTSession.events`) and from the scan's end.
+/// loop), from the MQTT session (its `events`, and the times to service it) and from the
+/// scan's end.
 enum GatewayInput: Sendable {
     case discovery(Discovery)
     case mqtt(MQTTSession.Event)
     case scan(GatewayScanEvent)
     /// Time to look at the watchdog and the buffer (`GatewayRun.ticks`).
     case tick
+    /// Time to service the MQTT session (`MQTTSession.serviceInterval`).
+    case mqttService
     /// A GATT value, a GATT device's event or a command's outcome (GatewayGatt.swift).
     case gatt(GatewayMessage)
 }
@@ -73,15 +76,15 @@ struct GatewayLedger: Sendable {
     enum Loss: CaseIterable, Sendable {
         /// The backlog was full: its oldest were dropped (`MQTTSession.droppedMessages`).
         case bufferFull
-        /// The broker accepted the connection without the session it had: Paho discarded
-        /// what was sent and not acknowledged (`MQTTSession.discardedMessages`).
-        case sessionLost
+        /// Accepted messages that could not be sent: unreadable on disk, or refused by the
+        /// MQTT client (`MQTTSession.lostMessages`).
+        case unsendable
 
         /// How many were lost so far (the session's running count).
         func count(in session: MQTTSession) -> Int {
             switch self {
             case .bufferFull: session.droppedMessages
-            case .sessionLost: session.discardedMessages
+            case .unsendable: session.lostMessages
             }
         }
 
@@ -89,7 +92,7 @@ struct GatewayLedger: Sendable {
         var reason: String {
             switch self {
             case .bufferFull: "the buffer of messages waiting for the broker was full: the oldest were dropped"
-            case .sessionLost: "the broker no longer had this gateway's session: messages sent and not acknowledged were discarded (some may have reached it)"
+            case .unsendable: "messages kept for the broker could not be sent (unreadable on disk, or refused as invalid)"
             }
         }
     }
@@ -128,7 +131,7 @@ struct GatewayRun {
         options.decodesSensors = true
         options.services = config.services
         // Each discovery is looked at on the central's loop (`DiscoveryGate`: filters, repeats)
-        // and only what is published is handed over; rendering and publishing (Paho's store,
+        // and only what is published is handed over; rendering and publishing (the session's log,
         // the message log, is written per message) happen on this task, not on the loop.
         // The scan is kept going through bluetoothd's restarts and the adapter's power
         // cycles (GatewayScanner); only its first start fails the gateway.
@@ -149,7 +152,7 @@ struct GatewayRun {
         // for MQTT goes through `late`, handled before the session closes: the GATT
         // devices' messages (the answers of writes under way at the stop, their last
         // events) are published, commands from MQTT refused (the gateway is stopping).
-        // After `late` too has ended, a command that comes before the session closes (Paho
+        // After `late` too has ended, a command that comes before the session closes (the broker
         // has acknowledged it) can only be said on stderr.
         let (late, lateFeed) = AsyncStream<GatewayInput>.makeStream()
         let topics = self.topics
@@ -169,6 +172,9 @@ struct GatewayRun {
             Task { [central] in await ServiceNotifier.runWatchdog(central: central) },
             Task { [scanSilence, sharesReadings] in
                 await Self.ticks(scanSilence, atMost: sharesReadings ? SharedReadings.tick : .seconds(1)) { feed.yield(.tick) }
+            },
+            Task {
+                while (try? await Task.sleep(for: MQTTSession.serviceInterval)) != nil { feed.yield(.mqttService) }
             },
         ]
         do {
@@ -201,6 +207,8 @@ struct GatewayRun {
                 feed.finish()
             case .scan(let event):
                 handle(event, watchdog: &watchdog)
+            case .mqttService:
+                session.service()
             case .tick:
                 if heldBack.exchange(false, ordering: .relaxed) { watchdog.heard(at: .now) }
                 if let (step, silent) = watchdog.check(at: .now) { recover(step, silent: silent, scanner: scanner) }
@@ -213,7 +221,24 @@ struct GatewayRun {
         helpers.forEach { $0.cancel() }
         ServiceNotifier.stopping(status: "stopping")
         feed.finish()
-        await gatt?.stop(hurry: SignalScope.interrupted)
+        if let gatt {
+            // The GATT devices' stop (a write under way, the disconnects: up to a second) with
+            // the session serviced meanwhile, so that a command that comes then is read, and
+            // answered below (refused: the gateway is stopping) rather than left unread.
+            let hurry = SignalScope.interrupted
+            let stopped = Atomic<Bool>(false)
+            let stop = Task {
+                await gatt.stop(hurry: hurry)
+                stopped.store(true, ordering: .releasing)
+            }
+            while !stopped.load(ordering: .acquiring) {
+                session.service()
+                // Not cancelled with the run (a stop's last steps run in a cancelled task, and
+                // must not spin): at most one interval past the GATT devices' stop.
+                await Task { try? await Task.sleep(for: MQTTSession.serviceInterval) }.value
+            }
+            await stop.value
+        }
         lateFeed.finish()
         // `late` has ended: this takes what it holds without waiting (also in a cancelled task).
         for await input in late {
@@ -259,7 +284,7 @@ struct GatewayRun {
     /// Once connected and the buffer has room: the connection's greeting (`online`, and
     /// `reconnected` after the readings buffered meanwhile: the backlog goes out in order), then
     /// the messages lost since the last report, one `dropped` event per cause (`Loss`: the
-    /// full buffer's oldest, those Paho discarded). With no room (the backlog not yet sent)
+    /// full buffer's oldest, those that could not be sent). With no room (the backlog not yet sent)
     /// both wait for a delivery, which the session is asked to report: publishing them would
     /// push out a reading, and the buffer would never be seen with room to report that drop.
     /// Looks at most twice a second (`bufferLookedAt`) unless `now`; the ticks bring it back.
@@ -290,7 +315,7 @@ struct GatewayRun {
         }
     }
 
-    /// Moves what waits in the session's backlog on to Paho, as far as its window takes
+    /// Moves what waits in the session's backlog on to the connection, as far as its window takes
     /// (`MQTTSession.drain`): at each connection and delivery, and at each tick.
     private func drain() {
         do { try session.drain() } catch { Output.error("gateway: \(error)") }

@@ -79,7 +79,7 @@ struct HomeAssistantDevices: Sendable {
         settled = false
     }
 
-    /// The connection is lost: nothing is published (Paho would keep a config to send at the next
+    /// The connection is lost: nothing is published (the session would keep a config to send at the next
     /// connection, before that connection's retained configs are read) until the next one settles.
     mutating func disconnected() {
         quietUntil = nil

@@ -14,7 +14,7 @@ import Foundation
 /// glibc's malloc, limited to two arenas. glibc gives a thread that finds the arenas in use an
 /// arena of its own (up to eight per core), and each keeps the pages it touched, in the lab a
 /// transparent huge page of 2 MB too; bluectl's threads (the loop, the task pool, the output
-/// writer, Paho's two) are few and allocate little, so the extra arenas were only resident
+/// writer, an MQTT connection attempt's) are few and allocate little, so the extra arenas were only resident
 /// memory: `bluectl gateway` in the lab held 4.0 MB of anonymous memory with glibc's default
 /// and 2.3 MB with one or two arenas, the same messages a second (docs/benchmarks.md). A
 /// `MALLOC_ARENA_MAX` in the environment is the user's, and wins.
