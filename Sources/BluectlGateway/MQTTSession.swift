@@ -109,6 +109,14 @@ public final class MQTTSession: @unchecked Sendable {
     /// a lost connection waits to be noticed.
     public static let serviceInterval: Duration = .milliseconds(100)
 
+    /// Whether `service` has not run since the last time this was asked: the owner's timer
+    /// asks every `serviceInterval`, and wakes the owner only then (a session that publishes
+    /// is serviced as it does). One asker.
+    public var serviceIsDue: Bool {
+        let now = services.load(ordering: .relaxed)
+        return servicesSeen.exchange(now, ordering: .relaxed) == now
+    }
+
     /// Connection events, in the order they happened. One consumer.
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
@@ -120,6 +128,10 @@ public final class MQTTSession: @unchecked Sendable {
     let backlog: Backlog
     private let endpoint: Endpoint
     private let connected = Atomic<Bool>(false)
+    /// How many times `service` ran: read by the owner's timer (`serviceIsDue`) on another task.
+    private let services = Atomic<Int>(0)
+    /// `services` when the timer last asked (the timer's alone).
+    private let servicesSeen = Atomic<Int>(-1)
     /// libmosquitto's last error line (`configure`'s log callback), taken as a failure's
     /// reason. A lock, as the log callback also runs on an attempt's thread.
     private let lastLogError = Mutex<String?>(nil)
@@ -198,6 +210,7 @@ public final class MQTTSession: @unchecked Sendable {
     /// (`Event.message`), keep-alive pings, a lost connection; reconnects when it is time.
     /// The owner calls it every `serviceInterval`.
     public func service() {
+        services.add(1, ordering: .relaxed)
         if let attempt, let (rc, error) = attempt.result {
             self.attempt = nil
             if rc == mosqSuccess {
@@ -233,7 +246,12 @@ public final class MQTTSession: @unchecked Sendable {
     /// broker could never take the message (an invalid topic).
     public func publish(_ topic: String, _ payload: [UInt8], retained: Bool = false) throws(MQTTError) {
         let message = Backlog.Message(topic: topic, payload: payload, retained: retained)
-        if backlog.isEmpty, isConnected, toSend.isEmpty, inFlight < window, try hand(message) { return }
+        if backlog.isEmpty, isConnected, toSend.isEmpty, inFlight < window, try hand(message) {
+            // What the broker sent meanwhile (acknowledgements, commands) is read now, while
+            // the owner is awake anyway: the owner's timer then has nothing to do.
+            service()
+            return
+        }
         guard backlog.append(message) else {
             throw MQTTError(persistence: "cannot publish on \(topic): cannot write \(log.path) or \(backlog.path)")
         }
@@ -524,6 +542,9 @@ public final class MQTTSession: @unchecked Sendable {
         }
         acknowledged = true
         connected.store(true, ordering: .relaxed)
+        // The log is wanted for a connection's failure only: with a callback set, libmosquitto
+        // formats a line for every packet.
+        if let client { library.mosquitto_log_callback_set(client, nil) }
         backoff = .seconds(1)
         continuation.yield(.connected)
     }
@@ -676,3 +697,4 @@ private final class Attempt: @unchecked Sendable {
         state.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged
     }
 }
+

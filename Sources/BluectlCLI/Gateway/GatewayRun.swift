@@ -174,7 +174,9 @@ struct GatewayRun {
                 await Self.ticks(scanSilence, atMost: sharesReadings ? SharedReadings.tick : .seconds(1)) { feed.yield(.tick) }
             },
             Task {
-                while (try? await Task.sleep(for: MQTTSession.serviceInterval)) != nil { feed.yield(.mqttService) }
+                while (try? await Task.sleep(for: MQTTSession.serviceInterval)) != nil {
+                    if session.serviceIsDue { feed.yield(.mqttService) }
+                }
             },
         ]
         do {
