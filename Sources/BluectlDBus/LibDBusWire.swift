@@ -14,6 +14,7 @@ extension DBusConnection {
             runLoop(io)
             shutDown()
             loop.releaseThread()
+            ThreadEnd.run()
             io.ended()
         }
     }

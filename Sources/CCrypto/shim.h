@@ -9,6 +9,7 @@
 // No logic.
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/crypto.h>
 
 #define CCRYPTO_FUNCTION(name) typedef __typeof__(&name) ccrypto_##name;
 CCRYPTO_FUNCTION(EVP_CIPHER_CTX_new)
@@ -38,4 +39,5 @@ CCRYPTO_FUNCTION(EVP_PKEY_new_raw_public_key)
 CCRYPTO_FUNCTION(EVP_PKEY_derive_init)
 CCRYPTO_FUNCTION(EVP_PKEY_derive_set_peer)
 CCRYPTO_FUNCTION(EVP_PKEY_derive)
+CCRYPTO_FUNCTION(OPENSSL_thread_stop)
 #undef CCRYPTO_FUNCTION

@@ -9,8 +9,13 @@ package struct LibCrypto: Sendable {
     /// Debian 12's libssl3 (libcrypto's ABI 3).
     package static let soname = "libcrypto.so.3"
 
-    /// Opening it, once: the library's functions, or the loader's reason.
-    private static let loaded = Result { () throws(DynamicLibraryError) in try LibCrypto() }
+    /// Opening it, once: the library's functions, or the loader's reason. The bus's I/O
+    /// thread releases its libcrypto state as it ends (`ThreadEnd`).
+    private static let loaded = Result { () throws(DynamicLibraryError) in
+        let library = try LibCrypto()
+        ThreadEnd.add { library.OPENSSL_thread_stop() }
+        return library
+    }
 
     /// The library, or nil when it cannot be opened (`unavailableReason` says why): each
     /// caller then fails as it does when libcrypto refuses (its result nil).
@@ -24,6 +29,7 @@ package struct LibCrypto: Sendable {
     }
 
     package let EVP_CIPHER_CTX_new: ccrypto_EVP_CIPHER_CTX_new
+    package let OPENSSL_thread_stop: ccrypto_OPENSSL_thread_stop
     package let EVP_CIPHER_CTX_free: ccrypto_EVP_CIPHER_CTX_free
     package let EVP_CIPHER_CTX_ctrl: ccrypto_EVP_CIPHER_CTX_ctrl
     package let EVP_DecryptInit_ex: ccrypto_EVP_DecryptInit_ex
@@ -54,6 +60,7 @@ package struct LibCrypto: Sendable {
     private init() throws(DynamicLibraryError) {
         let library = try DynamicLibrary(Self.soname)
         EVP_CIPHER_CTX_new = try library.function("EVP_CIPHER_CTX_new", as: ccrypto_EVP_CIPHER_CTX_new.self)
+        OPENSSL_thread_stop = try library.function("OPENSSL_thread_stop", as: ccrypto_OPENSSL_thread_stop.self)
         EVP_CIPHER_CTX_free = try library.function("EVP_CIPHER_CTX_free", as: ccrypto_EVP_CIPHER_CTX_free.self)
         EVP_CIPHER_CTX_ctrl = try library.function("EVP_CIPHER_CTX_ctrl", as: ccrypto_EVP_CIPHER_CTX_ctrl.self)
         EVP_DecryptInit_ex = try library.function("EVP_DecryptInit_ex", as: ccrypto_EVP_DecryptInit_ex.self)
