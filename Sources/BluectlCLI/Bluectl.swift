@@ -30,7 +30,7 @@ public struct Bluectl: AsyncParsableCommand {
     /// Parses and runs; every error becomes one line on stderr and a
     /// documented exit status. Help and --version print as usual.
     public static func runMain(arguments: [String]? = nil) async -> Never {
-        MallocArenas.limit()
+        MemoryFootprint.limit()
         Diagnostics.bootstrap()
         let given = arguments ?? Array(CommandLine.arguments.dropFirst())
         do {

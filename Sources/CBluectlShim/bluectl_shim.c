@@ -1,4 +1,5 @@
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <sys/prctl.h>
 #include <pthread.h>
 #include "bluectl_shim.h"
 
@@ -48,4 +49,8 @@ DBusMessage *bluectl_message_new_error(DBusMessage *reply_to, const char *error_
 
 int bluectl_name_this_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
+}
+
+int bluectl_disable_transparent_huge_pages(void) {
+    return prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
 }

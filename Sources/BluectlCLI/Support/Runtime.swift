@@ -11,17 +11,26 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// glibc's malloc, limited to two arenas. glibc gives a thread that finds the arenas in use an
-/// arena of its own (up to eight per core), and each keeps the pages it touched, in the lab a
-/// transparent huge page of 2 MB too; bluectl's threads (the loop, the task pool, the output
-/// writer, an MQTT connection attempt's) are few and allocate little, so the extra arenas were only resident
-/// memory: `bluectl gateway` in the lab held 4.0 MB of anonymous memory with glibc's default
-/// and 2.3 MB with one or two arenas, the same messages a second (docs/benchmarks.md). A
-/// `MALLOC_ARENA_MAX` in the environment is the user's, and wins.
-enum MallocArenas {
+/// What keeps bluectl's anonymous memory to what it uses, set once at start (a long-running
+/// `bluectl gateway` or `subscribe` on a small machine holds every page it was given):
+/// - glibc's malloc, limited to two arenas. glibc gives a thread that finds the arenas in use
+///   an arena of its own (up to eight per core), and each keeps the pages it touched;
+///   bluectl's threads (the loop, the task pool, the output writer, an MQTT connection
+///   attempt's) are few and allocate little, so the extra arenas were only resident memory:
+///   `bluectl gateway` in the lab held 4.0 MB of anonymous memory with glibc's default and
+///   2.3 MB with one or two arenas, the same messages a second (docs/benchmarks.md). A
+///   `MALLOC_ARENA_MAX` in the environment is the user's, and wins.
+/// - No transparent huge pages (`PR_SET_THP_DISABLE`). Where the kernel gives them to every
+///   process (`enabled` = `always`, as in Debian's kernel and the lab), a thread's stack or an
+///   arena that spans an aligned 2 MB range can be backed by one 2 MB page when a few KB are
+///   used: `bluectl gateway`'s mappings in the lab once showed such a page in a malloc arena,
+///   2 MB of its 4.0 MB anonymous memory (docs/benchmarks.md). bluectl has no large heap for
+///   huge pages to speed up. Children inherit the setting; bluectl starts none.
+enum MemoryFootprint {
     static func limit() {
         #if canImport(Glibc)
         if getenv("MALLOC_ARENA_MAX") == nil { _ = mallopt(M_ARENA_MAX, 2) }
+        _ = bluectl_disable_transparent_huge_pages()
         #endif
     }
 }

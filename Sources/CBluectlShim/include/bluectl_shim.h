@@ -7,7 +7,8 @@
  *    name, or on a string that is not valid UTF-8 ("checks" are fatal in
  *    Debian's build);
  *  - pthread_setname_np, a GNU extension that Glibc's Swift overlay hides;
- *  - mallopt and M_ARENA_MAX (<malloc.h>, which Glibc's Swift module leaves out).
+ *  - mallopt and M_ARENA_MAX (<malloc.h>, which Glibc's Swift module leaves out);
+ *  - prctl(PR_SET_THP_DISABLE), which Swift cannot call (prctl is variadic).
  */
 #ifndef BLUECTL_SHIM_H
 #define BLUECTL_SHIM_H
@@ -48,6 +49,10 @@ enum {
 
 /* Names the calling thread (Linux shows the first 15 bytes). 0 or an errno. */
 int bluectl_name_this_thread(const char *name);
+
+/* prctl(PR_SET_THP_DISABLE, 1): no transparent huge pages for this process. 0, or -1
+ * and errno. */
+int bluectl_disable_transparent_huge_pages(void);
 
 /* Validators: true when libdbus would accept the string. NULL is invalid. */
 bool bluectl_valid_path(const char *path);
