@@ -37,6 +37,7 @@ usage: gateway-guest.py --theengs PYTHON [--advertisers N] [--rate R] [--window 
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -45,7 +46,7 @@ import sys
 import threading
 import time
 
-from procfs import cpu_s, peak_rss_kib
+from procfs import PeakRss, cpu_s, peak_rss_kib
 
 ENV = os.environ
 BLUECTL, CENTRAL = ENV.get("BLUECTL", ""), ENV.get("CENTRAL", "hci1")
@@ -310,12 +311,14 @@ def run(tool, argv, env, adv, broker, window, outage, settle):
                                          "/org/bluez/%s/dev_%s" % (CENTRAL, SERVER_ADDR.replace(":", "_"))],
                      show="python3 -c SIGNALS (a PropertiesChanged listener)")
     gw = spawn(tool, argv, env=env)
+    rss_reads = PeakRss(gw.pid)
     # monotonic <-> wall clock: mosquitto_sub stamps arrivals with the wall clock
     offset = time.time() - time.monotonic()
     r = {"tool": tool, "argv": argv}
     if not wait_for("%s's first reading" % tool, lambda: any(v is not None for _, v in received(name, tool))
                     or gw.poll() is not None, 120) or gw.poll() is not None:
         r["error"] = "no reading published; exit %s: %s" % (gw.poll(), read(tool, ".err")[-800:])
+        rss_reads.stop()
         stop(gw)
         stop(sub)
         stop(listener)
@@ -331,7 +334,9 @@ def run(tool, argv, env, adv, broker, window, outage, settle):
     t3 = time.monotonic()
     broker.start()
     time.sleep(settle)
-    rss = peak_rss_kib(gw.pid)
+    rss, vmhwm = rss_reads.stop(), peak_rss_kib(gw.pid)
+    # what the resident set is made of, for docs/benchmarks.md: each mapping's Rss, AnonHugePages
+    shutil.copyfile("/proc/%d/smaps" % gw.pid, os.path.join(WORK, tool + ".smaps"))
     r["exit"] = stop(gw)
     time.sleep(2)
     stop(sub)
@@ -350,7 +355,7 @@ def run(tool, argv, env, adv, broker, window, outage, settle):
         "outage_s": t3 - t2, "outage_sent": len(adv.between(t2, t3)), "outage_heard": len(heard_outage),
         "outage_delivered": len(delivered_outage),
         "outage_in_order": delivered_outage == [v for v in heard_outage if v in got],
-        "peak_rss_kib": rss, "messages_total": len(rows),
+        "peak_rss_kib": rss, "vmhwm_kib": vmhwm, "messages_total": len(rows),
     })
     r["cpu_ms_per_message"] = 1000 * r["cpu_s"] / r["messages"] if r["messages"] else None
     r["cpu_ms_per_reading"] = 1000 * r["cpu_s"] / r["readings_heard"] if r["readings_heard"] else None

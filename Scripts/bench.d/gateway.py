@@ -69,7 +69,7 @@ def report(res, target, x):
         L.append(f"| {tool} | {r['messages']:,} | {r['readings_on_air']:,} / {r['readings_heard']:,} / {r['readings_delivered']:,} "
                  f"({100 * r['readings_delivered'] / max(1, r['readings_heard']):.1f} %) | "
                  f"{_ms(r['cpu_ms_per_message'])} | {_ms(r['cpu_ms_per_reading'])} | {_ms(1000 * r['cpu_s'] / r['window_s'])} | "
-                 f"{r['peak_rss_kib'] / 1024:.1f} MiB | {r['outage_on_air']:,} / {r['outage_heard']:,} / {r['outage_delivered']:,} "
+                 f"{labrun.peak_rss(r)} | {r['outage_on_air']:,} / {r['outage_heard']:,} / {r['outage_delivered']:,} "
                  f"({100 * r['outage_delivered'] / max(1, r['outage_heard']):.1f} % of those heard) | "
                  f"{'yes' if r['outage_in_order'] else 'no'} | {r['exit']} |")
     L.append("")
@@ -77,7 +77,9 @@ def report(res, target, x):
                      for t, r in runs.items())
     L.append(f"(readings sent: {sent}; on air: in hci1's advertising reports (btmon); heard: in bluetoothd's "
              f"PropertiesChanged for the device, what a BlueZ client can deliver (none while a gateway is not scanning); "
-             f"CPU/s: the process's CPU per second of the window, idle costs included; exit 143 is SIGTERM's, at the end)")
+             f"CPU/s: the process's CPU per second of the window, idle costs included; peak RSS: the largest Rss of "
+             f"/proc/PID/smaps_rollup read every 0.5 s, exact (the kernel's VmHWM, in brackets, lags by up to MBs); "
+             f"exit 143 is SIGTERM's, at the end)")
     L.append("")
     b, t = runs.get("bluectl", {}), runs.get("theengs", {})
     ok = "error" not in b and "error" not in t and b and t

@@ -25,3 +25,10 @@ def boot(name, script, args, timeout="1500"):
         sys.exit(f"bench: the lab run failed (status {rc}); see {out}/check.log and lab.log")
     with open(path) as f:
         return json.load(f), out, rc
+
+
+def peak_rss(r):
+    """A run's peak RSS for a table: the sampled exact peak (procfs.PeakRss), and the kernel's
+    VmHWM in brackets when the run recorded it (runs before 2026-11-28 did not)."""
+    text = f"{r['peak_rss_kib'] / 1024:.1f} MiB"
+    return text + (f" ({r['vmhwm_kib'] / 1024:.1f})" if r.get("vmhwm_kib") else "")

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from procfs import cpu_s, peak_rss_kib
+from procfs import PeakRss, cpu_s, peak_rss_kib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("gateway_guest", os.path.join(HERE, "gateway-guest.py"))
@@ -100,6 +100,7 @@ def measure(adv, window):
                         show="python3 -c SIGNALS (a PropertiesChanged listener)")
     proxy = gw.spawn("proxy", [gw.BLUECTL, "proxy", "--adapter", gw.CENTRAL, "--port", str(PORT), "--name", "bench",
                                "--no-mdns"], env=dict(os.environ, BLUECTL_LOG_LEVEL="info"))   # "listening on port"
+    rss_reads = PeakRss(proxy.pid)
     r = {}
     if not gw.wait_for("the proxy listening", lambda: "listening on port" in gw.read("proxy", ".err"), 60):
         return {"error": "the proxy did not listen: " + gw.read("proxy", ".err")[-800:]}
@@ -111,7 +112,7 @@ def measure(adv, window):
         m0, t0, c0 = time.monotonic(), time.time(), cpu_s(proxy.pid)
         time.sleep(window)
         m1, t1, c1 = time.monotonic(), time.time(), cpu_s(proxy.pid)
-        r["peak_rss_kib"] = peak_rss_kib(proxy.pid)
+        r["peak_rss_kib"], r["vmhwm_kib"] = rss_reads.stop(), peak_rss_kib(proxy.pid)
         time.sleep(1)   # the last batch of the window
         rows = forwarded()
         heard = gw.first_seen(gw.signalled("signals"), t0, t1)

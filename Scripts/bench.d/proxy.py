@@ -36,10 +36,11 @@ def report(res):
           f"{r['cpu_ms_per_advertisement']:.3f} ms | {1000 * r['cpu_s'] / r['window_s']:.1f} ms | "
           f"{r['readings_sent']:,} / {r['readings_heard']:,} / {r['readings_delivered']:,} | "
           f"{lat.get('median', 0):.1f} ms | {lat.get('p90', 0):.1f} ms | {lat.get('min', 0):.1f}–{lat.get('max', 0):.1f} ms | "
-          f"{r['peak_rss_kib'] / 1024:.1f} MiB | {r['exit']} |", "",
+          f"{labrun.peak_rss(r)} | {r['exit']} |", "",
           "(forwarded: every raw advertisement the client's callback got in the window, all devices (the lab's "
           "peripherals advertise too); signalled: the distinct readings in bluetoothd's PropertiesChanged for the "
           "advertisers' device, seen by a python3-dbus listener in the guest; signal → callback: per reading, the "
           "client's callback minus that signal, the first of each, on the guest's clock; the proxy flushes its "
-          "batches every 100 ms as ESPHome does; exit 143 is SIGTERM's, at the end)"]
+          "batches every 100 ms as ESPHome does; peak RSS: the largest Rss of /proc/PID/smaps_rollup read every "
+          "0.5 s, exact (the kernel's VmHWM, in brackets, lags by up to MBs); exit 143 is SIGTERM's, at the end)"]
     return "\n".join(L)
