@@ -27,10 +27,17 @@ public struct Bluectl: AsyncParsableCommand {
 
     public init() {}
 
+    /// The process's own memory settings (`MemoryFootprint`: malloc arenas, no transparent
+    /// huge pages), made on the main thread before `runMain`, while no other thread exists:
+    /// `runMain` runs on a thread of the task pool, whose stack may already have been given
+    /// a huge page by then (one was, in the lab).
+    public static func prepareProcess() {
+        MemoryFootprint.limit()
+    }
+
     /// Parses and runs; every error becomes one line on stderr and a
     /// documented exit status. Help and --version print as usual.
     public static func runMain(arguments: [String]? = nil) async -> Never {
-        MemoryFootprint.limit()
         Diagnostics.bootstrap()
         let given = arguments ?? Array(CommandLine.arguments.dropFirst())
         do {
