@@ -38,7 +38,7 @@ def rss_kib(pid):
     its page tables), in KiB; None once it is gone. Not VmRSS/VmHWM: on the lab's kernel
     (6.1) those come from per-thread counters that are folded in every 64 page faults, so a
     process with several threads reads low by up to MBs (`bluectl gateway`: VmHWM 17.4 MiB
-    while its smaps summed 19.4 MB, docs/benchmarks.md)."""
+    while its smaps summed 18.9 MiB, docs/benchmarks.md)."""
     try:
         with open("/proc/%d/smaps_rollup" % pid) as f:
             for line in f:
