@@ -84,7 +84,7 @@ let package = Package(
                 "BluectlCore",
                 "BluectlGateway",
                 "BluectlProxy",
-                "CBluectlShim",   // mallopt (MallocArenas)
+                "CBluectlShim",   // mallopt, prctl (MemoryFootprint)
                 "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

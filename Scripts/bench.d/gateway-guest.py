@@ -27,7 +27,9 @@ a config naming that address):
   outage   the broker stopped OUTAGE seconds while readings change, then back;
            after SETTLE seconds more, the share of the readings heard during the
            outage that were delivered, and whether in the order heard
-  rss      its process's peak RSS (VmHWM) at the end
+  rss      its process's peak RSS: the largest Rss of /proc/PID/smaps_rollup, read every
+           0.5 s (procfs.PeakRss), and VmHWM at the end; its smaps at the end in
+           $LAB_OUT/gateway/TOOL.smaps
 Writes $LAB_OUT/gateway.json (Scripts/bench.d/bench.py renders it) and every
 process's output under $LAB_OUT/gateway/.
 

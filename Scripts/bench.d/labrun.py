@@ -29,6 +29,6 @@ def boot(name, script, args, timeout="1500"):
 
 def peak_rss(r):
     """A run's peak RSS for a table: the sampled exact peak (procfs.PeakRss), and the kernel's
-    VmHWM in brackets when the run recorded it (runs before 2026-11-28 did not)."""
+    VmHWM in brackets when the run recorded it (runs before 2026-11-28 16:00 UTC did not)."""
     text = f"{r['peak_rss_kib'] / 1024:.1f} MiB"
     return text + (f" ({r['vmhwm_kib'] / 1024:.1f})" if r.get("vmhwm_kib") else "")

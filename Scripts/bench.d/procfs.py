@@ -52,7 +52,7 @@ def rss_kib(pid):
 class PeakRss:
     """The largest `rss_kib` of a process, read every `interval` seconds on a thread of its
     own until `stop()`, which returns it (KiB; 0 when never read). A peak between two
-    reads is missed: the figure is a floor, as exact as its reads."""
+    reads is missed: the figure is a floor, each read exact."""
 
     def __init__(self, pid, interval=0.5):
         import threading
@@ -71,9 +71,9 @@ class PeakRss:
                 return
 
     def stop(self):
+        self._done.set()
+        self._thread.join()
         kib = rss_kib(self.pid)
         if kib is not None:
             self.peak = max(self.peak, kib)
-        self._done.set()
-        self._thread.join()
         return self.peak

@@ -20,7 +20,8 @@ time, address, data). Over WINDOW seconds:
               first of each on the guest's one clock): median, p90, max. The
               proxy sends its batches every 100 ms (ESPHome's flush interval)
               or at 16 advertisements, so most of it is that wait.
-  rss         the proxy's peak RSS (VmHWM) at the end
+  rss         the proxy's peak RSS: the largest Rss of /proc/PID/smaps_rollup, read
+              every 0.5 s (procfs.PeakRss), and VmHWM at the end
 Writes $LAB_OUT/proxy.json (Scripts/bench.d/proxy.py renders it) and every
 process's output under $LAB_OUT/proxy/.
 
@@ -103,11 +104,13 @@ def measure(adv, window):
     rss_reads = PeakRss(proxy.pid)
     r = {}
     if not gw.wait_for("the proxy listening", lambda: "listening on port" in gw.read("proxy", ".err"), 60):
+        rss_reads.stop()
         return {"error": "the proxy did not listen: " + gw.read("proxy", ".err")[-800:]}
     client = gw.spawn("client", [PYTHON, "-c", CLIENT, str(PORT)], show="aioesphomeapi client (CLIENT)")
     if not gw.wait_for("the client's first reading", lambda: any(a == server and v is not None
                                                                   for _, a, v in forwarded()), 120):
         r["error"] = "no reading forwarded: %s %s" % (gw.read("client", ".err")[-800:], gw.read("proxy", ".err")[-800:])
+        rss_reads.stop()
     else:
         m0, t0, c0 = time.monotonic(), time.time(), cpu_s(proxy.pid)
         time.sleep(window)

@@ -42,5 +42,5 @@ def report(res):
           "advertisers' device, seen by a python3-dbus listener in the guest; signal → callback: per reading, the "
           "client's callback minus that signal, the first of each, on the guest's clock; the proxy flushes its "
           "batches every 100 ms as ESPHome does; peak RSS: the largest Rss of /proc/PID/smaps_rollup read every "
-          "0.5 s, exact (the kernel's VmHWM, in brackets, lags by up to MBs); exit 143 is SIGTERM's, at the end)"]
+          "0.5 s, each read exact (the kernel's VmHWM, in brackets, lags by up to MBs); exit 143 is SIGTERM's, at the end)"]
     return "\n".join(L)

@@ -2,7 +2,9 @@ import Foundation
 import Testing
 
 /// What every bluectl process sets for its own memory at start (`MemoryFootprint`), seen
-/// from outside in a running command's /proc/PID/status.
+/// from outside in a running command's /proc/PID/status. That it is made before any
+/// other thread starts (`Bluectl.prepareProcess` in main) is not visible there: strace
+/// shows it (docs/benchmarks.md).
 @Suite("A running bluectl's memory settings (bus tier)", .timeLimit(.minutes(2)))
 struct ProcessFootprintTests {
     @Test("a running scan has transparent huge pages turned off (THP_enabled: 0)")
