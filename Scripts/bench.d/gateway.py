@@ -77,8 +77,7 @@ def report(res, target, x):
                      for t, r in runs.items())
     L.append(f"(readings sent: {sent}; on air: in hci1's advertising reports (btmon); heard: in bluetoothd's "
              f"PropertiesChanged for the device, what a BlueZ client can deliver (none while a gateway is not scanning); "
-             f"CPU/s: the process's CPU per second of the window, idle costs included; peak RSS: the largest Rss of "
-             f"/proc/PID/smaps_rollup read every 0.5 s, each read exact (the kernel's VmHWM, in brackets, lags by up to MBs); "
+             f"CPU/s: the process's CPU per second of the window, idle costs included; {labrun.PEAK_RSS_NOTE}; "
              f"exit 143 is SIGTERM's, at the end)")
     L.append("")
     b, t = runs.get("bluectl", {}), runs.get("theengs", {})

@@ -27,6 +27,11 @@ def boot(name, script, args, timeout="1500"):
         return json.load(f), out, rc
 
 
+# what a table's peak RSS column is, for its footnote
+PEAK_RSS_NOTE = ("peak RSS: the largest Rss of /proc/PID/smaps_rollup read every 0.5 s, each read exact "
+                 "(the kernel's VmHWM, in brackets, lags by up to MBs)")
+
+
 def peak_rss(r):
     """A run's peak RSS for a table: the sampled exact peak (procfs.PeakRss), and the kernel's
     VmHWM in brackets when the run recorded it (runs before 2026-11-28 16:00 UTC did not)."""

@@ -1,6 +1,7 @@
 """What /proc says of a process, for the benchmarks on the host (bench.py) and in
 the lab guest (lab-guest.py, serve-notify.py, gateway-guest.py)."""
 import os
+import threading
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -24,13 +25,19 @@ def cpu_s(pid):
         return None
 
 
+def _kib(path, key):
+    """The first number (KiB) of the line of `path` that starts with `key`, None when no
+    line does."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return None
+
+
 def peak_rss_kib(pid):
     """The process's peak resident set (VmHWM), in KiB; 0 when /proc does not say."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
+    return _kib("/proc/%d/status" % pid, "VmHWM:") or 0
 
 
 def rss_kib(pid):
@@ -40,13 +47,9 @@ def rss_kib(pid):
     process with several threads reads low by up to MBs (`bluectl gateway`: VmHWM 17.4 MiB
     while its smaps summed 18.9 MiB, docs/benchmarks.md)."""
     try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    return int(line.split()[1])
+        return _kib("/proc/%d/smaps_rollup" % pid, "Rss:")
     except OSError:
         return None
-    return None
 
 
 class PeakRss:
@@ -55,7 +58,6 @@ class PeakRss:
     reads is missed: the figure is a floor, each read exact."""
 
     def __init__(self, pid, interval=0.5):
-        import threading
         self.pid, self.interval, self.peak = pid, interval, 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -41,6 +41,5 @@ def report(res):
           "peripherals advertise too); signalled: the distinct readings in bluetoothd's PropertiesChanged for the "
           "advertisers' device, seen by a python3-dbus listener in the guest; signal → callback: per reading, the "
           "client's callback minus that signal, the first of each, on the guest's clock; the proxy flushes its "
-          "batches every 100 ms as ESPHome does; peak RSS: the largest Rss of /proc/PID/smaps_rollup read every "
-          "0.5 s, each read exact (the kernel's VmHWM, in brackets, lags by up to MBs); exit 143 is SIGTERM's, at the end)"]
+          f"batches every 100 ms as ESPHome does; {labrun.PEAK_RSS_NOTE}; exit 143 is SIGTERM's, at the end)"]
     return "\n".join(L)
