@@ -23,9 +23,11 @@ import Foundation
 /// - No transparent huge pages (`PR_SET_THP_DISABLE`). Where the kernel gives them to every
 ///   process (`enabled` = `always`, as in Debian's kernel and the lab), a thread's stack or an
 ///   arena that spans an aligned 2 MB range can be backed by one 2 MB page when a few KB are
-///   used: `bluectl gateway`'s mappings in the lab once showed such a page in a malloc arena,
-///   2 MB of its 4.0 MB anonymous memory (docs/benchmarks.md). bluectl has no large heap for
-///   huge pages to speed up. Children inherit the setting; bluectl starts none.
+///   used: `bluectl gateway`'s mappings in the lab showed such a page in a malloc arena in one
+///   run, and three on thread stacks (6 MB of 25 MB resident) in another (docs/benchmarks.md).
+///   bluectl has no large heap for huge pages to speed up. Made before any thread starts
+///   (`Bluectl.prepareProcess`): a page given earlier stays. Children inherit the setting;
+///   bluectl starts none.
 enum MemoryFootprint {
     static func limit() {
         #if canImport(Glibc)
