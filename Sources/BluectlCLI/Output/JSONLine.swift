@@ -190,10 +190,19 @@ public struct JSONLine: Sendable, Equatable {
         out.append(0x7D)
     }
 
+    /// `,"key":` (no comma before the first member).
     private mutating func addKey(_ key: String) {
-        if !body.isEmpty { body.append(0x2C) }
-        Self.appendString(key, to: &body)
-        body.append(0x3A)
+        let comma = !body.isEmpty
+        let plain = key.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard Self.isPlain(bytes) else { return false }
+            Self.appendQuoted(bytes, comma: comma, colon: true, to: &body)
+            return true
+        }
+        if plain != true {
+            if comma { body.append(0x2C) }
+            Self.appendEscaped(key, to: &body)
+            body.append(0x3A)
+        }
     }
 
     private static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
@@ -225,13 +234,42 @@ public struct JSONLine: Sendable, Equatable {
         // string, no check of its uniqueness) and appended in one go. A scan
         // line writes about twenty strings.
         let plain = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            for b in bytes where b < 0x20 || b >= 0x7F || b == 0x22 || b == 0x5C { return false }
-            out.append(0x22)
-            out.append(contentsOf: bytes)
-            out.append(0x22)
+            guard isPlain(bytes) else { return false }
+            appendQuoted(bytes, comma: false, colon: false, to: &out)
             return true
         }
         if plain != true { appendEscaped(s, to: &out) }
+    }
+
+    /// Nothing in `bytes` needs an escape: printable ASCII but `"` and `\`.
+    private static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        for b in bytes where b < 0x20 || b >= 0x7F || b == 0x22 || b == 0x5C { return false }
+        return true
+    }
+
+    /// `bytes` in quotes, a comma before and a colon after when asked: put
+    /// together on the stack and appended at once (one check of the
+    /// array's room instead of four; a scan line has some twenty of these).
+    private static func appendQuoted(_ bytes: UnsafeBufferPointer<UInt8>, comma: Bool, colon: Bool, to out: inout [UInt8]) {
+        let count = bytes.count + 2 + (comma ? 1 : 0) + (colon ? 1 : 0)
+        guard count <= 256 else {
+            if comma { out.append(0x2C) }
+            out.append(0x22)
+            out.append(contentsOf: bytes)
+            out.append(0x22)
+            if colon { out.append(0x3A) }
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
+            var i = 0
+            if comma { buffer[0] = 0x2C; i = 1 }
+            buffer[i] = 0x22
+            if let base = bytes.baseAddress { (buffer.baseAddress! + i + 1).initialize(from: base, count: bytes.count) }
+            i += 1 + bytes.count
+            buffer[i] = 0x22
+            if colon { buffer[i + 1] = 0x3A }
+            out.append(contentsOf: UnsafeBufferPointer(buffer))
+        }
     }
 
     /// `s` as a JSON string, quotes included, each scalar escaped as needed.

@@ -124,10 +124,28 @@ package struct ScanTracker: Sendable {
     /// The scan's sensor decoder: its counters and devices' last entries live as long as the scan.
     private var sensors: SensorDecoder
 
-    static let advertisementProperties: Set<String> = [
-        "RSSI", "TxPower", "ManufacturerData", "ServiceData", "AdvertisingFlags", "AdvertisingData",
-    ]
-    static let describingProperties: Set<String> = advertisementProperties.union(["Name", "Alias", "UUIDs"])
+    /// Whether `name` is a `Device1` property an advertisement sets: RSSI, TxPower,
+    /// ManufacturerData, ServiceData, AdvertisingFlags, AdvertisingData. Told by
+    /// length first, without hashing the name (a scan asks per advertisement).
+    static func isAdvertisementProperty(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 4: name == "RSSI"
+        case 7: name == "TxPower"
+        case 11: name == "ServiceData"
+        case 15: name == "AdvertisingData"
+        case 16: name == "ManufacturerData" || name == "AdvertisingFlags"
+        default: false
+        }
+    }
+
+    /// An advertisement property, or one more that a scan line shows: Name, Alias, UUIDs.
+    static func isDescribingProperty(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 4: name == "Name" || name == "RSSI"
+        case 5: name == "Alias" || name == "UUIDs"
+        default: isAdvertisementProperty(name)
+        }
+    }
 
     package init(adapter: ObjectPath, options: ScanOptions) {
         self.adapter = adapter
@@ -155,12 +173,13 @@ package struct ScanTracker: Sendable {
         case .propertiesChanged(let path, let interface, let changed, _):
             guard interface == BlueZ.deviceInterface,
                   let properties = tree.properties(path, BlueZ.deviceInterface) else { return nil }
-            if seen.contains(path) {
-                guard options.duplicates, changed.contains(where: { Self.describingProperties.contains($0.key) }) else { return nil }
+            let seenBefore = seen.contains(path)
+            if seenBefore {
+                guard options.duplicates, changed.contains(where: { Self.isDescribingProperty($0.key) }) else { return nil }
             } else {
-                guard changed.contains(where: { Self.advertisementProperties.contains($0.key) }) else { return nil }
+                guard changed.contains(where: { Self.isAdvertisementProperty($0.key) }) else { return nil }
             }
-            return report(path, properties)
+            return report(path, properties, seenBefore: seenBefore)
         case .removed(let path, let interfaces):
             if interfaces.contains(BlueZ.deviceInterface) { seen.remove(path) }
             return nil
@@ -169,13 +188,14 @@ package struct ScanTracker: Sendable {
         }
     }
 
-    private mutating func report(_ path: ObjectPath, _ properties: PropertyMap) -> Discovery? {
+    /// `seenBefore`: whether `seen` holds `path`, when the caller has just looked (nil: not looked).
+    private mutating func report(_ path: ObjectPath, _ properties: PropertyMap, seenBefore: Bool? = nil) -> Discovery? {
         let device = DeviceInfo(path: path, properties: properties)
         guard device.adapter == adapter, options.matches(device) else { return nil }
         let sensor = options.decodesSensors || options.sensorsOnly ? sensors.decode(SensorAdvertisement(device)) : nil
         // Not yet seen while it shows no sensor: its next advertisement is a first sighting.
         if options.sensorsOnly, sensor == nil { return nil }
-        if seen.insert(path).inserted { return Discovery(kind: .discovered, device: device, sensor: sensor) }
+        if seenBefore != true, seen.insert(path).inserted { return Discovery(kind: .discovered, device: device, sensor: sensor) }
         return options.duplicates ? Discovery(kind: .updated, device: device, sensor: sensor) : nil
     }
 }

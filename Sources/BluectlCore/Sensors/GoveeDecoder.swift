@@ -20,8 +20,18 @@ enum GoveeDecoder: SensorFormatDecoder {
     /// The models of the H5101 layout, in govee-ble's order (the first in the name wins).
     static let h5101Family = ["H5100", "H5101", "H5102", "H5103", "H5104", "H5105", "H5174", "H5177", "H5110", "GV5179"]
 
+    /// The company identifiers `decode(company:_:name:)` reads a frame by without a model in the name.
+    static let companies: Set<UInt16> = [0xEC88, 0x0001, 0x8801]
+
     static func decode(_ advertisement: SensorAdvertisement, keys: SensorKeys) -> Result<SensorReading, SensorDecodingError>? {
+        guard !advertisement.manufacturerData.isEmpty else { return nil }
         let name = advertisement.name ?? ""
+        // Most advertisers are not Govee's: told in one pass over the name, before the
+        // checks below look for some twenty models in it per entry (a scan decodes every
+        // advertisement).
+        guard Self.namesModel(name) || advertisement.manufacturerData.keys.contains(where: companies.contains) else {
+            return nil
+        }
         for company in advertisement.manufacturerData.keys.sorted() where company != apple {
             if let reading = decode(company: company, advertisement.manufacturerData[company] ?? [], name: name) {
                 return .success(reading)
@@ -63,6 +73,18 @@ enum GoveeDecoder: SensorFormatDecoder {
             }
         }
         return nil
+    }
+
+    /// Whether `name` may name a model `decode(company:_:name:)` gives a reading for: each of
+    /// those holds "H5" or "V5" ("GV5179"). Without one, and without a company of
+    /// `companies`, every path there ends in nil.
+    static func namesModel(_ name: String) -> Bool {
+        var previous: UInt8 = 0
+        for byte in name.utf8 {
+            if byte == UInt8(ascii: "5"), previous == UInt8(ascii: "H") || previous == UInt8(ascii: "V") { return true }
+            previous = byte
+        }
+        return false
     }
 
     /// 3 bytes of packed temperature and humidity, then the battery and error flag.

@@ -17,7 +17,8 @@ enum InkbirdDecoder: SensorFormatDecoder {
     static let models = ["sps": "IBS-TH", "tps": "IBS-TH2"]
 
     static func decode(_ advertisement: SensorAdvertisement, keys: SensorKeys) -> Result<SensorReading, SensorDecodingError>? {
-        guard let name = advertisement.name, let model = models[name.lowercased()],
+        // Three letters first: a scan decodes every advertisement, and lowercasing a name allocates.
+        guard let name = advertisement.name, name.utf8.count == 3, let model = models[name.lowercased()],
               !advertisement.manufacturerData.isEmpty else { return nil }
         var entries = advertisement.manufacturerData
         if entries.count > 1 { entries[2] = nil }

@@ -70,4 +70,18 @@ struct GoveeInkbirdDecoderTests {
                                       manufacturerData: [0x0929: [0x85, 0x1A, 0, 0x31, 0x8B, 99, 8], 0x0930: [0x85, 0x1A, 0, 0x31, 0x8B, 99, 8]])
         #expect(SensorDecoders.decode(two).failureKind == .invalid)
     }
+
+    @Test("The first look: every model the checks name holds H5 or V5; a name without one under a company not Govee's is not read")
+    func firstLook() {
+        let models = ["H5072", "H5075", "H5129", "H5108", "H5074", "H5179"] + GoveeDecoder.h5101Family
+        for model in models { #expect(GoveeDecoder.namesModel("Govee_\(model)_E12B"), "\(model)") }
+        for name in ["", "burst-00005", "5H", "h5075", "ATC_E12B"] { #expect(!GoveeDecoder.namesModel(name), "\(name)") }
+        // The name decides under any company; without it, Govee's companies still do.
+        guard case .success(let named)? = Self.decode("GVH5101_E12B", 0x1234, [0x01, 0x01, 0x03, 0x9E, 0xE8, 90]),
+              case .success(let h5108)? = Self.decode("burst-00005", 0x0001, [0, 0, 0x01, 0x03, 0x9E, 0xE8, 90, 0]) else {
+            Issue.record("no reading"); return
+        }
+        #expect(named.model == "H5101" && h5108.model == "H5108")
+        #expect(Self.decode("burst-00005", 0x1234, [0x01, 0x01, 0x03, 0x9E, 0xE8, 90]).map { _ in true } == nil)
+    }
 }
