@@ -113,7 +113,12 @@ public final class OutputQueue: Sendable {
     /// `linger`: after a write, milliseconds the writer waits for more
     /// before going idle: what comes meanwhile goes out in one write, without
     /// a wake-up (a longer wait: fewer writes and wake-ups, later bytes).
-    public init(fd: Int32 = 1, capacity: Int = 100_000, byteLimit: Int = 1 << 20, linger: Int32 = 1,
+    /// 5 ms by default: a line after a quiet spell is written at once, and
+    /// one of a faster stream at most 5 ms late. Lingering 1 ms (before),
+    /// the writer went idle between notifications that came 2–3 ms apart,
+    /// and each value cost a wake-up of it and some five system calls
+    /// (docs/benchmarks.md, 2026-11-28 evening).
+    public init(fd: Int32 = 1, capacity: Int = 100_000, byteLimit: Int = 1 << 20, linger: Int32 = 5,
                 gapLine: @escaping @Sendable (Int) -> [UInt8]? = { _ in nil }) {
         self.fd = fd
         self.linger = max(0, linger)
@@ -315,7 +320,7 @@ public final class OutputQueue: Sendable {
 
     private enum Step {
         case write
-        /// Nothing queued just now: wait a millisecond for more before going idle.
+        /// Nothing queued just now: wait `linger` ms for more before going idle.
         case linger
         case idle
         /// Everything written after `close()`, or the reader gone (true).
@@ -355,7 +360,7 @@ public final class OutputQueue: Sendable {
                     s.roomWaiter = nil
                     return .end(readerGone: false)
                 }
-                // After a write, linger a millisecond (`linger`; still `writing`, so
+                // After a write, linger (`linger` ms; still `writing`, so
                 // nobody wakes us) before going idle: in a burst the next
                 // lines come meanwhile and go out together, instead of a
                 // wake-up and a write every few lines.
