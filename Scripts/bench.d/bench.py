@@ -78,17 +78,26 @@ SCAN_RUNS = 5
 
 
 def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
-    """bluectl scan vs Bleak's scanner on the same burst, each on a fresh
-    private bus, interleaved (bluectl, Bleak, bluectl, …) so that the
-    machine's drift is shared, `runs` times each. Both are measured by the
+    """bluectl scan vs Bleak's scanner on the same burst, and the floor of
+    any libdbus client (scan.c: libdbus reading the messages, nothing more),
+    each on a fresh private bus, interleaved (bluectl, Bleak, the floor,
+    bluectl, …) so that the machine's drift is shared, `runs` times each.
+    All are measured by the
     same harness in the same way (`_scan_run`): a line per event into a
     file, counted from outside; CPU and peak RSS from /proc; ended by
     SIGINT once every event arrived or nothing came for 5 s."""
     expected = devices + updates
     py = ensure_bleak_venv()
+    # the floor: libdbus reading and validating each message, and nothing else (scan.c)
+    os.makedirs(CBIN, exist_ok=True)
+    floor = os.path.join(CBIN, "scan")
+    subprocess.run(["cc", "-O2", "-o", floor, os.path.join(REPO, "Scripts", "bench.d", "scan.c")]
+                   + subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
+                                    check=True).stdout.split(), check=True)
     tools = (("`bluectl scan --json --duplicates`", [BIN, "scan", "--json", "--duplicates", "--adapter", "hci0"]),
              ("Bleak 3 `BleakScanner` (detection callback)",
-              [py, os.path.join(REPO, "Scripts", "bench.d", "peers", "bleak_scan.py"), "hci0"]))
+              [py, os.path.join(REPO, "Scripts", "bench.d", "peers", "bleak_scan.py"), "hci0"]),
+             ("C libdbus floor (scan.c: path and RSSI, no state)", [floor, "/org/bluez/hci0"]))
     # BENCH_SCAN_DECODE=compare (the default): also bluectl with sensor decoding off, the
     # cost of decoding per event as a ratio (issue 25: at most 1.10); off: not run
     decode = os.environ.get("BENCH_SCAN_DECODE", "compare")
@@ -130,8 +139,12 @@ def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
     print(target(f"scan: bluectl printed {[r['count'] for r in mine]} events of the {expected:,} in its {runs} runs "
                  f"(target: exactly those in each run{'; kept: ' + ', '.join(kept) if kept else ''})", delivered))
     print(target(f"scan: bluectl peak RSS {rss:.1f} MB (highest of {runs} runs; target ≤ 30 MB)", rss <= 30))
+    cpu_floor = statistics.median(r["cpu"] / max(r["count"], 1) * 1e6 for r in results[tools[2][0]])
+    if cpu_bleak and cpu_mine:
+        print(f"scan: the C libdbus floor's CPU/event {cpu_floor:.1f} µs = {cpu_floor / cpu_bleak:.2f} × Bleak's, "
+              f"{cpu_floor / cpu_mine:.2f} × bluectl's (what any libdbus client pays before doing anything)")
     if decode == "compare":
-        plain = results[tools[2][0]]
+        plain = results[tools[3][0]]
         cpu_plain = statistics.median(r["cpu"] / max(r["count"], 1) * 1e6 for r in plain)
         cost = cpu_mine / cpu_plain if cpu_plain else None
         print(target(f"scan: bluectl CPU/event with sensor decoding {cpu_mine:.1f} µs = " + (
