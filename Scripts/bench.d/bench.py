@@ -91,7 +91,7 @@ def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
     # the floor: libdbus reading and validating each message, and nothing else (scan.c)
     os.makedirs(CBIN, exist_ok=True)
     floor = os.path.join(CBIN, "scan")
-    subprocess.run(["cc", "-O2", "-o", floor, os.path.join(REPO, "Scripts", "bench.d", "scan.c")]
+    subprocess.run(["cc", "-O2", "-Wall", "-o", floor, os.path.join(REPO, "Scripts", "bench.d", "scan.c")]
                    + subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
                                     check=True).stdout.split(), check=True)
     tools = (("`bluectl scan --json --duplicates`", [BIN, "scan", "--json", "--duplicates", "--adapter", "hci0"]),
@@ -139,7 +139,11 @@ def scan(devices=10_000, updates=100_000, runs=SCAN_RUNS):
     print(target(f"scan: bluectl printed {[r['count'] for r in mine]} events of the {expected:,} in its {runs} runs "
                  f"(target: exactly those in each run{'; kept: ' + ', '.join(kept) if kept else ''})", delivered))
     print(target(f"scan: bluectl peak RSS {rss:.1f} MB (highest of {runs} runs; target ≤ 30 MB)", rss <= 30))
-    cpu_floor = statistics.median(r["cpu"] / max(r["count"], 1) * 1e6 for r in results[tools[2][0]])
+    floor_runs = results[tools[2][0]]
+    cpu_floor = statistics.median(r["cpu"] / max(r["count"], 1) * 1e6 for r in floor_runs)
+    if any(r["count"] != expected for r in floor_runs):
+        print(f"scan: the C libdbus floor printed {[r['count'] for r in floor_runs]} lines, not {expected:,} in each "
+              f"run: its CPU/event below is not comparable")
     if cpu_bleak and cpu_mine:
         print(f"scan: the C libdbus floor's CPU/event {cpu_floor:.1f} µs = {cpu_floor / cpu_bleak:.2f} × Bleak's, "
               f"{cpu_floor / cpu_mine:.2f} × bluectl's (what any libdbus client pays before doing anything)")

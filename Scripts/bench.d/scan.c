@@ -4,6 +4,8 @@
  * PropertiesChanged, calls StartDiscovery, and prints one line per device
  * added or changed: its object path and RSSI (as the Bleak peer prints its
  * address and RSSI), buffered and flushed whenever no message is waiting.
+ * A line per Device1 signal, whatever it changes: in the bench's burst
+ * (every update an RSSI and ManufacturerData) that is one per event.
  * Runs until a signal ends it. It keeps no state: no mirror of the devices,
  * no decoding beyond the RSSI, no JSON; what is left is libdbus reading and
  * validating each message, and its iterator.
@@ -39,7 +41,7 @@ static int rssi_in(DBusMessageIter *dict) {
 static void changed(DBusMessage *msg) {
     DBusMessageIter it;
     const char *iface = NULL;
-    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) return;
+    if (!dbus_message_has_signature(msg, "sa{sv}as") || !dbus_message_iter_init(msg, &it)) return;
     dbus_message_iter_get_basic(&it, &iface);
     if (strcmp(iface, DEVICE) != 0 || !dbus_message_iter_next(&it)) return;
     if (dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY) return;
@@ -50,7 +52,7 @@ static void changed(DBusMessage *msg) {
 static void added(DBusMessage *msg) {
     DBusMessageIter it, ifaces, entry;
     const char *path = NULL;
-    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_OBJECT_PATH) return;
+    if (!dbus_message_has_signature(msg, "oa{sa{sv}}") || !dbus_message_iter_init(msg, &it)) return;
     dbus_message_iter_get_basic(&it, &path);
     if (!dbus_message_iter_next(&it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY) return;
     for (dbus_message_iter_recurse(&it, &ifaces); dbus_message_iter_get_arg_type(&ifaces) == DBUS_TYPE_DICT_ENTRY;
