@@ -192,17 +192,7 @@ public struct JSONLine: Sendable, Equatable {
 
     /// `,"key":` (no comma before the first member).
     private mutating func addKey(_ key: String) {
-        let comma = !body.isEmpty
-        let plain = key.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            guard Self.isPlain(bytes) else { return false }
-            Self.appendQuoted(bytes, comma: comma, colon: true, to: &body)
-            return true
-        }
-        if plain != true {
-            if comma { body.append(0x2C) }
-            Self.appendEscaped(key, to: &body)
-            body.append(0x3A)
-        }
+        Self.appendString(key, to: &body, comma: !body.isEmpty, colon: true)
     }
 
     private static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
@@ -227,18 +217,23 @@ public struct JSONLine: Sendable, Equatable {
         }
     }
 
-    /// `s` as a JSON string, quotes included.
-    static func appendString(_ s: String, to out: inout [UInt8]) {
+    /// `s` as a JSON string, quotes included; a comma before it and a colon after
+    /// it when asked (a key: `,"key":`).
+    static func appendString(_ s: String, to out: inout [UInt8], comma: Bool = false, colon: Bool = false) {
         // Fast path: nothing to escape (the common case for keys, names and
         // hex): the string's own bytes, read where they lie (no copy of the
         // string, no check of its uniqueness) and appended in one go. A scan
         // line writes about twenty strings.
         let plain = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
             guard isPlain(bytes) else { return false }
-            appendQuoted(bytes, comma: false, colon: false, to: &out)
+            appendQuoted(bytes, comma: comma, colon: colon, to: &out)
             return true
         }
-        if plain != true { appendEscaped(s, to: &out) }
+        if plain != true {
+            if comma { out.append(0x2C) }
+            appendEscaped(s, to: &out)
+            if colon { out.append(0x3A) }
+        }
     }
 
     /// Nothing in `bytes` needs an escape: printable ASCII but `"` and `\`.
