@@ -29,6 +29,9 @@ bench.py on the host):
             counted, reported for that window alone (diag-write-perf.txt,
             diag-write-C-perf.txt; the whole process in *.whole), as one l2cap
             transfer is (diag-l2cap-*-perf.txt)
+Then, not counted, one l2cap transfer and one write stream of each tool under
+`strace -f -c`: the system calls each makes for the same bytes
+(diag-MODE-TOOL-ROLE-strace.txt).
 CPU times: each process's CPU-time clock at a window's start (to the ns,
 procfs.cpu_s), its rusage at its exit.
 Targets: bluectl's bytes/s >= 0.95 x the C peer's, its CPU per byte <= 1.2 x."""
@@ -71,6 +74,9 @@ def measure(h, size, values, writes, reps):
     def l2cap_under_perf():
         diagnose_l2cap(h, data, size, digest, 0x93 + reps * 3)
     h.diagnosis(l2cap_under_perf)
+    def l2cap_syscalls():
+        diagnose_syscalls(h, "l2cap", lambda tool, wrap, rep: l2cap_run(h, tool, data, size, digest, 0x93 + reps * 3 + 1 + rep, 0, wrap))
+    h.diagnosis(l2cap_syscalls)
     stream = os.path.join("/tmp", "throughput-write.bin")
     with open(stream, "wb") as f:
         f.write(os.urandom(writes))
@@ -85,6 +91,12 @@ def measure(h, size, values, writes, reps):
     def write_under_perf():
         diagnose_write(h, stream, writes, stream_digest)
     h.diagnosis(write_under_perf)
+    def write_syscalls():
+        def run(tool, wrap, rep):
+            h.ensure_connected()
+            return write_stream_run(h, tool, stream, writes, stream_digest, "strace", wrap["connect"])
+        diagnose_syscalls(h, "write", run)
+    h.diagnosis(write_syscalls)
     # AcquireNotify last: bluetoothd 5.66 has segfaulted here after an AcquireNotify socket closed
     for mode in ("start", "acquire"):
         names = TOOLS[mode]
@@ -109,6 +121,20 @@ def diagnose_l2cap(h, data, size, digest, psm):
     h.RESULTS["throughput"]["diagnostic"] = dict(r, tool="(bluectl l2cap under perf)")
     for role, f in files.items():
         h.perf_report(perf, f, os.path.join(h.WORK, "diag-l2cap-%s-perf.txt" % role))
+
+
+def diagnose_syscalls(h, mode, run):
+    """Not counted: one run of each tool under `strace -f -c` (every thread,
+    the whole process): how many system calls each makes for the same bytes,
+    and which (diag-MODE-TOOL-ROLE-strace.txt; ROLE: connect is the sender,
+    listen the L2CAP receiver)."""
+    strace = shutil.which("strace")
+    if not (strace and h.BLUECTL):
+        return
+    for i, tool in enumerate(("bluectl", "C")):
+        files = {role: os.path.join(h.WORK, "diag-%s-%s-%s-strace.txt" % (mode, tool, role)) for role in ("listen", "connect")}
+        r = run(tool, {role: [strace, "-f", "-c", "-o", f] for role, f in files.items()}, i)
+        h.RESULTS["throughput"].setdefault("syscall_diagnostics", []).append(dict(r, tool="(%s %s under strace -c)" % (tool, mode)))
 
 
 def diagnose_write(h, data, size, digest):
