@@ -210,6 +210,38 @@ struct L2CAPChannelEngineTests {
         }
     }
 
+    @Test("receiveOnLoop with batching: after a read that found SDUs the socket is left alone for the batch's time; what came meanwhile is read together, in order, and the end after it")
+    func receiveOnLoopBatching() async throws {
+        try await withPrivateBus { bus in
+            let central = try await CentralManager.open(busAddress: bus.address)
+            defer { central.close() }
+            let (channel, peer) = try channelPair(central)
+            defer { close(peer) }
+            let loop = central.mirror.loop
+            let fd = channel.engine.socket.fd
+            let got = Locked<[[UInt8]]>([])
+            let ends = Locked(0)
+            // Long enough that a loaded machine does not reach the next read between the checks below.
+            channel.receiveOnLoop({ sdu in
+                got.withLock { $0.append(Array(sdu)) }
+                return true
+            }, onEnd: { _ in ends.withLock { $0 += 1 } }, batching: .seconds(5))
+            let sdus = (0..<3).map { pattern(60 + $0, seed: $0) }
+            #expect(sendDatagram(peer, sdus[0]))
+            #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == 1 })
+            #expect(await loop.submit { !loop.watched.contains { $0.fd == fd } }, "the socket watched during the batch's wait")
+            for sdu in sdus[1...] { #expect(sendDatagram(peer, sdu)) }
+            for _ in 0..<3 { _ = await channel.byteCounts }
+            #expect(got.withLock { $0 } == [sdus[0]], "read during the batch's wait")
+            // The wait ends: both read in one turn, in order; then the end, after them.
+            #expect(try await bus.eventually(timeout: .seconds(20)) { got.withLock { $0.count } == 3 })
+            #expect(got.withLock { $0 } == sdus)
+            shutdown(peer, Int32(SHUT_WR))
+            #expect(try await bus.eventually(timeout: .seconds(20)) { ends.withLock { $0 } == 1 })
+            #expect(got.withLock { $0 } == sdus)
+        }
+    }
+
     @Test("receiveOnLoop: SDUs read before the sink came are handed over one per resume when it pauses; the end after them (a race CI on b0fe3ea lost)")
     func receiveOnLoopPausedWithInbox() async throws {
         try await withPrivateBus { bus in

@@ -178,11 +178,15 @@ public final class L2CAPChannel: Sendable, CustomStringConvertible {
 
     /// Hands each SDU to `sink` on the loop as it is read, instead of
     /// `received` (no thread hop per SDU); `onEnd` once the channel has
-    /// ended. See `L2CAPChannelEngine.deliver(to:onEnd:)`.
+    /// ended. `batching`: after a read that found SDUs, how long the socket
+    /// is left before the next (SDUs reach the sink up to that much later,
+    /// a few per wake-up of the loop rather than one). See
+    /// `L2CAPChannelEngine.deliver(to:onEnd:batching:)`.
     package func receiveOnLoop(_ sink: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool,
-                               onEnd: @escaping @Sendable (Result<Void, BluetoothError>) -> Void) {
+                               onEnd: @escaping @Sendable (Result<Void, BluetoothError>) -> Void,
+                               batching: Duration = .zero) {
         let engine = engine
-        engine.loop.execute { engine.deliver(to: sink, onEnd: onEnd) }
+        engine.loop.execute { engine.deliver(to: sink, onEnd: onEnd, batching: batching) }
     }
 
     /// Stops reading the socket (from `receiveOnLoop`'s sink, whose

@@ -43,6 +43,12 @@ package final class L2CAPChannelEngine: LoopSender {
         var sink: ((UnsafeRawBufferPointer) -> Bool)?
         /// The sink's consumer hears the end here, once.
         var onEnd: ((Result<Void, BluetoothError>) -> Void)?
+        /// After a read that found SDUs and then the socket empty, how long the
+        /// socket is left before it is read again (`deliver(to:onEnd:batching:)`);
+        /// zero: read at every wake-up.
+        var batching: Duration = .zero
+        /// The timer of such a wait, while one runs.
+        var batchTimer: EventLoop.TimerID?
         /// The sink's consumer has no room: the socket is not read until
         /// `resumeReceiving` (the kernel's buffer, then the peer's credits, hold the peer back).
         var paused = false
@@ -98,7 +104,8 @@ package final class L2CAPChannelEngine: LoopSender {
     }
 
     private func watchReadable() {
-        guard state.value.readWatch == nil, !state.value.closed, state.value.end == nil, !state.value.paused else { return }
+        guard state.value.readWatch == nil, state.value.batchTimer == nil, !state.value.closed, state.value.end == nil,
+              !state.value.paused else { return }
         state.value.readWatch = loop.watch(socket.fd) { [self] in readable() }
     }
 
@@ -111,6 +118,8 @@ package final class L2CAPChannelEngine: LoopSender {
     /// stopping at the inbox's limit.
     private func readable() {
         var got = false
+        /// SDUs read by this call, and whether it stopped at an empty socket.
+        var read = 0, emptied = false
         for _ in 0..<64 {
             if state.value.inboxBytes >= inboxLimit || state.value.paused {
                 unwatchReadable()
@@ -129,6 +138,7 @@ package final class L2CAPChannelEngine: LoopSender {
                 finish(state.value.failedOnce.map { .failure($0.bluetoothError(label)) } ?? .success(()))
                 got = true
             case .success(let n):
+                read += 1
                 state.value.received += n
                 if let sink = state.value.sink {
                     // Straight from the read buffer: no copy, no hand-over.
@@ -147,6 +157,8 @@ package final class L2CAPChannelEngine: LoopSender {
                     // the socket failed and nothing more is queued
                     finish(.failure(failure.bluetoothError(label)))
                     got = true
+                } else {
+                    emptied = true
                 }
             case .failure(let error) where !state.value.recvFailed:
                 // The socket's error comes before the SDUs still queued (as
@@ -164,7 +176,24 @@ package final class L2CAPChannelEngine: LoopSender {
             }
             break
         }
+        if emptied, read > 0, state.value.batching > .zero { waitForBatch() }
         if got { wakeReceiver() }
+    }
+
+    /// Leaves the socket unread for `batching` after a read that found SDUs
+    /// and then nothing more: what comes meanwhile is read in one turn, not
+    /// one wake-up of the loop per SDU (a wake-up, a context switch into the
+    /// process, costs more than the reads: docs/benchmarks.md). Then reads;
+    /// when that finds nothing, waits for the socket again.
+    private func waitForBatch() {
+        unwatchReadable()
+        guard state.value.batchTimer == nil else { return }
+        state.value.batchTimer = loop.schedule(after: state.value.batching) { [self] in
+            state.value.batchTimer = nil
+            guard !state.value.closed, state.value.end == nil, !state.value.paused else { return }
+            readable()
+            if state.value.batchTimer == nil { watchReadable() }
+        }
     }
 
     private func wakeReceiver() {
@@ -199,10 +228,14 @@ package final class L2CAPChannelEngine: LoopSender {
     /// hand-over to another thread per SDU. `sink` holds the loop while it
     /// runs (a blocking consumer holds back the reading, and everything
     /// else on the loop); false from it closes the channel. `onEnd` hears
-    /// the channel's end once, after the last SDU.
-    func deliver(to sink: @escaping (UnsafeRawBufferPointer) -> Bool, onEnd: @escaping (Result<Void, BluetoothError>) -> Void) {
+    /// the channel's end once, after the last SDU. `batching` (zero: none):
+    /// after a read that found SDUs and then nothing more, the socket is
+    /// left that long before it is read again (`waitForBatch`).
+    func deliver(to sink: @escaping (UnsafeRawBufferPointer) -> Bool, onEnd: @escaping (Result<Void, BluetoothError>) -> Void,
+                 batching: Duration = .zero) {
         state.value.sink = sink
         state.value.onEnd = onEnd
+        state.value.batching = batching
         deliverWaiting()
     }
 
@@ -370,6 +403,8 @@ package final class L2CAPChannelEngine: LoopSender {
         guard state.value.end == nil else { return }
         state.value.end = end
         unwatchReadable()
+        if let timer = state.value.batchTimer { loop.cancel(timer) }
+        state.value.batchTimer = nil
         if let id = state.value.writeWatch { loop.unwatch(id) }
         state.value.writeWatch = nil
         notifySenders()
