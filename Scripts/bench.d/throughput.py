@@ -75,7 +75,7 @@ def measure(h, size, values, writes, reps):
         diagnose_l2cap(h, data, size, digest, 0x93 + reps * 3)
     h.diagnosis(l2cap_under_perf)
     def l2cap_syscalls():
-        diagnose_syscalls(h, "l2cap", lambda tool, wrap, rep: l2cap_run(h, tool, data, size, digest, 0x93 + reps * 3 + 1 + rep, 0, wrap))
+        diagnose_syscalls(h, "l2cap", lambda tool, wrap, rep: l2cap_run(h, tool, data, size, digest, 0x93 + reps * 3 + 1 + rep, "strace", wrap))
     h.diagnosis(l2cap_syscalls)
     stream = os.path.join("/tmp", "throughput-write.bin")
     with open(stream, "wb") as f:
@@ -117,7 +117,7 @@ def diagnose_l2cap(h, data, size, digest, psm):
     files = {role: os.path.join(h.WORK, "perf-l2cap-%s.data" % role) for role in ("listen", "connect")}
     wrap = {role: [perf, "record", "-q", "-F", "1000", "-e", "cpu-clock", "-g", "-o", f, "--"]
             for role, f in files.items()}
-    r = l2cap_run(h, "bluectl", data, size, digest, psm, 0, wrap)
+    r = l2cap_run(h, "bluectl", data, size, digest, psm, "perf", wrap)
     h.RESULTS["throughput"]["diagnostic"] = dict(r, tool="(bluectl l2cap under perf)")
     for role, f in files.items():
         h.perf_report(perf, f, os.path.join(h.WORK, "diag-l2cap-%s-perf.txt" % role))
@@ -185,7 +185,7 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
     if wrap:
         listen, send = wrap["listen"] + listen, wrap["connect"] + send
     res = {"mode": "l2cap", "tool": name, "rep": rep, "n": size, "psm": psm, "argv": " ".join(send)}
-    base = os.path.join(h.WORK, "throughput-l2cap-%s-%d" % (tool, rep))
+    base = os.path.join(h.WORK, "throughput-l2cap-%s-%s" % (tool, rep))
     lerr_path, serr_path = base + "-listen.err", base + "-connect.err"
     lerr, serr = open(lerr_path, "wb"), open(serr_path, "wb")
     listener = subprocess.Popen(listen, stdout=subprocess.PIPE, stderr=lerr, stdin=subprocess.DEVNULL)
@@ -240,7 +240,7 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
                 p.wait()
         lerr.close()
         serr.close()
-    h.log("throughput %-36s rep %d: %s bytes in %s s = %s B/s, CPU/byte %s us (sender %s s, receiver %s s)%s" % (
+    h.log("throughput %-36s rep %s: %s bytes in %s s = %s B/s, CPU/byte %s us (sender %s s, receiver %s s)%s" % (
         name, rep, res.get("received"), "%.2f" % res["window_s"] if res.get("window_s") else "?",
         "%.0f" % res["bytes_per_s"] if res.get("bytes_per_s") else "?",
         "%.3f" % res["cpu_per_byte_us"] if res.get("cpu_per_byte_us") else "?",

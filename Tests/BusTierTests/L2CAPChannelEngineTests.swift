@@ -226,16 +226,21 @@ struct L2CAPChannelEngineTests {
                 got.withLock { $0.append(Array(sdu)) }
                 return true
             }, onEnd: { _ in ends.withLock { $0 += 1 } }, batching: .seconds(5))
-            let sdus = (0..<3).map { pattern(60 + $0, seed: $0) }
+            _ = await channel.byteCounts   // the sink is there (a loop turn after it) before the first SDU
+            let sdus = (0..<4).map { pattern(60 + $0, seed: $0) }
             #expect(sendDatagram(peer, sdus[0]))
             #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == 1 })
             #expect(await loop.submit { !loop.watched.contains { $0.fd == fd } }, "the socket watched during the batch's wait")
-            for sdu in sdus[1...] { #expect(sendDatagram(peer, sdu)) }
+            for sdu in sdus[1...2] { #expect(sendDatagram(peer, sdu)) }
             for _ in 0..<3 { _ = await channel.byteCounts }
             #expect(got.withLock { $0 } == [sdus[0]], "read during the batch's wait")
-            // The wait ends: both read in one turn, in order; then the end, after them.
+            // The wait ends: both read in one turn, in order.
             #expect(try await bus.eventually(timeout: .seconds(20)) { got.withLock { $0.count } == 3 })
-            #expect(got.withLock { $0 } == sdus)
+            #expect(got.withLock { $0 } == Array(sdus[0...2]))
+            // The next wait finds nothing: the socket is watched again, and an SDU then is read at once.
+            #expect(try await bus.eventually(timeout: .seconds(20)) { await loop.submit { loop.watched.contains { $0.fd == fd } } })
+            #expect(sendDatagram(peer, sdus[3]))
+            #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == 4 })
             shutdown(peer, Int32(SHUT_WR))
             #expect(try await bus.eventually(timeout: .seconds(20)) { ends.withLock { $0 } == 1 })
             #expect(got.withLock { $0 } == sdus)

@@ -82,8 +82,9 @@ final class L2CAPPump: Sendable {
     /// The writer lingers 10 ms after a write: the SDUs of a transfer go out
     /// a few at a time, without a wake-up of the writer per loop turn; and
     /// the loop reads the socket in batches the same way (`batching`, 10 ms:
-    /// a wake-up of the loop per SDU cost more than the reads). A byte
-    /// received reaches stdout at most about 20 ms later.
+    /// a wake-up of the loop per SDU cost more than the reads). While
+    /// stdout's reader keeps up, a byte received reaches it at most about
+    /// 20 ms later.
     private func received() async throws {
         let output = OutputQueue(fd: 1, byteLimit: 1 << 20, linger: 10)
         let end = HandOff<Void>()
