@@ -40,6 +40,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import statistics
 import subprocess
 import time
@@ -188,7 +189,8 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
     base = os.path.join(h.WORK, "throughput-l2cap-%s-%s" % (tool, rep))
     lerr_path, serr_path = base + "-listen.err", base + "-connect.err"
     lerr, serr = open(lerr_path, "wb"), open(serr_path, "wb")
-    listener = subprocess.Popen(listen, stdout=subprocess.PIPE, stderr=lerr, stdin=subprocess.DEVNULL)
+    listener = subprocess.Popen(listen, stdout=subprocess.PIPE, stderr=lerr, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
     sender = None
     try:
         if not h.wait(lambda: ready.search(open(lerr_path, errors="replace").read()) or listener.poll() is not None,
@@ -196,7 +198,7 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
             res["error"] = "the listener never listened (exit %s)" % listener.poll()
             return res
         with open(data, "rb") as stdin:
-            sender = subprocess.Popen(send, stdin=stdin, stdout=subprocess.DEVNULL, stderr=serr)
+            sender = subprocess.Popen(send, stdin=stdin, stdout=subprocess.DEVNULL, stderr=serr, start_new_session=True)
         sha, got, first, first_bytes, last, cpu0 = hashlib.sha256(), 0, None, 0, None, {}
         chunks = []  # kept to be written out when the transfer is not intact
         fd, end = listener.stdout.fileno(), time.monotonic() + 300
@@ -236,7 +238,7 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
     finally:
         for p in (sender, listener):
             if p is not None and p.poll() is None:
-                p.kill()
+                kill_group(p)
                 p.wait()
         lerr.close()
         serr.close()
@@ -249,6 +251,16 @@ def l2cap_run(h, tool, data, size, digest, psm, rep, wrap=None):
     return res
 
 
+def kill_group(p):
+    """Kills `p` and what it started (each run is a session of its own): under a
+    diagnostic's perf or strace the tool is their child, and must not outlive
+    the run (a writer would hold AcquireWrite into the next bench)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def reap(p, timeout):
     """Waits for `p` (killed after `timeout` s): its rusage, None when killed."""
     end = time.monotonic() + timeout
@@ -258,7 +270,7 @@ def reap(p, timeout):
             p.returncode = os.waitstatus_to_exitcode(status)
             return ru
         if time.monotonic() > end:
-            p.kill()
+            kill_group(p)
             _, status, _ = os.wait4(p.pid, 0)
             p.returncode = os.waitstatus_to_exitcode(status)
             return None
@@ -294,7 +306,7 @@ def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
     with open(data, "rb") as f:
         payload = f.read()
     err = open(base + ".err", "wb")
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=open(base + ".out", "wb"), stderr=err)
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=open(base + ".out", "wb"), stderr=err, start_new_session=True)
     try:
         fd = p.stdin.fileno()
         os.set_blocking(fd, False)
@@ -322,7 +334,7 @@ def write_stream_run(h, tool, data, size, digest, rep, wrap=None):
             res["cpu_s"] = ru.ru_utime + ru.ru_stime
     finally:
         if p.poll() is None:
-            p.kill()
+            kill_group(p)
             p.wait()
         err.close()
     # bluetoothd reads the socket faster than the link takes Write Commands (it queues
