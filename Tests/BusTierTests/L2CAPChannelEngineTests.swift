@@ -189,6 +189,9 @@ struct L2CAPChannelEngineTests {
                 channel.pauseReceivingOnLoop()   // no room after each SDU
                 return true
             }, onEnd: { _ in ends.withLock { $0 += 1 } })
+            // The sink is there (a loop turn after it) before the first SDU: were
+            // they read before it, all five would be counted at once (CI on a3c2f9a).
+            _ = await channel.byteCounts
             let sdus = (0..<5).map { pattern(100 + $0, seed: $0) }
             for sdu in sdus { #expect(sendDatagram(peer, sdu)) }
             #expect(try await bus.eventually(timeout: .seconds(10)) { got.withLock { $0.count } == 1 })
