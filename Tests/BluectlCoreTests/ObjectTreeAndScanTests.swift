@@ -55,6 +55,62 @@ enum Fixture {
         #expect(tree[path] == nil, "an object with no interface left is gone")
     }
 
+    @Test("devices announced alike share their names; a change of one leaves the others as they were")
+    func devicesShareNames() throws {
+        var tree = BlueZObjectTree()
+        let one = Fixture.device(Fixture.hci0, "AA_BB_CC_DD_EE_01"), two = Fixture.device(Fixture.hci0, "AA_BB_CC_DD_EE_02")
+        _ = tree.apply(interfacesAdded: Fixture.added(one, [BlueZ.deviceInterface: Fixture.deviceProperties(rssi: -60)]))
+        _ = tree.apply(interfacesAdded: Fixture.added(two, [BlueZ.deviceInterface: Fixture.deviceProperties(rssi: -70)]))
+        let first = try #require(tree.properties(one, BlueZ.deviceInterface))
+        #expect(try #require(tree.properties(two, BlueZ.deviceInterface)).sharesNames(with: first))
+        #expect(try #require(tree[two]).sharesNames(with: try #require(tree[one])), "the interface maps too")
+        _ = tree.apply(propertiesChangedAt: two, arguments: Fixture.changed(BlueZ.deviceInterface, ["RSSI": .int16(-40)],
+                                                                            invalidated: ["Name"]))
+        #expect(tree.properties(two, BlueZ.deviceInterface)?["RSSI"] == .int16(-40))
+        #expect(tree.properties(two, BlueZ.deviceInterface)?["Name"] == nil)
+        #expect(tree.properties(one, BlueZ.deviceInterface)?["RSSI"] == .int16(-60), "the other device is unchanged")
+        #expect(tree.properties(one, BlueZ.deviceInterface)?["Name"] == .string("Thermo"))
+        // BlueZ invalidates every device's RSSI when discovery stops: the copies are shared again
+        _ = tree.apply(propertiesChangedAt: one, arguments: Fixture.changed(BlueZ.deviceInterface, [:], invalidated: ["RSSI", "Name"]))
+        _ = tree.apply(propertiesChangedAt: two, arguments: Fixture.changed(BlueZ.deviceInterface, [:], invalidated: ["RSSI"]))
+        let oneNow = try #require(tree.properties(one, BlueZ.deviceInterface))
+        let twoNow = try #require(tree.properties(two, BlueZ.deviceInterface))
+        #expect(oneNow.sharesNames(with: twoNow), "each copied its names when it lost one; now they share one list again")
+        #expect(oneNow["RSSI"] == nil && twoNow["Name"] == nil && oneNow.count == first.count - 2)
+        var other = BlueZObjectTree()
+        _ = other.apply(interfacesAdded: Fixture.added(one, [BlueZ.deviceInterface: Fixture.deviceProperties(name: nil, rssi: nil)]))
+        _ = other.apply(interfacesAdded: Fixture.added(two, [BlueZ.deviceInterface: Fixture.deviceProperties(name: nil, rssi: nil)]))
+        #expect(other == tree, "== compares the objects, not how their names are held")
+        #expect(try #require(other.properties(one, BlueZ.deviceInterface)).sharesNames(with: oneNow) == false,
+                "another tree keeps lists of its own")
+    }
+
+    @Test("InterfacesAdded: an interface that is not an a{sv} is left out, a repeated one keeps the last; a name not a string fails")
+    func interfacesAddedOddShapes() throws {
+        var tree = BlueZObjectTree()
+        let path = Fixture.device()
+        let device = DBusDictEntry(.string(BlueZ.deviceInterface), .stringVariantDictionary(["RSSI": .int16(-60)]))
+        let again = DBusDictEntry(.string(BlueZ.deviceInterface), .stringVariantDictionary(["RSSI": .int16(-50)]))
+        let odd = DBusDictEntry(.string("org.bluez.Battery1"), .uint32(7))
+        let byName = DBusValue.dictionary(key: .string, value: DBusSignature("a{sv}")!, [device, odd, again])
+        #expect(tree.apply(interfacesAdded: [.objectPath(path), byName]) != nil)
+        #expect(tree[path]?.keys == [BlueZ.deviceInterface], "Battery1's value is no a{sv}: left out")
+        #expect(tree.properties(path, BlueZ.deviceInterface) == ["RSSI": .int16(-50)], "the last Device1 wins")
+        let notString = DBusValue.dictionary(key: DBusSignature("q")!, value: DBusSignature("a{sv}")!, [DBusDictEntry(.uint16(1), device.value)])
+        #expect(tree.apply(interfacesAdded: [.objectPath(Fixture.device(Fixture.hci0, "00_00_00_00_00_01")), notString]) == nil)
+        // the same through GetManagedObjects
+        var snapshot = BlueZObjectTree()
+        #expect(snapshot.replace(withManagedObjects: .dictionary(key: .objectPath, value: DBusSignature("a{sa{sv}}")!,
+                                                                 [DBusDictEntry(.objectPath(path), byName)])) == .replaced)
+        #expect(snapshot == tree)
+        // a second InterfacesAdded for the object: a new interface joins, a known one merges
+        _ = tree.apply(interfacesAdded: Fixture.added(path, ["org.bluez.Battery1": ["Percentage": .byte(90)],
+                                                             BlueZ.deviceInterface: ["Name": .string("Thermo")]]))
+        #expect(Set(try #require(tree[path]).keys) == [BlueZ.deviceInterface, "org.bluez.Battery1"])
+        #expect(tree.properties(path, BlueZ.deviceInterface) == ["RSSI": .int16(-50), "Name": .string("Thermo")])
+        #expect(tree.properties(path, "org.bluez.Battery1") == ["Percentage": .byte(90)])
+    }
+
     @Test func ignoresMalformedAndUnknown() {
         var tree = BlueZObjectTree()
         #expect(tree.apply(interfacesAdded: [.string("not a path")]) == nil)

@@ -45,4 +45,70 @@ struct SmallMapTests {
         #expect(fromBus["Connected"] == .boolean(true))
         #expect(Dictionary(uniqueKeysWithValues: merged.map { ($0.key, $0.value) }).count == 3)
     }
+
+    static func entries(_ pairs: [(String, DBusValue)]) -> [DBusDictEntry] {
+        pairs.map { DBusDictEntry(.string($0.0), .variant($0.1)) }
+    }
+
+    @Test("maps built alike through NameLists share one list of names; a change copies it for that map alone")
+    func sharedNames() throws {
+        var lists = NameLists()
+        let a = try #require(PropertyMap(entries: Self.entries([("Address", .string("A")), ("RSSI", .int16(-60))]), sharing: &lists))
+        var b = try #require(PropertyMap(entries: Self.entries([("Address", .string("B")), ("RSSI", .int16(-70))]), sharing: &lists))
+        #expect(a.sharesNames(with: b))
+        #expect(a == ["Address": .string("A"), "RSSI": .int16(-60)], "variants are unwrapped")
+        // the same names in another order, or other names: a list of their own
+        let c = try #require(PropertyMap(entries: Self.entries([("RSSI", .int16(-1)), ("Address", .string("C"))]), sharing: &lists))
+        #expect(!c.sharesNames(with: a))
+        #expect(c == ["Address": .string("C"), "RSSI": .int16(-1)])
+        // a value changed in place keeps the list; a name added or removed copies it
+        b["RSSI"] = .int16(-50)
+        #expect(b.sharesNames(with: a) && b["RSSI"] == .int16(-50) && a["RSSI"] == .int16(-60))
+        b["Name"] = .string("Thermo")
+        #expect(!b.sharesNames(with: a))
+        #expect(b == ["Address": .string("B"), "RSSI": .int16(-50), "Name": .string("Thermo")])
+        #expect(a == ["Address": .string("A"), "RSSI": .int16(-60)], "the other maps keep their names")
+        var e = try #require(PropertyMap(entries: Self.entries([("Address", .string("E")), ("RSSI", .int16(-3))]), sharing: &lists))
+        #expect(e.sharesNames(with: a))
+        e["Address"] = nil
+        #expect(e == ["RSSI": .int16(-3)] && a.count == 2 && c.count == 2)
+        // the copy is shared again: b's names (Address, RSSI, Name) are kept from now on
+        var f = try #require(PropertyMap(entries: Self.entries([("Address", .string("F")), ("RSSI", .int16(-4))]), sharing: &lists))
+        f["Name"] = .string("Other")
+        #expect(!f.sharesNames(with: b))
+        b.shareNames(through: &lists)
+        f.shareNames(through: &lists)
+        #expect(f.sharesNames(with: b) && f["Name"] == .string("Other") && b["Name"] == .string("Thermo"))
+    }
+
+    @Test("through NameLists: a name repeated keeps its last value, a name that is not a string fails, as without")
+    func sharedNamesMalformed() {
+        var lists = NameLists()
+        let repeated = PropertyMap(entries: Self.entries([("RSSI", .int16(-60)), ("Name", .string("x")), ("RSSI", .int16(-40))]),
+                                   sharing: &lists)
+        #expect(repeated == ["RSSI": .int16(-40), "Name": .string("x")])
+        #expect(PropertyMap(entries: [DBusDictEntry(.uint16(1), .variant(.boolean(true)))], sharing: &lists) == nil)
+        let late = PropertyMap(entries: Self.entries([("RSSI", .int16(1))]) + [DBusDictEntry(.byte(1), .variant(.int16(2)))],
+                               sharing: &lists)
+        #expect(late == nil, "a name that is not a string after names a kept list has")
+        let empty = PropertyMap(entries: [], sharing: &lists)
+        #expect(empty?.isEmpty == true)
+    }
+
+    @Test("NameLists keeps 16 lists: a new one takes the last place, so a list in use stays and a rare one goes")
+    func nameListsBound() throws {
+        var lists = NameLists()
+        func map(_ i: Int) throws -> PropertyMap {
+            try #require(PropertyMap(entries: Self.entries([("P\(i)", .uint32(UInt32(i)))]), sharing: &lists))
+        }
+        let first = try map(0)
+        var fifteen = first
+        for i in 1..<16 { fifteen = try map(i) }   // 16 kept, 15's list last
+        #expect(try map(0).sharesNames(with: first), "16 kept")
+        let sixteen = try map(16)   // takes the last place: 15's
+        #expect(try map(0).sharesNames(with: first), "the list in use stays")
+        #expect(try !map(15).sharesNames(with: fifteen), "the last one was pushed out; an equal one is made")
+        #expect(try !map(16).sharesNames(with: sixteen), "and took the last place in turn")
+        #expect(try map(0) == ["P0": .uint32(0)])
+    }
 }

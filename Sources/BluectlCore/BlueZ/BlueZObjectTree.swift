@@ -27,8 +27,19 @@ package enum BlueZ {
 package struct BlueZObjectTree: Sendable, Equatable {
     /// path → interface → properties
     package private(set) var objects: [ObjectPath: InterfaceMap] = [:]
+    /// The names the maps of `objects` share (`SmallMap`): not part of the
+    /// tree's value (`==` ignores them).
+    private var nameLists = NameLists()
+    /// The names of the maps of changes (RSSI and ManufacturerData, a
+    /// characteristic's Value…), kept apart: such a map lives as long as its
+    /// change (its values are merged into the object's map by name), and its
+    /// lists would push out the objects' ones. Shared, they spare each
+    /// change a second allocation.
+    private var changeNameLists = NameLists()
 
     package init() {}
+
+    package static func == (lhs: BlueZObjectTree, rhs: BlueZObjectTree) -> Bool { lhs.objects == rhs.objects }
 
     /// What a change did, for listeners.
     package enum Change: Sendable, Equatable {
@@ -60,7 +71,7 @@ package struct BlueZObjectTree: Sendable, Equatable {
         guard let byPath = value.objectPathKeyedDictionary else { return nil }
         var fresh: [ObjectPath: InterfaceMap] = [:]
         for (path, interfacesValue) in byPath {
-            guard let interfaces = Self.interfaces(interfacesValue) else { continue }
+            guard let interfaces = interfaces(interfacesValue) else { continue }
             fresh[path] = interfaces
         }
         objects = fresh
@@ -75,15 +86,24 @@ package struct BlueZObjectTree: Sendable, Equatable {
     /// `InterfacesAdded(o, a{sa{sv}})`
     package mutating func apply(interfacesAdded arguments: [DBusValue]) -> Change? {
         guard arguments.count == 2, let path = arguments[0].objectPath,
-              let interfaces = Self.interfaces(arguments[1]) else { return nil }
-        var existing = objects[path] ?? [:]
+              let interfaces = interfaces(arguments[1]) else { return nil }
+        guard var existing = objects[path] else {
+            objects[path] = interfaces   // its names shared (`interfaces(_:)`)
+            return .added(path, interfaces: interfaces.keys.sorted())
+        }
+        let count = existing.count
         for (name, properties) in interfaces {
             if existing[name] == nil {
                 existing[name] = properties
             } else {
-                existing[name]!.merge(properties)
+                existing.modifyValue(forKey: name) { current in
+                    let before = current.count
+                    current.merge(properties)
+                    if current.count != before { current.shareNames(through: &nameLists) }
+                }
             }
         }
+        if existing.count != count { existing.shareNames(through: &nameLists) }
         objects[path] = existing
         return .added(path, interfaces: interfaces.keys.sorted())
     }
@@ -94,6 +114,7 @@ package struct BlueZObjectTree: Sendable, Equatable {
               let names = arguments[1].stringArray else { return nil }
         guard var existing = objects[path] else { return .removed(path, interfaces: names) }
         for name in names { existing.removeValue(forKey: name) }
+        existing.shareNames(through: &nameLists)
         objects[path] = existing.isEmpty ? nil : existing
         return .removed(path, interfaces: names)
     }
@@ -111,25 +132,45 @@ package struct BlueZObjectTree: Sendable, Equatable {
     package mutating func apply(_ change: PropertiesChanged, at path: ObjectPath) -> Change? {
         // An object or interface BlueZ has not announced: ignored.
         guard let index = objects.index(forKey: path) else { return nil }
-        let changed = PropertyMap(change.changed)
+        let changed = PropertyMap(change.changed, sharing: &changeNameLists)
         // In place: one lookup of the path, and neither the object's
         // interfaces nor its properties are moved or copied (the optional
         // subscript's modify would move the object out and back in).
+        var lists = nameLists   // not `self` in the closure: `objects` is being modified
         let applied: Void? = objects.values[index].modifyValue(forKey: change.interface) { properties in
+            let count = properties.count
             properties.merge(changed)
             for key in change.invalidated { properties.removeValue(forKey: key) }
+            // A name gained or lost (BlueZ invalidates every device's RSSI when
+            // discovery stops): the names copied for this map are shared again.
+            if properties.count != count { properties.shareNames(through: &lists) }
         }
+        nameLists = lists
         guard applied != nil else { return nil }
         return .propertiesChanged(path, interface: change.interface, changed: changed, invalidated: change.invalidated)
     }
 
-    private static func interfaces(_ value: DBusValue) -> InterfaceMap? {
+    /// An `a{sa{sv}}` as maps, their names shared with the maps built
+    /// before (`NameLists`); nil when it is not of that type.
+    private mutating func interfaces(_ value: DBusValue) -> InterfaceMap? {
         guard let byName = value.dictionaryEntries else { return nil }
-        var result = InterfaceMap(minimumCapacity: byName.count)
+        // Each interface's properties, nil where they are not an a{sv} (left out).
+        var properties = ContiguousArray<PropertyMap?>()
+        properties.reserveCapacity(byName.count)
         for entry in byName {
-            guard case .string(let name) = entry.key else { return nil }
-            guard let entries = entry.value.dictionaryEntries, let properties = PropertyMap(entries: entries) else { continue }
-            result[name] = properties
+            guard case .string = entry.key else { return nil }
+            properties.append(entry.value.dictionaryEntries.flatMap { PropertyMap(entries: $0, sharing: &nameLists) })
+        }
+        if !properties.contains(where: { $0 == nil }), let shared = InterfaceMap(
+            count: byName.count, sharing: &nameLists,
+            name: { if case .string(let name) = byName[$0].key { name } else { nil } }, value: { properties[$0]! }) {
+            return shared
+        }
+        // a name repeated (the last wins), or an interface left out: name by name
+        var result = InterfaceMap(minimumCapacity: byName.count)
+        for (entry, map) in zip(byName, properties) {
+            guard case .string(let name) = entry.key, let map else { continue }
+            result[name] = map
         }
         return result
     }
