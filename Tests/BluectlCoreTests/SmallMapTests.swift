@@ -88,9 +88,11 @@ struct SmallMapTests {
                                    sharing: &lists)
         #expect(repeated == ["RSSI": .int16(-40), "Name": .string("x")])
         #expect(PropertyMap(entries: [DBusDictEntry(.uint16(1), .variant(.boolean(true)))], sharing: &lists) == nil)
+        let kept = PropertyMap(entries: Self.entries([("RSSI", .int16(1)), ("Name", .string("x"))]), sharing: &lists)
+        #expect(kept?.count == 2)
         let late = PropertyMap(entries: Self.entries([("RSSI", .int16(1))]) + [DBusDictEntry(.byte(1), .variant(.int16(2)))],
                                sharing: &lists)
-        #expect(late == nil, "a name that is not a string after names a kept list has")
+        #expect(late == nil, "a name that is not a string where a kept list has a name")
         let empty = PropertyMap(entries: [], sharing: &lists)
         #expect(empty?.isEmpty == true)
     }
@@ -102,12 +104,16 @@ struct SmallMapTests {
             try #require(PropertyMap(entries: Self.entries([("P\(i)", .uint32(UInt32(i)))]), sharing: &lists))
         }
         let first = try map(0)
-        var fifteen = first
-        for i in 1..<16 { fifteen = try map(i) }   // 16 kept, 15's list last
+        var fifteen = first, fourteen = first
+        for i in 1..<16 {
+            fourteen = fifteen
+            fifteen = try map(i)
+        }
         #expect(try map(0).sharesNames(with: first), "16 kept")
-        let sixteen = try map(16)   // takes the last place: 15's
-        #expect(try map(0).sharesNames(with: first), "the list in use stays")
-        #expect(try !map(15).sharesNames(with: fifteen), "the last one was pushed out; an equal one is made")
+        #expect(try map(15).sharesNames(with: fifteen))   // found: moves one place up, 14's list is last now
+        let sixteen = try map(16)   // takes the last place: 14's
+        #expect(try map(15).sharesNames(with: fifteen), "the list in use stays")
+        #expect(try !map(14).sharesNames(with: fourteen), "the last one was pushed out; an equal one is made")
         #expect(try !map(16).sharesNames(with: sixteen), "and took the last place in turn")
         #expect(try map(0) == ["P0": .uint32(0)])
     }

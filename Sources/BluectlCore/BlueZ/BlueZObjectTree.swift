@@ -91,19 +91,17 @@ package struct BlueZObjectTree: Sendable, Equatable {
             objects[path] = interfaces   // its names shared (`interfaces(_:)`)
             return .added(path, interfaces: interfaces.keys.sorted())
         }
-        let count = existing.count
-        for (name, properties) in interfaces {
-            if existing[name] == nil {
+        // interfaces new to the object join it; those it has take the new values
+        var joined: [String] = []
+        existing.changingNames(through: &nameLists) { existing in
+            for (name, properties) in interfaces where existing[name] == nil {
                 existing[name] = properties
-            } else {
-                existing.modifyValue(forKey: name) { current in
-                    let before = current.count
-                    current.merge(properties)
-                    if current.count != before { current.shareNames(through: &nameLists) }
-                }
+                joined.append(name)
             }
         }
-        if existing.count != count { existing.shareNames(through: &nameLists) }
+        for (name, properties) in interfaces where !joined.contains(name) {
+            existing.modifyValue(forKey: name) { $0.changingNames(through: &nameLists) { $0.merge(properties) } }
+        }
         objects[path] = existing
         return .added(path, interfaces: interfaces.keys.sorted())
     }
@@ -113,8 +111,9 @@ package struct BlueZObjectTree: Sendable, Equatable {
         guard arguments.count == 2, let path = arguments[0].objectPath,
               let names = arguments[1].stringArray else { return nil }
         guard var existing = objects[path] else { return .removed(path, interfaces: names) }
-        for name in names { existing.removeValue(forKey: name) }
-        existing.shareNames(through: &nameLists)
+        existing.changingNames(through: &nameLists) { existing in
+            for name in names { existing.removeValue(forKey: name) }
+        }
         objects[path] = existing.isEmpty ? nil : existing
         return .removed(path, interfaces: names)
     }
@@ -136,16 +135,17 @@ package struct BlueZObjectTree: Sendable, Equatable {
         // In place: one lookup of the path, and neither the object's
         // interfaces nor its properties are moved or copied (the optional
         // subscript's modify would move the object out and back in).
-        var lists = nameLists   // not `self` in the closure: `objects` is being modified
+        // The lists moved out for the closure (which must not touch `self`
+        // while `objects` is being modified) and back, not copied.
+        var lists = NameLists()
+        swap(&lists, &nameLists)
         let applied: Void? = objects.values[index].modifyValue(forKey: change.interface) { properties in
-            let count = properties.count
-            properties.merge(changed)
-            for key in change.invalidated { properties.removeValue(forKey: key) }
-            // A name gained or lost (BlueZ invalidates every device's RSSI when
-            // discovery stops): the names copied for this map are shared again.
-            if properties.count != count { properties.shareNames(through: &lists) }
+            properties.changingNames(through: &lists) { properties in
+                properties.merge(changed)
+                for key in change.invalidated { properties.removeValue(forKey: key) }
+            }
         }
-        nameLists = lists
+        swap(&lists, &nameLists)
         guard applied != nil else { return nil }
         return .propertiesChanged(path, interface: change.interface, changed: changed, invalidated: change.invalidated)
     }

@@ -137,8 +137,9 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
 /// objects alike (each device's Device1 with the same properties, as far as
 /// it knows the same things), so a few lists serve a whole scan. Owned by
 /// whoever builds the maps (the object tree, on its event loop). At most 16
-/// are kept: a list found moves one place to the front, a new one takes the
-/// last place, so the lists in use stay and a rare one goes first.
+/// are kept: a list found moves one place to the front, and once 16 are
+/// kept a new one replaces the last, so a list in use climbs past the
+/// unused ones and only the last place turns over.
 package struct NameLists: Sendable {
     private var lists: [ContiguousArray<String>] = []
 
@@ -182,11 +183,25 @@ extension SmallMap {
         self.init(names: names, values: values)
     }
 
-    /// Takes a kept list equal to its names (or keeps its own, from now on):
-    /// after a name was added or removed, which gave the map a copy of its own.
+    /// Takes a kept list equal to its names (or keeps its own, from now on).
     mutating func shareNames(through lists: inout NameLists) {
         guard !names.isEmpty, let shared = lists.list(count: names.count, { names[$0] }) else { return }
         names = shared
+    }
+
+    /// Runs `body` on the map; if that gave the map a list of names of its
+    /// own (a name added or removed copies a shared list), shares a kept list
+    /// again (BlueZ invalidates every device's RSSI when discovery stops).
+    package mutating func changingNames<Result>(through lists: inout NameLists,
+                                                 _ body: (inout SmallMap) -> Result) -> Result {
+        let before = namesAddress
+        let result = body(&self)
+        if namesAddress != before { shareNames(through: &lists) }
+        return result
+    }
+
+    private var namesAddress: UnsafeRawPointer? {
+        names.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
     }
 }
 
