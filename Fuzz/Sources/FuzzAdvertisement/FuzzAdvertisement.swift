@@ -246,7 +246,7 @@ func advertisement(_ g: inout ValueGenerator) {
 
     // The same announcement through libdbus's marshaller gives the same tree.
     let signal = DBusMessage.signal(path: .root, interface: BlueZ.objectManager, member: "InterfacesAdded", arguments: addedArguments)
-    if let wire = try? MessageCodec.marshal(signal), !properties.values.contains(where: \.containsNaN) {
+    if let wire = try? MessageCodec.marshal(signal), !properties.contains(where: { $0.value.containsNaN }) {
         guard let back = try? MessageCodec.demarshal(wire) else {
             check(false, "libdbus rejected InterfacesAdded bluectl encoded")
             return
