@@ -316,7 +316,13 @@ private let rows: [BadInput] = [
     BadInput(args: ["proxy", "--adapter", "hci7", "--no-mdns"], code: 69, message: "bluectl: adapter hci7 not found"),
 ]
 
-@Suite("bad input, table-driven, end to end", .timeLimit(.minutes(5)))
+// A guard against a hang, sized for the slowest run: its some 70 bluectl
+// processes run one after another, 133 s in the fast tier, 218-231 s under
+// ASan and 353-546 s under TSan in CI on 2 cores (2026-11-29). Five minutes
+// was below that: swift-testing's timer fired or not depending on when a
+// thread of its pool was free to notice (a run at 457 s failed, one at 546
+// s passed).
+@Suite("bad input, table-driven, end to end", .timeLimit(.minutes(15)))
 struct BadInputTableTests {
     @Test("every bad input: its exit code, one line on stderr naming the problem, no crash, no hang")
     func table() async throws {
