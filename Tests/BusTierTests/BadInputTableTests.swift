@@ -319,9 +319,8 @@ private let rows: [BadInput] = [
 // A guard against a hang, sized for the slowest run: its some 70 bluectl
 // processes run one after another, 133 s in the fast tier, 218-231 s under
 // ASan and 353-546 s under TSan in CI on 2 cores (2026-11-29). Five minutes
-// was below that: swift-testing's timer fired or not depending on when a
-// thread of its pool was free to notice (a run at 457 s failed, one at 546
-// s passed).
+// was below that, and fired in one run (at 457 s) but not in another (546 s
+// passed), most likely as swift-testing's timer found a free pool thread.
 @Suite("bad input, table-driven, end to end", .timeLimit(.minutes(15)))
 struct BadInputTableTests {
     @Test("every bad input: its exit code, one line on stderr naming the problem, no crash, no hang")
