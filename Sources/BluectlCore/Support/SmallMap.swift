@@ -62,7 +62,7 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
     }
 
     private func index(of key: String) -> Int? {
-        names.firstIndex(where: { Self.same($0, key) })
+        names.firstIndex(where: { sameName($0, key) })
     }
 
     package subscript(key: String) -> Value? {
@@ -80,13 +80,6 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
                 values.append(newValue)
             }
         }
-    }
-
-    /// `==`, but names of another length are told apart without a string
-    /// comparison (most are, and a comparison of two heap strings is a call).
-    @inline(__always)
-    private static func same(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a == b
     }
 
     /// Changes the value of `key` in place (nil, and nothing runs, when
@@ -132,6 +125,13 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
     }
 }
 
+/// `==` for names, but names of another length are told apart without a
+/// string comparison (most are, and a comparison of two heap strings is a call).
+@inline(__always)
+private func sameName(_ a: String, _ b: String) -> Bool {
+    a.utf8.count == b.utf8.count && a == b
+}
+
 /// The lists of names that maps built before hold, for a new map with the
 /// same names in the same order to share (`SmallMap`): BlueZ announces its
 /// objects alike (each device's Device1 with the same properties, as far as
@@ -151,8 +151,7 @@ package struct NameLists: Sendable {
     mutating func list(count: Int, _ name: (Int) -> String?) -> ContiguousArray<String>? {
         search: for index in lists.indices where lists[index].count == count {
             for i in 0..<count {
-                guard let candidate = name(i), candidate.utf8.count == lists[index][i].utf8.count,
-                      candidate == lists[index][i] else { continue search }
+                guard let candidate = name(i), sameName(candidate, lists[index][i]) else { continue search }
             }
             if index > 0 { lists.swapAt(index, index - 1) }
             return lists[max(index - 1, 0)]
