@@ -454,7 +454,7 @@ public final class DBusConnection: Sendable {
                 call.handler(.success(message))
             }
         case .signal:
-            if message.interface == "org.freedesktop.DBus.Local", message.member == "Disconnected" {
+            if sameName(message.member, "Disconnected"), sameName(message.interface, "org.freedesktop.DBus.Local") {
                 return false
             }
             dispatchSignal(message)
@@ -472,8 +472,8 @@ public final class DBusConnection: Sendable {
 
     private func dispatchSignal(_ message: DBusMessage) {
         // Owner changes come only from the bus daemon itself.
-        if message.sender == Self.busName, message.interface == Self.busName,
-           message.member == "NameOwnerChanged", message.arguments.count == 3,
+        if sameName(message.member, "NameOwnerChanged"), sameName(message.sender, Self.busName),
+           sameName(message.interface, Self.busName), message.arguments.count == 3,
            let name = message.arguments[0].string, let newOwner = message.arguments[2].string,
            tables.value.owners[name] != nil {
             let owner: String? = newOwner.isEmpty ? nil : newOwner
@@ -494,7 +494,9 @@ public final class DBusConnection: Sendable {
                 } else if let resolved, resolved.name == sender {
                     expected = resolved.owner
                 } else {
-                    expected = owners[sender] ?? nil
+                    // A few names are tracked: going through them costs less
+                    // than hashing the name (per signal).
+                    expected = owners.first { sameName($0.key, sender) }?.value ?? nil
                     resolved = (sender, expected)
                 }
                 guard let expected, message.sender == expected else { continue }

@@ -19,7 +19,7 @@ import Synchronization
 ///   runs the queue there and then, one thread at a time (`driving`), as
 ///   swift-nio's `EmbeddedEventLoop` runs on its caller. Its clock is then
 ///   virtual and moves only when a test says (`advance(by:)`).
-package final class EventLoop: @unchecked Sendable {
+@usableFromInline package final class EventLoop: @unchecked Sendable {
     package typealias Job = @Sendable () -> Void
 
     /// How handed-in jobs get run.
@@ -109,16 +109,17 @@ package final class EventLoop: @unchecked Sendable {
 
     // MARK: - Which thread is the loop
 
-    private static let currentKey: pthread_key_t = {
+    @usableFromInline static let currentKey: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
         return key
     }()
 
-    private var identity: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+    @inlinable var identity: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
-    /// Whether the calling thread is running this loop now.
-    package var inLoop: Bool { pthread_getspecific(Self.currentKey) == identity }
+    /// Whether the calling thread is running this loop now (inlinable for
+    /// `LoopBound.value`, which checks it on every access).
+    @inlinable package var inLoop: Bool { pthread_getspecific(Self.currentKey) == identity }
 
     /// Traps in debug builds (tests) when called off the loop: the loop's
     /// own bookkeeping (timers, watches), whose callers are all in this file
@@ -132,7 +133,7 @@ package final class EventLoop: @unchecked Sendable {
     /// `LoopBound`, whose values code of every layer reaches. One
     /// thread-local read and a compare (`pthread_getspecific`);
     /// docs/benchmarks.md has what it costs per notification.
-    @inline(__always)
+    @inlinable @inline(__always)
     package func preconditionInLoop(file: StaticString = #fileID, line: UInt = #line) {
         precondition(inLoop, "touched off its event loop", file: file, line: line)
     }
@@ -357,9 +358,16 @@ package final class EventLoop: @unchecked Sendable {
 /// its loop ever touches it; every access checks that, in release builds
 /// too (a value touched off its loop is a data race, which must trap rather
 /// than corrupt BlueZ's state quietly).
-package final class LoopBound<Value>: @unchecked Sendable {
-    package let loop: EventLoop
-    private var stored: Value
+///
+/// Public, with an inlinable accessor, only so that the modules above get
+/// `value` specialized and inlined: Swift 6.3 does neither across modules
+/// for a `package` generic class, even `@inlinable`, and each access was then
+/// an unspecialized generic coroutine (docs/benchmarks.md, "LoopBound
+/// inlined"). It is not part of the library's promise; only this package
+/// can make one (its initializer is `package`).
+public final class LoopBound<Value>: @unchecked Sendable {
+    @usableFromInline package let loop: EventLoop
+    @usableFromInline var stored: Value
 
     package init(_ value: Value, loop: EventLoop) {
         self.loop = loop
@@ -367,7 +375,7 @@ package final class LoopBound<Value>: @unchecked Sendable {
     }
 
     /// The value; from the loop only.
-    package var value: Value {
+    @inlinable public var value: Value {
         _read {
             loop.preconditionInLoop()
             yield stored

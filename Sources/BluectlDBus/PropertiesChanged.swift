@@ -106,14 +106,40 @@ package enum SharedNames {
         return name
     }
 
+    /// `names` by length (index: the length in bytes), so that a name is
+    /// compared only with the known names of its length: the search went
+    /// through every name, twice per message.
+    static let byLength: [[String]] = {
+        var table = [[String]](repeating: [], count: (names.map(\.utf8.count).max() ?? 0) + 1)
+        for name in names { table[name.utf8.count].append(name) }
+        return table
+    }()
+
     /// The UTF-8 text `bytes` as a string: a shared one when it is a known name.
     static func string(_ bytes: UnsafeRawBufferPointer) -> String {
-        if bytes.count > 15, let base = bytes.baseAddress {
-            for known in names where known.utf8.count == bytes.count {
+        if bytes.count > 15, bytes.count < byLength.count, let base = bytes.baseAddress {
+            for known in byLength[bytes.count] {
                 let same = known.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, base, bytes.count) == 0 }
                 if same == true { return known }
             }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
+}
+
+/// `==` for names (bus, interface, member, property names), but names of
+/// another length are told apart without a string comparison: most names
+/// compared differ, most of those in length, and comparing two strings
+/// that differ is a call (about 100 instructions, per signal and
+/// subscription).
+@inlinable @inline(__always)
+package func sameName(_ a: String, _ b: String) -> Bool {
+    a.utf8.count == b.utf8.count && a == b
+}
+
+/// `sameName`, for a name a message may lack.
+@inlinable @inline(__always)
+package func sameName(_ a: String?, _ b: String) -> Bool {
+    guard let a else { return false }
+    return sameName(a, b)
 }

@@ -33,16 +33,30 @@ package final class BlueZMirror: Sendable {
     private let state: LoopBound<State>
 
     /// A `changes()` stream and the changes it wants (tested on the loop,
-    /// so that a high-rate change nobody listens for wakes no task).
-    private struct Listener {
-        var continuation: AsyncStream<BlueZObjectTree.Change>.Continuation
-        var wants: @Sendable (BlueZObjectTree.Change) -> Bool
+    /// so that a high-rate change nobody listens for wakes no task). A
+    /// class, as `Observer`: every change copies the lists out (see
+    /// `mutate`), one reference each rather than their every field.
+    private final class Listener {
+        let continuation: AsyncStream<BlueZObjectTree.Change>.Continuation
+        let wants: @Sendable (BlueZObjectTree.Change) -> Bool
+
+        init(continuation: AsyncStream<BlueZObjectTree.Change>.Continuation,
+             wants: @escaping @Sendable (BlueZObjectTree.Change) -> Bool) {
+            self.continuation = continuation
+            self.wants = wants
+        }
     }
 
     /// An `observe` callback pair.
-    private struct Observer {
-        var onChange: (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void
-        var onBusLost: () -> Void
+    private final class Observer {
+        let onChange: (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void
+        let onBusLost: () -> Void
+
+        init(onChange: @escaping (BlueZObjectTree.Change, borrowing BlueZObjectTree, _ bluetoothdRunning: Bool) -> Void,
+             onBusLost: @escaping () -> Void) {
+            self.onChange = onChange
+            self.onBusLost = onBusLost
+        }
     }
 
     private init(connection: DBusConnection, callTimeout: Duration) {
@@ -124,19 +138,19 @@ package final class BlueZMirror: Sendable {
     }
 
     private func apply(_ message: DBusMessage) {
-        mutate { tree in
-            switch (message.interface, message.member) {
-            case (BlueZ.objectManager?, "InterfacesAdded"?) where message.path == .root:
-                return tree.apply(interfacesAdded: message.arguments)
-            case (BlueZ.objectManager?, "InterfacesRemoved"?) where message.path == .root:
-                return tree.apply(interfacesRemoved: message.arguments)
-            case (BlueZ.properties?, "PropertiesChanged"?):
-                guard let path = message.path, path.isDescendant(of: BlueZ.root),
-                      let change = message.propertiesChanged else { return nil }
-                return tree.apply(change, at: path)
-            default:
-                return nil
-            }
+        // What the change needs is taken out of the message first: a closure
+        // that captured the message copied it whole (per notification value).
+        if let change = message.propertiesChanged {
+            guard let path = message.path, path.isDescendant(of: BlueZ.root) else { return }
+            mutate { tree in tree.apply(change, at: path) }
+            return
+        }
+        guard message.interface == BlueZ.objectManager, message.path == .root else { return }
+        let arguments = message.arguments
+        switch message.member {
+        case "InterfacesAdded": mutate { tree in tree.apply(interfacesAdded: arguments) }
+        case "InterfacesRemoved": mutate { tree in tree.apply(interfacesRemoved: arguments) }
+        default: return
         }
     }
 

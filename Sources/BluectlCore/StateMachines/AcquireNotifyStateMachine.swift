@@ -62,6 +62,8 @@ package struct AcquireNotifyStateMachine: StateMachine, Equatable {
     }
 
     package mutating func handle(_ event: Event) -> InlineList<Action> {
+        // A value while reading (the session open): first.
+        if case .value(let bytes) = event, let actions = session.deliverIfOpen(bytes) { return actions }
         switch (state, event) {
         case (.idle, .start):
             session.opening()

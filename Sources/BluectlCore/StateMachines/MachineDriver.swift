@@ -7,8 +7,10 @@ package protocol StateMachine: Sendable {
     associatedtype Event: Sendable
     associatedtype Action: Sendable
     /// What `handle` returns: an array, or an `InlineList` where an event
-    /// comes by the thousand (no allocation per event).
-    associatedtype Actions: Sequence<Action> = [Action]
+    /// comes by the thousand (no allocation per event). `[]` is none (the
+    /// driver's step returns it for an event not taken, not an optional:
+    /// an optional `InlineList` is copied through the runtime's witnesses).
+    associatedtype Actions: Sequence<Action>, ExpressibleByArrayLiteral = [Action]
 
     var state: State { get }
     /// Whether the machine has reached an end (the driver then lets go).
@@ -55,6 +57,20 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         var observer: UInt64?
         /// Run once when the machine ends (unsubscribing, finishing streams).
         var cleanup: [() -> Void] = []
+
+        /// The machine's step for `event` and, in `performer`, who performs
+        /// its actions; none, and no performer, when the machine does not
+        /// take it now (ended, or not started: it waits in `early`).
+        mutating func step(_ event: Machine.Event, performer: inout Perform?) -> Machine.Actions {
+            guard !ended else { return [] }
+            guard started else {
+                early.append(event)
+                return []
+            }
+            guard let perform else { return [] }
+            performer = perform
+            return machine.handle(event)
+        }
     }
 
     package let mirror: BlueZMirror
@@ -171,17 +187,9 @@ package final class MachineDriver<Machine: StateMachine, Output: Sendable>: Send
         // The checks and the machine's step in one access of the loop's
         // state (this runs per notification value); the actions are
         // performed after it, since performing one may send another event.
-        let step: (actions: Machine.Actions, perform: Perform)? = {
-            (running: inout Running) in
-            guard !running.ended else { return nil }
-            guard running.started else {
-                running.early.append(event)
-                return nil
-            }
-            guard let perform = running.perform else { return nil }
-            return (running.machine.handle(event), perform)
-        }(&running.value)
-        guard let (actions, perform) = step else { return }
+        var perform: Perform?
+        let actions = running.value.step(event, performer: &perform)
+        guard let perform else { return }
         if Machine.traces(event) {
             Trace.log("\(label): \(name ?? "\(event)") -> \(running.value.machine.state) \(actions)")
         }

@@ -61,6 +61,14 @@ package struct NotifySession: Sendable, Equatable {
         delivered += 1
         return InlineList(.deliver(bytes))
     }
+
+    /// `deliver` when the session is open (nil otherwise): both machines
+    /// take this first, the per-value case, before building their state
+    /// and the pair of it and the event they switch on (copies of both).
+    mutating func deliverIfOpen(_ bytes: [UInt8]) -> InlineList<NotifyAction>? {
+        guard case .open = phase else { return nil }
+        return deliver(bytes)
+    }
 }
 
 /// What either notification machine asks the engine (`NotifyEngine`) to do.

@@ -73,6 +73,8 @@ package struct NotifyStateMachine: StateMachine, Equatable {
     }
 
     package mutating func handle(_ event: Event) -> InlineList<Action> {
+        // A value while notifying or joined (the session open): first.
+        if case .value(let bytes) = event, let actions = session.deliverIfOpen(bytes) { return actions }
         switch (state, event) {
         case (.idle, .start):
             session.opening()

@@ -125,13 +125,6 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
     }
 }
 
-/// `==` for names, but names of another length are told apart without a
-/// string comparison (most are, and a comparison of two heap strings is a call).
-@inline(__always)
-private func sameName(_ a: String, _ b: String) -> Bool {
-    a.utf8.count == b.utf8.count && a == b
-}
-
 /// The lists of names that maps built before hold, for a new map with the
 /// same names in the same order to share (`SmallMap`): BlueZ announces its
 /// objects alike (each device's Device1 with the same properties, as far as
