@@ -428,9 +428,8 @@ public final class DBusConnection: Sendable {
     /// Returns false when the message says the connection is gone.
     /// `recentPath`: the I/O thread's, from one message to the next.
     func handle(_ raw: RawMessage, recentPath: inout RecentPath) -> Bool {
-        let message: DBusMessage
         do {
-            message = try MessageCodec.decode(raw.pointer, recentPath: &recentPath)
+            return handle(try MessageCodec.decode(raw.pointer, recentPath: &recentPath))
         } catch {
             // A reply we cannot decode still ends its call.
             let replySerial = dbus_message_get_reply_serial(raw.pointer)
@@ -439,7 +438,6 @@ public final class DBusConnection: Sendable {
             }
             return true
         }
-        return handle(message)
     }
 
     /// Handles one incoming message on the loop (the embedded wire hands its

@@ -348,6 +348,7 @@ enum MessageCodec {
 
     /// `decode(_:)`, taking the object path from `recentPath` when it is
     /// the one the message before carried (the I/O thread keeps one).
+    @inline(__always)
     static func decode(_ raw: OpaquePointer, recentPath: inout RecentPath) throws(DBusError) -> DBusMessage {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(raw) {

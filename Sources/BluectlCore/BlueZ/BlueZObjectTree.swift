@@ -26,7 +26,15 @@ package enum BlueZ {
 /// order; tests feed it by hand.
 package struct BlueZObjectTree: Sendable, Equatable {
     /// path → interface → properties
-    package private(set) var objects: [ObjectPath: InterfaceMap] = [:]
+    package private(set) var objects: [ObjectPath: InterfaceMap] = [:] {
+        didSet { recent = nil }   // an object added or removed moves the others
+    }
+    /// The object the last PropertiesChanged applied to and where it is in
+    /// `objects`: a characteristic's values come one after another on one
+    /// path, and each lookup hashed the whole path (some 600 instructions
+    /// per value). Changing values in place leaves an index valid; any other
+    /// change of `objects` forgets it. Not part of the tree's value.
+    private var recent: (path: ObjectPath, index: Dictionary<ObjectPath, InterfaceMap>.Index)?
     /// The names the maps of `objects` share (`SmallMap`): not part of the
     /// tree's value (`==` ignores them).
     private var nameLists = NameLists()
@@ -130,7 +138,13 @@ package struct BlueZObjectTree: Sendable, Equatable {
     /// with InterfacesAdded first).
     package mutating func apply(_ change: PropertiesChanged, at path: ObjectPath) -> Change? {
         // An object or interface BlueZ has not announced: ignored.
-        guard let index = objects.index(forKey: path) else { return nil }
+        let index: Dictionary<ObjectPath, InterfaceMap>.Index
+        if let recent, recent.path == path {
+            index = recent.index
+        } else {
+            guard let found = objects.index(forKey: path) else { return nil }
+            index = found
+        }
         let changed = PropertyMap(change.changed, sharing: &changeNameLists)
         // In place: one lookup of the path, and neither the object's
         // interfaces nor its properties are moved or copied (the optional
@@ -146,6 +160,7 @@ package struct BlueZObjectTree: Sendable, Equatable {
             }
         }
         swap(&lists, &nameLists)
+        recent = (path, index)   // after the change in place (it passed through `objects`' didSet)
         guard applied != nil else { return nil }
         return .propertiesChanged(path, interface: change.interface, changed: changed, invalidated: change.invalidated)
     }
