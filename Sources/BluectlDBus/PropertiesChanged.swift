@@ -128,10 +128,12 @@ package enum SharedNames {
 }
 
 /// `==` for names (bus, interface, member, property names), but names of
-/// another length are told apart without a string comparison: most names
-/// compared differ, most of those in length, and comparing two strings
+/// another length in UTF-8 are told apart without a string comparison: most
+/// names compared differ, most of those in length, and comparing two strings
 /// that differ is a call (about 100 instructions, per signal and
-/// subscription).
+/// subscription). For ASCII, as D-Bus's names are, the same as `==`; two
+/// spellings of one Unicode text that `==` holds equal but whose UTF-8
+/// lengths differ are told apart.
 @inlinable @inline(__always)
 package func sameName(_ a: String, _ b: String) -> Bool {
     a.utf8.count == b.utf8.count && a == b

@@ -34,8 +34,8 @@ package final class BlueZMirror: Sendable {
 
     /// A `changes()` stream and the changes it wants (tested on the loop,
     /// so that a high-rate change nobody listens for wakes no task). A
-    /// class, as `Observer`: every change copies the lists out (see
-    /// `mutate`), one reference each rather than their every field.
+    /// class, as `Observer`: `mutate` takes each one out of its list per
+    /// change, one reference rather than its every field.
     private final class Listener {
         let continuation: AsyncStream<BlueZObjectTree.Change>.Continuation
         let wants: @Sendable (BlueZObjectTree.Change) -> Bool
