@@ -101,8 +101,8 @@ package enum SharedNames {
     /// `name`, or its shared copy.
     package static func shared(_ name: String) -> String {
         let length = name.utf8.count
-        guard length > 15 else { return name }
-        for known in names where known.utf8.count == length && known == name { return known }
+        guard length > 15, length < byLength.count else { return name }
+        for known in byLength[length] where known == name { return known }
         return name
     }
 
