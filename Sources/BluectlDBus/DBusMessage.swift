@@ -39,22 +39,6 @@ public struct DBusMessage: Sendable, Hashable {
         self.body = .values(arguments)
     }
 
-    /// Every field at once (the decoder's).
-    init(kind: Kind, serial: UInt32, replySerial: UInt32?, sender: String?, destination: String?, path: ObjectPath?,
-         interface: String?, member: String?, errorName: String?, noReplyExpected: Bool, body: Body) {
-        self.kind = kind
-        self.serial = serial
-        self.replySerial = replySerial
-        self.sender = sender
-        self.destination = destination
-        self.path = path
-        self.interface = interface
-        self.member = member
-        self.errorName = errorName
-        self.noReplyExpected = noReplyExpected
-        self.body = body
-    }
-
     /// The body's values (a PropertiesChanged read in its typed form builds them here).
     public var arguments: [DBusValue] {
         get {
@@ -358,26 +342,23 @@ enum MessageCodec {
         case Int32(BLUECTL_MESSAGE_TYPE_SIGNAL): kind = .signal
         default: throw .unexpectedReply("message of unknown type")
         }
+        var message = DBusMessage(kind: kind)
+        message.serial = dbus_message_get_serial(raw)
         let isReply = kind == .methodReturn || kind == .error
         let replySerial = isReply ? dbus_message_get_reply_serial(raw) : 0
-        let interface = dbus_message_get_interface(raw).map(headerName)
-        let member = dbus_message_get_member(raw).map(headerName)
-        let typed = kind == .signal && member == PropertiesChanged.memberName
-            && interface == PropertiesChanged.interfaceName
-        // Every field read first and the message made once at the end.
-        return DBusMessage(
-            kind: kind,
-            serial: dbus_message_get_serial(raw),
-            replySerial: replySerial == 0 ? nil : replySerial,
-            sender: dbus_message_get_sender(raw).map { String(cString: $0) },
-            destination: dbus_message_get_destination(raw).map { String(cString: $0) },
-            // libdbus validated the header's path when it loaded the message.
-            path: dbus_message_get_path(raw).map { recentPath.path($0) },
-            interface: interface,
-            member: member,
-            errorName: kind == .error ? dbus_message_get_error_name(raw).map { String(cString: $0) } : nil,
-            noReplyExpected: dbus_message_get_no_reply(raw) != 0,
-            body: try decodedBody(raw, propertiesChanged: typed))
+        message.replySerial = replySerial == 0 ? nil : replySerial
+        message.sender = dbus_message_get_sender(raw).map { String(cString: $0) }
+        message.destination = dbus_message_get_destination(raw).map { String(cString: $0) }
+        // libdbus validated the header's path when it loaded the message.
+        message.path = dbus_message_get_path(raw).map { recentPath.path($0) }
+        message.interface = dbus_message_get_interface(raw).map(headerName)
+        message.member = dbus_message_get_member(raw).map(headerName)
+        message.errorName = kind == .error ? dbus_message_get_error_name(raw).map { String(cString: $0) } : nil
+        message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
+        let typed = kind == .signal && message.member == PropertiesChanged.memberName
+            && message.interface == PropertiesChanged.interfaceName
+        message.body = try decodedBody(raw, propertiesChanged: typed)
+        return message
     }
 
     /// An interface or member name of the header: a shared name (`SharedNames`), or a new string.
