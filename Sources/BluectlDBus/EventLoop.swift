@@ -362,8 +362,8 @@ import Synchronization
 /// Public, with an inlinable accessor, only so that the modules above get
 /// `value` specialized and inlined: Swift 6.3 does neither across modules
 /// for a `package` generic class, even `@inlinable`, and each access was then
-/// an unspecialized generic coroutine (docs/benchmarks.md, "LoopBound
-/// inlined"). It is not part of the library's promise; only this package
+/// an unspecialized generic coroutine (docs/benchmarks.md, "the
+/// notification path per value"). It is not part of the library's promise; only this package
 /// can make one (its initializer is `package`).
 public final class LoopBound<Value>: @unchecked Sendable {
     @usableFromInline package let loop: EventLoop
