@@ -87,6 +87,30 @@ public final class DBusConnection: Sendable {
             self.sender = filter.sender
             self.handler = handler
         }
+
+        /// `filter.matches(message)` in a call of its own, where the filter
+        /// is read in place: inlined into the loop over the subscriptions,
+        /// the whole filter was copied (six strings retained and released)
+        /// around the path-namespace and arg0 tests, per signal.
+        @inline(never)
+        func accepts(_ message: DBusMessage) -> Bool { filter.matches(message) }
+
+        /// Whether `message` comes from the filter's sender: that unique
+        /// name, or the owner now of that well-known name (`owners`: the
+        /// tracked names). In a call of its own as `accepts` is: inlined,
+        /// the names were copied, per signal and subscription.
+        @inline(never)
+        func comesFromSender(_ message: DBusMessage, owners: [String: String?]) -> Bool {
+            guard let sender else { return true }
+            if sender.utf8.first == UInt8(ascii: ":") { return sameName(message.sender, sender) }
+            // A few names are tracked: going through them costs less than
+            // hashing the name.
+            for (name, owner) in owners where sameName(name, sender) {
+                guard let owner else { return false }
+                return sameName(message.sender, owner)
+            }
+            return false
+        }
     }
 
     /// Everything the loop keeps for the connection.
@@ -429,7 +453,7 @@ public final class DBusConnection: Sendable {
     /// `recentPath`: the I/O thread's, from one message to the next.
     func handle(_ raw: RawMessage, recentPath: inout RecentPath) -> Bool {
         do {
-            return handle(try MessageCodec.decode(raw.pointer, recentPath: &recentPath))
+            return try MessageCodec.decode(raw.pointer, recentPath: &recentPath) { handle($0) }
         } catch {
             // A reply we cannot decode still ends its call.
             let replySerial = dbus_message_get_reply_serial(raw.pointer)
@@ -479,26 +503,9 @@ public final class DBusConnection: Sendable {
             for handler in tables.value.ownerHandlers.values { handler(name, owner) }
         }
         let owners = tables.value.owners
-        // The owner of a well-known name, looked up once per message (most
-        // subscriptions name the same one, org.bluez).
-        var resolved: (name: String, owner: String?)?
         // A copy: a handler may subscribe or unsubscribe.
         for subscription in tables.value.subscriptions.values {
-            guard subscription.filter.matches(message) else { continue }
-            if let sender = subscription.sender {
-                let expected: String?
-                if sender.utf8.first == UInt8(ascii: ":") {
-                    expected = sender
-                } else if let resolved, resolved.name == sender {
-                    expected = resolved.owner
-                } else {
-                    // A few names are tracked: going through them costs less
-                    // than hashing the name (per signal).
-                    expected = owners.first { sameName($0.key, sender) }?.value ?? nil
-                    resolved = (sender, expected)
-                }
-                guard let expected, message.sender == expected else { continue }
-            }
+            guard subscription.accepts(message), subscription.comesFromSender(message, owners: owners) else { continue }
             subscription.handler(message)
         }
     }

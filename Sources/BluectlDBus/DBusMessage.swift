@@ -327,13 +327,18 @@ enum MessageCodec {
     /// Reads header and body of a message libdbus received (and validated).
     static func decode(_ raw: OpaquePointer) throws(DBusError) -> DBusMessage {
         var paths = RecentPath()
-        return try decode(raw, recentPath: &paths)
+        return try decode(raw, recentPath: &paths) { $0 }
     }
 
-    /// `decode(_:)`, taking the object path from `recentPath` when it is
-    /// the one the message before carried (the I/O thread keeps one).
+    /// `decode(_:)`, handing the message to `body` (the connection's
+    /// handler) rather than returning it: returned, it was copied (its
+    /// strings retained) and the original destroyed, per message. Takes the
+    /// object path from `recentPath` when it is the one the message before
+    /// carried (the I/O thread keeps one).
     @inline(__always)
-    static func decode(_ raw: OpaquePointer, recentPath: inout RecentPath) throws(DBusError) -> DBusMessage {
+    static func decode<Result>(
+        _ raw: OpaquePointer, recentPath: inout RecentPath, _ body: (DBusMessage) -> Result
+    ) throws(DBusError) -> Result {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(raw) {
         case Int32(BLUECTL_MESSAGE_TYPE_METHOD_CALL): kind = .methodCall
@@ -358,7 +363,7 @@ enum MessageCodec {
         let typed = kind == .signal && message.member == PropertiesChanged.memberName
             && message.interface == PropertiesChanged.interfaceName
         message.body = try decodedBody(raw, propertiesChanged: typed)
-        return message
+        return body(message)
     }
 
     /// An interface or member name of the header: a shared name (`SharedNames`), or a new string.

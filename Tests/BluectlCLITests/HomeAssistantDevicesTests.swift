@@ -179,7 +179,8 @@ struct HomeAssistantDevicesTests {
         let config = HomeAssistantDiscovery.deviceConfig(device: fromAdverts, components: [("temperature_c", JSONLine())])
         let before = try #require(try parsed(gatt.config(node)).root["device"] as? [String: Any])
         #expect(before["model"] == nil && before["name"] as? String == "C0:FF:EE:00:00:01", "\(before)")
-        gatt.heard(node, try #require(HomeAssistantDiscovery.parse(deviceConfig: config)), now: at(2))
+        let heard = try #require(HomeAssistantDiscovery.parse(deviceConfig: config))
+        gatt.heard(node, heard, now: at(2))
         let device = try #require(try parsed(gatt.config(node)).root["device"] as? [String: Any])
         #expect(device["model"] as? String == "bthome" && device["name"] as? String == "thermometer", "\(device)")
         gatt.heard(node, ([:], nil), now: at(3))   // removed: no longer carried

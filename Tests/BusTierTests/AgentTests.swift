@@ -194,7 +194,7 @@ struct AgentTests {
         try await withPrivateBus { bus in
             _ = try await HeartRateGatt.install(bus)
             try await bus.setPairing(heartRatePath, "RequestPasskey", 777)
-            var r = try await runWithoutTerminal(bus, ["pair", heartRateAddress], environment: ["BLUECTL_PASSKEY": "000777"])
+            let r = try await runWithoutTerminal(bus, ["pair", heartRateAddress], environment: ["BLUECTL_PASSKEY": "000777"])
             #expect(r.exitCode == 0, "\(r)")
             #expect(try await bus.agentLog().map(\.outcome) == ["ok:777"])
         }

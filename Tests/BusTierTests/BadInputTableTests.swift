@@ -50,7 +50,8 @@ private let tooLongWithResponse = String(repeating: "00", count: 513)
 /// name for every run (the same bytes each time), as `badKeyFile` below.
 private let worldReadablePasskeyFile: String = {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bus-tier-passkey-644").path
-    FileManager.default.createFile(atPath: path, contents: Data("123456\n".utf8), attributes: [.posixPermissions: 0o644])
+    let created = FileManager.default.createFile(atPath: path, contents: Data("123456\n".utf8), attributes: [.posixPermissions: 0o644])
+    precondition(created, "cannot write \(path)")
     return path
 }()
 

@@ -107,7 +107,7 @@ struct StdoutReaderTests {
                 try await bus.property(heartRatePath, "org.bluez.Device1", "Connected")["data"] == .bool(false)
             }, "no Disconnect while stdout is stalled")
             #expect(shell.isRunning, "bluectl waits for its reader to take what is queued")
-            FileManager.default.createFile(atPath: flag, contents: nil)
+            #expect(FileManager.default.createFile(atPath: flag, contents: nil), "cannot write \(flag)")
             let r = await shell.wait(timeout: .seconds(30))
             let (seqs, events) = try SubscribeReliabilityTests.parse(r.stdoutLines)
             let dropped = events.filter { $0["event"] == .string("dropped") }.compactMap { $0["count"]?.int }.reduce(0, +)
