@@ -27,9 +27,9 @@ public struct DBusMessage: Sendable, Hashable {
     public var noReplyExpected = false
     /// The body as it was read: generic values, or a PropertiesChanged read
     /// straight into its typed form (see `PropertiesChanged`).
-    var body: Body
+    @usableFromInline var body: Body
 
-    enum Body: Sendable {
+    @usableFromInline enum Body: Sendable {
         case values([DBusValue])
         case propertiesChanged(PropertiesChanged)
     }
@@ -61,6 +61,16 @@ public struct DBusMessage: Sendable, Hashable {
                   interface == PropertiesChanged.interfaceName else { return nil }
             return PropertiesChanged(arguments: values)
         }
+    }
+
+    /// `propertiesChanged` handed to `read` in place, not copied out of the
+    /// message (its strings and arrays retained, then released): a
+    /// notification value's handlers — the mirror, the value handler —
+    /// each read it. nil when the message is not a `PropertiesChanged`.
+    @inlinable
+    public func withPropertiesChanged<Result>(_ read: (PropertiesChanged) -> Result) -> Result? {
+        if case .propertiesChanged(let change) = body { return read(change) }
+        return propertiesChanged.map(read)
     }
 
     /// The first argument when it is a string, without building the others.

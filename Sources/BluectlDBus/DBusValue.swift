@@ -42,14 +42,23 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
     public func isDescendant(of other: ObjectPath) -> Bool {
         if other.rawValue == "/" { return true }
         // On the contiguous bytes, without building `other + "/"`: the mirror
-        // asks this of every change (a generic prefix test cost 880 instructions).
-        var mine = rawValue, theirs = other.rawValue
-        return mine.withUTF8 { a in
-            theirs.withUTF8 { b in
-                guard a.count >= b.count, memcmp(a.baseAddress!, b.baseAddress!, b.count) == 0 else { return false }
-                return a.count == b.count || a[b.count] == UInt8(ascii: "/")
-            }
+        // asks this of every change (a generic prefix test cost 880
+        // instructions). Read in place (`withUTF8` wants copies of the two
+        // strings it may make contiguous: their retains and releases, per
+        // change); copied only if a string's bytes are not contiguous.
+        if let inPlace = rawValue.utf8.withContiguousStorageIfAvailable({ a in
+            other.rawValue.utf8.withContiguousStorageIfAvailable { b in Self.isPrefix(b, of: a) }
+        }), let result = inPlace {
+            return result
         }
+        var mine = rawValue, theirs = other.rawValue
+        return mine.withUTF8 { a in theirs.withUTF8 { b in Self.isPrefix(b, of: a) } }
+    }
+
+    /// Whether the path `prefix` is `path` or one of its ancestors, as bytes.
+    private static func isPrefix(_ prefix: UnsafeBufferPointer<UInt8>, of path: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard path.count >= prefix.count, memcmp(path.baseAddress!, prefix.baseAddress!, prefix.count) == 0 else { return false }
+        return path.count == prefix.count || path[prefix.count] == UInt8(ascii: "/")
     }
 
     /// The path one level up; `nil` for the root.

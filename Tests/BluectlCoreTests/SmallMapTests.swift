@@ -46,6 +46,24 @@ struct SmallMapTests {
         #expect(Dictionary(uniqueKeysWithValues: merged.map { ($0.key, $0.value) }).count == 3)
     }
 
+    @Test("a change's properties read as a map: a name that came twice has its last value, variants unwrapped; merged so")
+    func changedPropertiesAsAMap() {
+        let changed = ChangedProperties([
+            DBusProperty(name: "RSSI", value: .int16(-60)), DBusProperty(name: "Value", value: .variant(.bytes([1]))),
+            DBusProperty(name: "RSSI", value: .int16(-40)),
+        ])
+        #expect(changed["RSSI"] == .int16(-40))
+        #expect(changed["Value"] == .bytes([1]))
+        #expect(changed["Name"] == nil)
+        #expect(changed == ["Value": .bytes([1]), "RSSI": .int16(-40)])
+        #expect(changed != ["Value": .bytes([1]), "RSSI": .int16(-60)])
+        #expect(changed != ["RSSI": .int16(-40)])
+        #expect(changed.contains { $0.key == "Value" } && !changed.contains { $0.key == "Name" })
+        var map: PropertyMap = ["RSSI": .int16(-90), "Name": .string("x")]
+        map.merge(changes: changed)
+        #expect(map == ["RSSI": .int16(-40), "Name": .string("x"), "Value": .bytes([1])])
+    }
+
     static func entries(_ pairs: [(String, DBusValue)]) -> [DBusDictEntry] {
         pairs.map { DBusDictEntry(.string($0.0), .variant($0.1)) }
     }

@@ -138,13 +138,14 @@ package final class BlueZMirror: Sendable {
     }
 
     private func apply(_ message: DBusMessage) {
-        // What the change needs is taken out of the message first: a closure
-        // that captured the message copied it whole (per notification value).
-        if let change = message.propertiesChanged {
+        // The change read in place; `mutate`'s closure captures the change
+        // and the path, not the message: one that did copied the message
+        // whole (per notification value).
+        let appliedAsChange: Void? = message.withPropertiesChanged { change in
             guard let path = message.path, path.isDescendant(of: BlueZ.root) else { return }
             mutate { tree in tree.apply(change, at: path) }
-            return
         }
+        if appliedAsChange != nil { return }
         guard message.interface == BlueZ.objectManager, message.path == .root else { return }
         let arguments = message.arguments
         switch message.member {

@@ -38,12 +38,6 @@ package struct BlueZObjectTree: Sendable, Equatable {
     /// The names the maps of `objects` share (`SmallMap`): not part of the
     /// tree's value (`==` ignores them).
     private var nameLists = NameLists()
-    /// The names of the maps of changes (RSSI and ManufacturerData, a
-    /// characteristic's Value…), kept apart: such a map lives as long as its
-    /// change (its values are merged into the object's map by name), and its
-    /// lists would push out the objects' ones. Shared, they spare each
-    /// change a second allocation.
-    private var changeNameLists = NameLists()
 
     package init() {}
 
@@ -53,7 +47,7 @@ package struct BlueZObjectTree: Sendable, Equatable {
     package enum Change: Sendable, Equatable {
         case added(ObjectPath, interfaces: [String])
         case removed(ObjectPath, interfaces: [String])
-        case propertiesChanged(ObjectPath, interface: String, changed: PropertyMap, invalidated: [String])
+        case propertiesChanged(ObjectPath, interface: String, changed: ChangedProperties, invalidated: [String])
         /// The whole tree was replaced (first snapshot, or bluetoothd restarted).
         case replaced
         /// bluetoothd left the bus (it stopped or crashed): every object is gone.
@@ -145,7 +139,7 @@ package struct BlueZObjectTree: Sendable, Equatable {
             guard let found = objects.index(forKey: path) else { return nil }
             index = found
         }
-        let changed = PropertyMap(change.changed, sharing: &changeNameLists)
+        let changed = ChangedProperties(change.changed)
         // In place: one lookup of the path, and neither the object's
         // interfaces nor its properties are moved or copied (the optional
         // subscript's modify would move the object out and back in).
@@ -155,7 +149,7 @@ package struct BlueZObjectTree: Sendable, Equatable {
         swap(&lists, &nameLists)
         let applied: Void? = objects.values[index].modifyValue(forKey: change.interface) { properties in
             properties.changingNames(through: &lists) { properties in
-                properties.merge(changed)
+                properties.merge(changes: changed)
                 for key in change.invalidated { properties.removeValue(forKey: key) }
             }
         }
@@ -195,7 +189,7 @@ extension BlueZObjectTree.Change {
     /// What a change of the tree means for one device.
     package enum DeviceFate: Sendable, Equatable {
         /// Some of its `Device1` properties changed.
-        case changed(PropertyMap)
+        case changed(ChangedProperties)
         /// It is gone: removed, or missing from the tree bluetoothd gave again.
         case gone
         /// bluetoothd left the bus.

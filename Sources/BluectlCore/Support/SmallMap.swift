@@ -95,6 +95,12 @@ package struct SmallMap<Value: Sendable & Equatable>: Sendable, Equatable, Seque
         for i in other.values.indices { self[other.names[i]] = other.values[i] }
     }
 
+    /// A change's values replace ours (in the order they came: a name that
+    /// came twice keeps its last value).
+    package mutating func merge(changes changed: ChangedProperties) where Value == DBusValue {
+        for (name, value) in changed { self[name] = value }
+    }
+
     package mutating func removeValue(forKey key: String) {
         self[key] = nil
     }
@@ -209,23 +215,6 @@ extension SmallMap<DBusValue> {
 }
 
 extension SmallMap<DBusValue> {
-    /// From a PropertiesChanged's changed properties, variants unwrapped (a
-    /// name repeated keeps its last value).
-    package init(_ properties: [DBusProperty]) {
-        self.init(minimumCapacity: properties.count)
-        for property in properties {
-            let value = property.value.unwrapped
-            if properties.count > 1, let i = index(of: property.name) {
-                values[i] = value
-            } else {
-                names.append(SharedNames.shared(property.name))
-                values.append(value)
-            }
-        }
-    }
-}
-
-extension SmallMap<DBusValue> {
     /// From the entries of an `a{sv}` as they came off the bus, variants
     /// unwrapped (a key repeated keeps its last value); nil when a key is
     /// not a string. No `Dictionary` in between: each key would be hashed
@@ -240,12 +229,6 @@ extension SmallMap<DBusValue> {
 }
 
 extension SmallMap<DBusValue> {
-    /// `init(_:)` of a PropertiesChanged's properties, the names shared through `lists`.
-    package init(_ properties: [DBusProperty], sharing lists: inout NameLists) {
-        self = SmallMap(count: properties.count, sharing: &lists, name: { properties[$0].name },
-                        value: { properties[$0].value.unwrapped }) ?? SmallMap(properties)
-    }
-
     /// `init?(entries:)`, the names shared through `lists`.
     package init?(entries: [DBusDictEntry], sharing lists: inout NameLists) {
         let name: (Int) -> String? = { if case .string(let key) = entries[$0].key { key } else { nil } }

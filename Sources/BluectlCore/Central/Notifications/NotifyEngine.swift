@@ -266,15 +266,17 @@ final class NotifyEngine: Sendable {
     /// What a characteristic's PropertiesChanged says: its `Value` and its
     /// `Notifying`, when present (nil: not the characteristic interface's).
     static func changes(in message: DBusMessage) -> (value: [UInt8]?, notifying: Bool?)? {
-        guard let change = message.propertiesChanged, change.interface == BlueZ.characteristicInterface else { return nil }
-        var result: (value: [UInt8]?, notifying: Bool?) = (nil, nil)
-        for property in change.changed {
-            switch property.name {
-            case "Value": result.value = property.value.bytes
-            case "Notifying": result.notifying = property.value.bool
-            default: break
+        message.withPropertiesChanged { change -> (value: [UInt8]?, notifying: Bool?)? in
+            guard change.interface == BlueZ.characteristicInterface else { return nil }
+            var result: (value: [UInt8]?, notifying: Bool?) = (nil, nil)
+            for property in change.changed {
+                switch property.name {
+                case "Value": result.value = property.value.bytes
+                case "Notifying": result.notifying = property.value.bool
+                default: break
+                }
             }
-        }
-        return result
+            return result
+        } ?? nil
     }
 }
