@@ -340,14 +340,14 @@ enum MessageCodec {
         return try decode(raw, recentPath: &paths) { $0 }
     }
 
-    /// `decode(_:)`, handing the message to `body` (the connection's
+    /// `decode(_:)`, handing the message to `handle` (the connection's
     /// handler) rather than returning it: returned, it was copied (its
     /// strings retained) and the original destroyed, per message. Takes the
     /// object path from `recentPath` when it is the one the message before
     /// carried (the I/O thread keeps one).
     @inline(__always)
     static func decode<Result>(
-        _ raw: OpaquePointer, recentPath: inout RecentPath, _ body: (DBusMessage) -> Result
+        _ raw: OpaquePointer, recentPath: inout RecentPath, _ handle: (DBusMessage) -> Result
     ) throws(DBusError) -> Result {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(raw) {
@@ -373,7 +373,7 @@ enum MessageCodec {
         let typed = kind == .signal && message.member == PropertiesChanged.memberName
             && message.interface == PropertiesChanged.interfaceName
         message.body = try decodedBody(raw, propertiesChanged: typed)
-        return body(message)
+        return handle(message)
     }
 
     /// An interface or member name of the header: a shared name (`SharedNames`), or a new string.

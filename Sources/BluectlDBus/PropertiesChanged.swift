@@ -13,7 +13,7 @@ import Darwin
 /// body into this form (`WireDecoder.propertiesChanged`), with no generic
 /// value tree first, and every handler of the message — the mirror of
 /// BlueZ's tree, a characteristic's value handler — reads this one decode
-/// (`DBusMessage.propertiesChanged`). Such a message's `arguments` are
+/// in place (`DBusMessage.withPropertiesChanged`). Such a message's `arguments` are
 /// built from it on demand, for code that wants the generic values.
 public struct PropertiesChanged: Sendable, Hashable {
     /// The interface whose properties changed (its first argument).

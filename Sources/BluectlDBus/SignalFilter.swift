@@ -37,9 +37,11 @@ public struct SignalFilter: Sendable, Hashable {
     }
 
     /// Everything but the sender, which the connection checks against the
-    /// tracked owner. Inlined where the connection tests every subscription
-    /// against every signal: called, the whole filter was copied (its six
-    /// strings retained and released) per test.
+    /// tracked owner. Inlined into the connection's test of a subscription
+    /// (`Subscription.accepts`), which is a call of its own so that the
+    /// filter is read in place: called, or inlined into the loop over the
+    /// subscriptions, the whole filter was copied (its six strings retained
+    /// and released) per test.
     @inline(__always)
     public func matches(_ message: DBusMessage) -> Bool {
         guard message.kind == .signal else { return false }

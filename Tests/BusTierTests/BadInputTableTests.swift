@@ -46,14 +46,10 @@ private let longHex = String(repeating: "00", count: 245)
 private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
-/// A passkey file anyone may read (mode 644): refused as a keys file is. One
-/// name for every run (the same bytes each time), as `badKeyFile` below.
-private let worldReadablePasskeyFile: String = {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bus-tier-passkey-644").path
-    let created = FileManager.default.createFile(atPath: path, contents: Data("123456\n".utf8), attributes: [.posixPermissions: 0o644])
-    precondition(created, "cannot write \(path)")
-    return path
-}()
+/// A passkey file anyone may read (mode 644), written by its row's set-up: refused as a keys
+/// file is. One name for every run (the same bytes each time), as `badKeyFile` below.
+private let worldReadablePasskeyFile = FileManager.default.temporaryDirectory
+    .appendingPathComponent("bluectl-bus-tier-passkey-644").path
 
 /// A key file `proxy` must refuse, written by its row's set-up: one name for every run (the
 /// same bytes each time), so that runs leave one file at most, not one each.
@@ -160,7 +156,13 @@ private let rows: [BadInput] = [
     BadInput(args: ["pair", D, "--passkey", "@/nonexistent/passkey"], code: 64,
              message: "bluectl: cannot read the --passkey file /nonexistent/passkey: No such file or directory\n"),
     BadInput(args: ["pair", D, "--passkey", "@" + worldReadablePasskeyFile], code: 78,
-             message: "may be read by others than its owner (mode 644): not used; chmod 600"),
+             message: "may be read by others than its owner (mode 644): not used; chmod 600",
+             setup: .fresh { _, _ in
+                 guard FileManager.default.createFile(atPath: worldReadablePasskeyFile, contents: Data("123456\n".utf8),
+                                                      attributes: [.posixPermissions: 0o644]) else {
+                     throw BusTierError("cannot write \(worldReadablePasskeyFile)")
+                 }
+             }),
     BadInput(args: ["pair", D, "--agent", "none", "--passkey", "123456"], code: 64,
              message: "bluectl: --passkey and --pin need an agent to answer with them; --agent none was given\n"),
     BadInput(args: ["info", D, "--passkey", "123456"], code: 64, message: "bluectl: unknown option \"--passkey\""),

@@ -141,11 +141,11 @@ package final class BlueZMirror: Sendable {
         // The change read in place; `mutate`'s closure captures the change
         // and the path, not the message: one that did copied the message
         // whole (per notification value).
-        let appliedAsChange: Void? = message.withPropertiesChanged { change in
+        let wasPropertiesChanged: Void? = message.withPropertiesChanged { change in
             guard let path = message.path, path.isDescendant(of: BlueZ.root) else { return }
             mutate { tree in tree.apply(change, at: path) }
         }
-        if appliedAsChange != nil { return }
+        if wasPropertiesChanged != nil { return }
         guard message.interface == BlueZ.objectManager, message.path == .root else { return }
         let arguments = message.arguments
         switch message.member {

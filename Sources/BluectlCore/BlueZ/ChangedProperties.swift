@@ -26,7 +26,9 @@ package struct ChangedProperties: Sendable, Equatable, Sequence, ExpressibleByDi
         properties.last(where: { sameName($0.name, key) })?.value.unwrapped
     }
 
-    package var isEmpty: Bool { properties.isEmpty }
+    /// The names that came, without their values (a scan asks which came,
+    /// per advertisement, and reads no value).
+    package var names: LazyMapSequence<[DBusProperty], String> { properties.lazy.map(\.name) }
 
     /// Each property as it came (a name that came twice comes twice; the
     /// later value is the one that counts), its variant unwrapped.

@@ -175,9 +175,9 @@ package struct ScanTracker: Sendable {
                   let properties = tree.properties(path, BlueZ.deviceInterface) else { return nil }
             let seenBefore = seen.contains(path)
             if seenBefore {
-                guard options.duplicates, changed.contains(where: { Self.isDescribingProperty($0.key) }) else { return nil }
+                guard options.duplicates, changed.names.contains(where: Self.isDescribingProperty) else { return nil }
             } else {
-                guard changed.contains(where: { Self.isAdvertisementProperty($0.key) }) else { return nil }
+                guard changed.names.contains(where: Self.isAdvertisementProperty) else { return nil }
             }
             return report(path, properties, seenBefore: seenBefore)
         case .removed(let path, let interfaces):
