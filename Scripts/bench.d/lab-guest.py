@@ -829,10 +829,15 @@ def bench_notify():
     # AcquireNotify consumers and bluetoothctl last: bluetoothd 5.66 has segfaulted here when an
     # AcquireNotify socket was closed at once, and bluetoothctl needs a reconnect (see btctl_setup),
     # a kind of cycle that has crashed this lab's kernel (hci_chan_del) and bluetoothd before
+    # Every other round runs its consumers in reverse order, so that no consumer always has the
+    # same place in a round (the build compared with itself through --compare, 6 rounds, always
+    # second: the cheaper of the two in 5 rounds; alternated: in 3, 2026-11-29).
+    def in_round_order(consumers, rep):
+        return consumers if rep % 2 == 0 else consumers[::-1]
     plan = []
     for stage in ("start", "acquire", "btctl"):
         runs = [(c, n, rep) for n in NOTIFY_NS for rep in range(NOTIFY_REPS)
-                for c in notify_consumers(n) if consumer_stage(c) == stage]
+                for c in in_round_order(notify_consumers(n), rep) if consumer_stage(c) == stage]
         # Bleak's AcquireNotify after every other one: bluetoothd 5.66 has segfaulted after each
         # of its runs here, and the runs right after a restart were slow and lost values
         plan += sorted(runs, key=lambda r: r[0][0] == "Bleak AcquireNotify")
