@@ -78,13 +78,10 @@ public final class DBusConnection: Sendable {
     /// copying a filter's strings for each check cost more than the check.
     private final class Subscription {
         let filter: SignalFilter
-        /// `filter.sender`, read per signal without a copy of the filter.
-        let sender: String?
         let handler: SignalHandler
 
         init(filter: SignalFilter, handler: @escaping SignalHandler) {
             self.filter = filter
-            self.sender = filter.sender
             self.handler = handler
         }
 
@@ -95,8 +92,10 @@ public final class DBusConnection: Sendable {
         @inline(never)
         func accepts(_ message: DBusMessage) -> Bool { filter.matches(message) }
 
-        /// The owner of `sender` (a well-known name) as looked up in
-        /// `Tables.owners`, and the version of the owners it was looked up in.
+        /// The owner of the filter's sender (a well-known name) as looked up
+        /// in `Tables.owners`, and the version of the owners it was looked up
+        /// in. Touched on the loop only, as the tables that hold the
+        /// subscription are.
         private var ownerLookedUp: (version: UInt64, owner: String?) = (0, nil)
 
         /// Whether `message` comes from the filter's sender: that unique
@@ -107,7 +106,7 @@ public final class DBusConnection: Sendable {
         /// inlined, the names were copied.
         @inline(never)
         func comesFromSender(_ message: DBusMessage, owners: [String: String?], version: UInt64) -> Bool {
-            guard let sender else { return true }
+            guard let sender = filter.sender else { return true }
             if sender.utf8.first == UInt8(ascii: ":") { return sameName(message.sender, sender) }
             if ownerLookedUp.version != version {
                 // A few names are tracked: going through them costs less
