@@ -47,13 +47,12 @@ private let heartRateSpecFile = URL(fileURLWithPath: #filePath).deletingLastPath
     .appendingPathComponent("Lab/heart-rate.json").path
 private let tooLongWithResponse = String(repeating: "00", count: 513)
 /// A passkey file anyone may read (mode 644), written by its row's set-up: refused as a keys
-/// file is. One name for every run (the same bytes each time), as `badKeyFile` below.
-private let worldReadablePasskeyFile = FileManager.default.temporaryDirectory
-    .appendingPathComponent("bluectl-bus-tier-passkey-644").path
+/// file is. One name for every run of a build (`BusTier.runFile`), as `badKeyFile` below.
+private let worldReadablePasskeyFile = BusTier.runFile("bluectl-bus-tier-passkey-644")
 
-/// A key file `proxy` must refuse, written by its row's set-up: one name for every run (the
-/// same bytes each time), so that runs leave one file at most, not one each.
-private let badKeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-bus-tier-bad-key").path
+/// A key file `proxy` must refuse, written by its row's set-up: one name for every run of a
+/// build (`BusTier.runFile`: the same bytes each time), so that runs leave one file, not one each.
+private let badKeyFile = BusTier.runFile("bluectl-bus-tier-bad-key")
 
 private let rows: [BadInput] = [
     // malformed UUIDs and selectors (64)

@@ -9,7 +9,7 @@ struct LibraryLoadingTests {
     /// A folder first on LD_LIBRARY_PATH whose libcrypto.so.3 and libmosquitto.so.1 are
     /// not libraries: dlopen finds them first and refuses them.
     private static func brokenLibraries() throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bluectl-broken-libs").path
+        let folder = BusTier.runFile("bluectl-broken-libs")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         for name in ["libcrypto.so.3", "libmosquitto.so.1"] {
             try Data("not a library\n".utf8).write(to: URL(fileURLWithPath: folder + "/" + name))

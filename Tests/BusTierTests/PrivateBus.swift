@@ -94,6 +94,17 @@ enum BusTier {
         throw BusTierError("\(name) executable not found next to the test bundle (looked in \(dirs.map(\.path)))\(name == "bluectl" ? "; set BLUECTL_BIN" : "")")
     }
 
+    /// A path for a fixture a test writes at run time under one name: in the
+    /// directory of the running test executable (its build's: .build*/<triple>/<config>),
+    /// so that runs of two builds at once (CI runs the ASan and the TSan tests
+    /// together) never share the file, and the runs of one build leave one file,
+    /// not one each. The temporary directory where that directory is unknown.
+    static func runFile(_ name: String) -> String {
+        let directory = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
+        return (directory ?? FileManager.default.temporaryDirectory).appendingPathComponent(name).path
+    }
+
     /// Environment for children: the caller's, minus anything that would
     /// point them at another bus or Python.
     static func baseEnvironment() -> [String: String] {
