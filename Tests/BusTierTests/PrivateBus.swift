@@ -70,9 +70,7 @@ enum BusTier {
     /// examples: "ScanExample", …).
     static func builtExecutable(_ name: String) throws -> String {
         var dirs: [URL] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            dirs.append(URL(fileURLWithPath: exe).deletingLastPathComponent())
-        }
+        if let executableDirectory { dirs.append(executableDirectory) }
         if let arg0 = CommandLine.arguments.first {
             dirs.append(URL(fileURLWithPath: arg0).standardizedFileURL.resolvingSymlinksInPath().deletingLastPathComponent())
         }
@@ -100,10 +98,13 @@ enum BusTier {
     /// together) never share the file, and the runs of one build leave one file,
     /// not one each. The temporary directory where that directory is unknown.
     static func runFile(_ name: String) -> String {
-        let directory = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            .map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
-        return (directory ?? FileManager.default.temporaryDirectory).appendingPathComponent(name).path
+        (executableDirectory ?? FileManager.default.temporaryDirectory).appendingPathComponent(name).path
     }
+
+    /// The directory of the running test executable (/proc/self/exe's).
+    private static let executableDirectory: URL? =
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
 
     /// Environment for children: the caller's, minus anything that would
     /// point them at another bus or Python.
